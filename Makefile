@@ -1,0 +1,41 @@
+# The project's vocabulary: run, test, bench, lint, paper.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# Portable llama.cpp build: no -march=native, no multimodal helper.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
+export HF_HUB_OFFLINE = 1
+export TRANSFORMERS_OFFLINE = 1
+export TOKENIZERS_PARALLELISM = false
+# CPU build of torch; a bare `torch` requirement would pull a multi-GB CUDA build.
+TORCH_CPU ?= torch==2.13.0
+
+.PHONY: run test bench lint paper clean-venv
+
+$(VENV)/.installed-cpu: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade "pip>=24" >/dev/null
+	$(PIP) install "$(TORCH_CPU)"
+	$(PIP) install -e ".[cpu]"
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed-cpu
+	$(PIP) install -e ".[cpu,dev]"
+	touch $@
+
+run: $(VENV)/.installed-cpu
+	$(PY) -m memforest.demo
+
+test: $(VENV)/.installed-dev
+	$(PY) -m pytest -q
+
+bench: $(VENV)/.installed-dev
+	$(PY) -m benchmarks.micro
+
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check memforest baselines benchmarks analysis tests
+	$(VENV)/bin/mypy memforest
+
+clean-venv:
+	rm -rf $(VENV)

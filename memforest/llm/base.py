@@ -1,0 +1,96 @@
+"""Small protocols through which every model call of the project passes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+Message = dict[str, str]
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One independent chat completion. `stage` and the prompt id/version go into the call log."""
+
+    messages: tuple[Message, ...]
+    stage: str
+    prompt_id: str
+    prompt_version: int = 1
+    json_schema: dict[str, Any] | None = None
+    max_tokens: int = 512
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __iadd__(self, other: Usage) -> Usage:
+        self.prompt_tokens += other.prompt_tokens
+        self.cached_prompt_tokens += other.cached_prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        return self
+
+
+@dataclass
+class ChatResponse:
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str = "stop"
+    model: str = ""
+
+
+class TransientModelError(Exception):
+    """A failure worth retrying with backoff (timeout, connection reset, 5xx, overload)."""
+
+
+class InvalidOutputError(Exception):
+    """The model answered, but not with what was asked (truncated, invalid JSON)."""
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A chat model. `generate` takes independent requests and returns one result per request,
+    in order: a ChatResponse, or the exception that request raised. Backends that batch natively
+    (in-process vLLM) set `batched = True` and receive a whole wave at once; others receive one
+    request per call, from up to `max_concurrency` threads at once."""
+
+    name: str
+    batched: bool
+    max_concurrency: int
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse | Exception]: ...
+
+    def close(self) -> None: ...
+
+
+EmbedKind = Literal["query", "passage"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Maps texts to L2-normalised float32 vectors of `dim` dimensions."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str], kind: EmbedKind = "passage") -> np.ndarray: ...
+
+    def close(self) -> None: ...
+
+
+def normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    """L2-normalise rows in float32; zero rows stay zero."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.ndim == 1:
+        vectors = vectors[None, :]
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return vectors / norms

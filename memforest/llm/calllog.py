@@ -1,0 +1,135 @@
+"""The call log: one JSON record per model call, and its summary."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class CallRecord:
+    id: int
+    stage: str
+    prompt_id: str
+    prompt_version: int
+    wave: int
+    level: int
+    start: float
+    end: float
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retries: int = 0
+    error: str | None = None
+    finish_reason: str | None = None
+    model: str = ""
+    tags: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def latency(self) -> float:
+        return self.end - self.start
+
+
+class CallLog:
+    """Thread-safe collector of call records, mirrored to a JSONL file when a path is given."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self._lock = threading.Lock()
+        self.records: list[CallRecord] = []
+        self.path = Path(path) if path else None
+        self._file = None
+        if self.path:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("a", encoding="utf-8", buffering=1)
+
+    def add(self, record: CallRecord) -> None:
+        with self._lock:
+            self.records.append(record)
+            if self._file:
+                self._file.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")
+
+    def since(self, index: int) -> list[CallRecord]:
+        with self._lock:
+            return list(self.records[index:])
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file:
+                self._file.close()
+                self._file = None
+
+
+def read_log(path: str | Path) -> list[CallRecord]:
+    out = []
+    with Path(path).open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                out.append(CallRecord(**json.loads(line)))
+    return out
+
+
+def summarize(records: Iterable[CallRecord]) -> dict[str, Any]:
+    """Calls, waves, tokens by stage, wall time and critical path of a set of call records.
+
+    The critical path is the chain of waves: each wave waits for its slowest call, so its length
+    in seconds is the sum over waves of the longest call in that wave."""
+    recs = list(records)
+    by_stage: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    wave_longest: dict[int, float] = {}
+    for r in recs:
+        s = by_stage[r.stage]
+        s["calls"] += 1
+        s["failed"] += r.error is not None
+        s["retries"] += r.retries
+        s["prompt_tokens"] += r.prompt_tokens
+        s["cached_prompt_tokens"] += r.cached_prompt_tokens
+        s["completion_tokens"] += r.completion_tokens
+        s["call_seconds"] += r.latency
+        wave_longest[r.wave] = max(wave_longest.get(r.wave, 0.0), r.latency)
+    waves_by_stage: dict[str, set[int]] = defaultdict(set)
+    for r in recs:
+        waves_by_stage[r.stage].add(r.wave)
+    for stage, waves in waves_by_stage.items():
+        by_stage[stage]["waves"] = len(waves)
+    total = {
+        key: sum(s[key] for s in by_stage.values())
+        for key in ("calls", "failed", "retries", "prompt_tokens", "cached_prompt_tokens",
+                    "completion_tokens", "call_seconds")
+    }
+    wall = (max(r.end for r in recs) - min(r.start for r in recs)) if recs else 0.0
+    return {
+        **{k: int(v) if k != "call_seconds" else round(v, 3) for k, v in total.items()},
+        "waves": len(wave_longest),
+        "wall_seconds": round(wall, 3),
+        "critical_path_seconds": round(sum(wave_longest.values()), 3),
+        "by_stage": {
+            stage: {k: (round(v, 3) if k == "call_seconds" else int(v)) for k, v in s.items()}
+            for stage, s in sorted(by_stage.items())
+        },
+    }
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """A fixed-width table of a summary, one row per stage and a total row."""
+    cols = ("calls", "waves", "failed", "retries", "prompt_tokens", "cached_prompt_tokens",
+            "completion_tokens", "call_seconds")
+    heads = ("stage", "calls", "waves", "failed", "retries", "prompt", "cached", "completion", "call_s")
+    rows = [[stage, *[str(s.get(c, 0)) for c in cols]] for stage, s in summary["by_stage"].items()]
+    rows.append(["total", *[str(summary.get(c, 0)) for c in cols]])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
+    lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(heads, widths)))]
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    lines.append(
+        f"wall {summary['wall_seconds']} s, critical path {summary['critical_path_seconds']} s "
+        f"over {summary['waves']} waves"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,50 @@
+"""Builds chat models and embedders from their configs. Backends are named explicitly; nothing
+falls back silently to another backend."""
+
+from __future__ import annotations
+
+from memforest.config import EmbedderConfig, LLMConfig
+from memforest.errors import ConfigError
+from memforest.llm.base import ChatModel, Embedder
+
+
+def build_chat_model(cfg: LLMConfig) -> ChatModel:
+    if cfg.backend == "llamacpp":
+        from memforest.llm.llamacpp import LlamaCppChatModel
+
+        return LlamaCppChatModel(cfg)
+    if cfg.backend == "openai":
+        from memforest.llm.openai_compat import OpenAIChatModel
+
+        return OpenAIChatModel(cfg)
+    if cfg.backend == "vllm":
+        from memforest.llm.vllm_backend import VLLMChatModel
+
+        return VLLMChatModel(cfg)
+    if cfg.backend == "scripted":
+        from memforest.llm.testing import ScriptedChatModel
+
+        return ScriptedChatModel(max_concurrency=cfg.concurrency)
+    raise ConfigError(f"unknown llm backend {cfg.backend!r} (llamacpp, openai, vllm, scripted)")
+
+
+def build_embedder(cfg: EmbedderConfig) -> Embedder:
+    if cfg.backend == "sentence_transformers":
+        from memforest.llm.embedders import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder(cfg)
+    if cfg.backend == "openai":
+        from memforest.llm.embedders import OpenAIEmbedder
+
+        return OpenAIEmbedder(cfg)
+    if cfg.backend == "vllm":
+        from memforest.llm.embedders import VLLMEmbedder
+
+        return VLLMEmbedder(cfg)
+    if cfg.backend == "hash":
+        from memforest.llm.testing import HashEmbedder
+
+        return HashEmbedder(cfg.dim)
+    raise ConfigError(
+        f"unknown embedder backend {cfg.backend!r} (sentence_transformers, openai, vllm, hash)"
+    )

@@ -1,0 +1,204 @@
+"""Runs independent model requests as waves of at most P requests, with retries and a call log.
+
+A wave is a set of requests dispatched together; the next wave starts when the slowest request of
+the previous one has finished. Requests that depend on each other go in separate `run` calls,
+labelled with their dependency `level`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from memforest.errors import ModelError
+from memforest.llm.base import (
+    ChatModel,
+    ChatRequest,
+    ChatResponse,
+    InvalidOutputError,
+    TransientModelError,
+    Usage,
+)
+from memforest.llm.calllog import CallLog, CallRecord
+
+
+class Scheduler:
+    def __init__(
+        self,
+        model: ChatModel,
+        concurrency: int | None = None,
+        log: CallLog | None = None,
+        max_retries: int = 3,
+        json_retries: int = 2,
+        backoff_s: float = 0.5,
+    ) -> None:
+        self.model = model
+        self.concurrency = max(1, concurrency or model.max_concurrency)
+        self.log = log if log is not None else CallLog()
+        self.max_retries = max_retries
+        self.json_retries = json_retries
+        self.backoff_s = backoff_s
+        self._ids = itertools.count(1)
+        self._waves = itertools.count(1)
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="memforest-llm")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def run(
+        self, requests: Sequence[ChatRequest], level: int = 0, tags: dict[str, Any] | None = None
+    ) -> list[ChatResponse | ModelError]:
+        """Run independent requests; one result per request, in order. Failures are returned, not raised."""
+        results: list[ChatResponse | ModelError] = []
+        for start in range(0, len(requests), self.concurrency):
+            wave = requests[start : start + self.concurrency]
+            with self._lock:
+                wave_id = next(self._waves)
+            if self.model.batched:
+                results.extend(self._run_batched(wave, wave_id, level, tags or {}))
+            else:
+                futures = [self._pool.submit(self._run_one, r, wave_id, level, tags or {}) for r in wave]
+                results.extend(f.result() for f in futures)
+        return results
+
+    def run_strict(
+        self, requests: Sequence[ChatRequest], level: int = 0, tags: dict[str, Any] | None = None
+    ) -> list[ChatResponse]:
+        """Like `run`, but raises the first failure as a ModelError."""
+        out = self.run(requests, level, tags)
+        for r in out:
+            if isinstance(r, ModelError):
+                raise r
+        return out  # type: ignore[return-value]
+
+    def _run_one(
+        self, request: ChatRequest, wave: int, level: int, tags: dict[str, Any]
+    ) -> ChatResponse | ModelError:
+        start = time.time()
+        usage = Usage()
+        transient = invalid = 0
+        while True:
+            result = self.model.generate([request])[0]
+            if isinstance(result, ChatResponse):
+                usage += result.usage
+                try:
+                    _check(request, result)
+                except InvalidOutputError as e:
+                    result = e
+            kind = _failure_kind(result)
+            if kind is None:
+                assert isinstance(result, ChatResponse)
+                self._record(request, wave, level, tags, start, usage, transient + invalid, None, result)
+                return result
+            if kind == "transient" and transient < self.max_retries:
+                time.sleep(self.backoff_s * (2**transient))
+                transient += 1
+                continue
+            if kind == "invalid" and invalid < self.json_retries:
+                invalid += 1
+                continue
+            error = f"{type(result).__name__}: {result}"
+            self._record(request, wave, level, tags, start, usage, transient + invalid, error, None)
+            return ModelError(f"{request.stage} call failed after {transient + invalid} retries: {error}")
+
+    def _run_batched(
+        self, wave: Sequence[ChatRequest], wave_id: int, level: int, tags: dict[str, Any]
+    ) -> list[ChatResponse | ModelError]:
+        start = time.time()
+        pending = list(range(len(wave)))
+        results: list[ChatResponse | Exception | None] = [None] * len(wave)
+        usages = [Usage() for _ in wave]
+        tries = [0] * len(wave)
+        attempt = 0
+        while pending and attempt <= max(self.max_retries, self.json_retries):
+            outs = self.model.generate([wave[i] for i in pending])
+            retry = []
+            for i, out in zip(pending, outs):
+                if isinstance(out, ChatResponse):
+                    usages[i] += out.usage
+                    try:
+                        _check(wave[i], out)
+                    except InvalidOutputError as e:
+                        out = e
+                results[i] = out
+                kind = _failure_kind(out)
+                limit = self.max_retries if kind == "transient" else self.json_retries
+                if kind is not None and tries[i] < limit:
+                    tries[i] += 1
+                    retry.append(i)
+            pending = retry
+            attempt += 1
+        final: list[ChatResponse | ModelError] = []
+        for i, (req, res) in enumerate(zip(wave, results)):
+            if isinstance(res, ChatResponse):
+                self._record(req, wave_id, level, tags, start, usages[i], tries[i], None, res)
+                final.append(res)
+            else:
+                error = f"{type(res).__name__}: {res}"
+                self._record(req, wave_id, level, tags, start, usages[i], tries[i], error, None)
+                final.append(ModelError(f"{req.stage} call failed after {tries[i]} retries: {error}"))
+        return final
+
+    def _record(
+        self,
+        request: ChatRequest,
+        wave: int,
+        level: int,
+        tags: dict[str, Any],
+        start: float,
+        usage: Usage,
+        retries: int,
+        error: str | None,
+        response: ChatResponse | None,
+    ) -> None:
+        self.log.add(
+            CallRecord(
+                id=next(self._ids),
+                stage=request.stage,
+                prompt_id=request.prompt_id,
+                prompt_version=request.prompt_version,
+                wave=wave,
+                level=level,
+                start=start,
+                end=time.time(),
+                prompt_tokens=usage.prompt_tokens,
+                cached_prompt_tokens=usage.cached_prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                retries=retries,
+                error=error,
+                finish_reason=response.finish_reason if response else None,
+                model=(response.model if response else "") or self.model.name,
+                tags=dict(tags),
+            )
+        )
+
+
+def _check(request: ChatRequest, response: ChatResponse) -> None:
+    if response.finish_reason == "length":
+        raise InvalidOutputError("output truncated at max_tokens")
+    if request.json_schema is not None:
+        try:
+            json.loads(response.text, strict=False)
+        except ValueError as e:
+            raise InvalidOutputError(f"invalid JSON: {e}") from None
+
+
+def _failure_kind(result: object) -> str | None:
+    if isinstance(result, ChatResponse):
+        return None
+    if isinstance(result, TransientModelError):
+        return "transient"
+    if isinstance(result, InvalidOutputError):
+        return "invalid"
+    return "fatal"
+
+
+def parse_json(response: ChatResponse) -> Any:
+    """The JSON value of a response the scheduler has already checked."""
+    return json.loads(response.text, strict=False)

@@ -1,0 +1,20 @@
+"""Interval summary of a MemTree node from its children, in time order."""
+
+from __future__ import annotations
+
+from memforest.prompts import PromptSpec
+
+SPEC = PromptSpec("interval_summary", 1)
+
+SYSTEM = """You summarise a time-ordered list of memory entries about one topic into one paragraph of at
+most {words} words. Keep every number, date and name. Stay chronological. When a state changes, write it
+as "X -> Y" (for example "lived in Boston -> Davis"). End with the latest state. Use only the entries."""
+
+
+def messages(label: str, entries: list[str], words: int) -> tuple[dict[str, str], ...]:
+    listing = "\n".join(f"- {e}" for e in entries)
+    user = f"Topic: {label}\nEntries, oldest first:\n{listing}\n\nSummary:"
+    return (
+        {"role": "system", "content": SYSTEM.format(words=words)},
+        {"role": "user", "content": user},
+    )

@@ -1,0 +1,108 @@
+"""Parsing and formatting of timestamps and of the relative expressions facts carry."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+from memforest.errors import InputError
+
+_FORMATS = (
+    "%Y-%m-%dT%H:%M:%S",
+    "%Y-%m-%dT%H:%M",
+    "%Y-%m-%d %H:%M:%S",
+    "%Y-%m-%d %H:%M",
+    "%Y-%m-%d",
+    "%Y/%m/%d (%a) %H:%M",
+    "%Y/%m/%d %H:%M",
+    "%Y/%m/%d",
+    "%I:%M %p on %d %B, %Y",
+    "%I:%M %p on %d %b, %Y",
+)
+
+
+def parse_time(value: str | float | int | datetime, what: str = "timestamp") -> float:
+    """Epoch seconds (UTC) from an ISO string, a LongMemEval/LoCoMo date string, a number or a datetime."""
+    if isinstance(value, bool):
+        raise InputError(f"{what}: expected a date, got {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, datetime):
+        dt = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return dt.timestamp()
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{what}: expected a date string, got {value!r}")
+    text = value.strip()
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        dt = None
+        for fmt in _FORMATS:
+            try:
+                dt = datetime.strptime(text, fmt)
+                break
+            except ValueError:
+                continue
+        if dt is None:
+            raise InputError(f"{what}: cannot parse {value!r} as a date") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def to_datetime(t: float) -> datetime:
+    return datetime.fromtimestamp(t, tz=timezone.utc)
+
+
+def iso_date(t: float | None) -> str:
+    return "" if t is None else to_datetime(t).strftime("%Y-%m-%d")
+
+
+def iso_minute(t: float) -> str:
+    return to_datetime(t).strftime("%Y-%m-%d %H:%M")
+
+
+def month_label(t: float) -> str:
+    return to_datetime(t).strftime("%b %Y")
+
+
+def interval_header(t_lo: float, t_hi: float, label: str) -> str:
+    """The `[Mon YYYY – Mon YYYY | label]` prefix of an interval summary."""
+    lo, hi = month_label(t_lo), month_label(t_hi)
+    span = lo if lo == hi else f"{lo} – {hi}"
+    return f"[{span} | {label}]"
+
+
+_RELATIVE = [
+    (re.compile(r"\btoday\b|\bthis morning\b|\btonight\b|\bthis evening\b"), lambda m: timedelta(0)),
+    (re.compile(r"\byesterday\b"), lambda m: timedelta(days=-1)),
+    (re.compile(r"\btomorrow\b"), lambda m: timedelta(days=1)),
+    (re.compile(r"\blast week\b"), lambda m: timedelta(weeks=-1)),
+    (re.compile(r"\bnext week\b"), lambda m: timedelta(weeks=1)),
+    (re.compile(r"\blast month\b"), lambda m: timedelta(days=-30)),
+    (re.compile(r"\bnext month\b"), lambda m: timedelta(days=30)),
+    (re.compile(r"\blast year\b"), lambda m: timedelta(days=-365)),
+    (re.compile(r"\bnext year\b"), lambda m: timedelta(days=365)),
+    (re.compile(r"\b(\d+) days? ago\b"), lambda m: timedelta(days=-int(m.group(1)))),
+    (re.compile(r"\b(\d+) weeks? ago\b"), lambda m: timedelta(weeks=-int(m.group(1)))),
+    (re.compile(r"\b(\d+) months? ago\b"), lambda m: timedelta(days=-30 * int(m.group(1)))),
+    (re.compile(r"\b(\d+) years? ago\b"), lambda m: timedelta(days=-365 * int(m.group(1)))),
+    (re.compile(r"\bin (\d+) days?\b"), lambda m: timedelta(days=int(m.group(1)))),
+]
+
+
+def resolve_event_time(iso: str, time_text: str, source_time: float) -> float | None:
+    """The event time a fact asserts: the model's ISO date when it parses, else a relative
+    expression resolved against the source time, else None (the fact inherits its source time)."""
+    iso = (iso or "").strip()
+    if iso:
+        try:
+            return parse_time(iso[:19])
+        except InputError:
+            pass
+    text = (time_text or "").lower()
+    for pattern, delta in _RELATIVE:
+        m = pattern.search(text)
+        if m:
+            return (to_datetime(source_time) + delta(m)).timestamp()
+    return None

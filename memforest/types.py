@@ -1,0 +1,89 @@
+"""Records of the memory: turns, sessions, cells, canonical facts and their occurrences.
+
+Times are floats: seconds since the Unix epoch, UTC. Source time (when something was said) and
+event time (when what it asserts happened) are separate fields and are never interchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ROLES = ("user", "assistant")
+ORIGINS = ("user", "assistant", "mixed", "unknown")
+SEMANTIC_ROLES = ("event", "state", "preference", "constraint", "plan", "detail", "reference")
+FAMILIES = ("session", "entity", "scene")
+
+
+@dataclass(frozen=True)
+class Turn:
+    role: str
+    content: str
+    time: float
+
+
+@dataclass
+class Session:
+    session_id: str
+    time: float
+    turns: list[Turn]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A chunk of at most b consecutive turns of one session: the unit of extraction and a
+    session-tree leaf."""
+
+    id: str
+    session_id: str
+    index: int
+    turn_lo: int
+    turn_hi: int  # inclusive
+    time: float
+    text: str
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """Where and when a canonical fact was observed."""
+
+    session_id: str
+    cell_id: str
+    turn_lo: int
+    turn_hi: int
+    source_time: float
+    event_start: float | None = None
+    event_end: float | None = None
+
+
+@dataclass
+class Fact:
+    """A canonical fact: the stable write unit. Merged duplicates add occurrences."""
+
+    id: str
+    text: str
+    norm: str
+    origin: str
+    role: str
+    participants: list[str]
+    entities: list[str]
+    topics: list[str]
+    time_text: str
+    event_start: float | None
+    event_end: float | None
+    attribute: str
+    domain: str
+    collection: str
+    occurrences: list[Occurrence] = field(default_factory=list)
+
+    @property
+    def source_time(self) -> float:
+        return min(o.source_time for o in self.occurrences)
+
+    @property
+    def time(self) -> float:
+        """The temporal anchor used to order the fact in a MemTree: event start, else source time."""
+        return self.event_start if self.event_start is not None else self.source_time
+
+    @property
+    def sessions(self) -> set[str]:
+        return {o.session_id for o in self.occurrences}

@@ -1,0 +1,145 @@
+import json
+import math
+
+import pytest
+
+from memforest.errors import ModelError
+from memforest.llm.base import ChatRequest, InvalidOutputError, TransientModelError
+from memforest.llm.calllog import CallLog, format_summary, read_log, summarize
+from memforest.llm.scheduler import Scheduler
+from memforest.llm.testing import ScriptedChatModel
+
+SCHEMA = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+
+
+def req(i: int, stage: str = "extract", schema: dict | None = SCHEMA) -> ChatRequest:
+    return ChatRequest(({"role": "user", "content": f"item {i}"},), stage, "p", 2, schema)
+
+
+@pytest.mark.parametrize("n,p", [(1, 1), (7, 3), (12, 4), (5, 8)])
+def test_waves_and_concurrency_bound(n, p):
+    model = ScriptedChatModel(lambda r: {"x": 1}, latency_s=0.02, max_concurrency=p)
+    sched = Scheduler(model, concurrency=p)
+    out = sched.run([req(i) for i in range(n)], level=3)
+    assert len(out) == n and all(json.loads(o.text) == {"x": 1} for o in out)
+    waves = {r.wave for r in sched.log.records}
+    assert len(waves) == math.ceil(n / p)
+    assert model.max_in_flight <= p
+    if n >= p > 1:
+        assert model.max_in_flight > 1
+    assert {r.level for r in sched.log.records} == {3}
+    sched.close()
+
+
+def test_results_keep_request_order():
+    model = ScriptedChatModel(lambda r: {"x": int(r.messages[0]["content"].split()[1])}, max_concurrency=3)
+    sched = Scheduler(model, concurrency=3)
+    out = sched.run([req(i) for i in range(10)])
+    assert [json.loads(o.text)["x"] for o in out] == list(range(10))
+
+
+def test_transient_errors_are_retried_then_recorded():
+    attempts: dict[str, int] = {}
+
+    def flaky(r):
+        key = r.messages[0]["content"]
+        attempts[key] = attempts.get(key, 0) + 1
+        if key == "item 0" and attempts[key] < 3:
+            return TransientModelError("503")
+        if key == "item 1":
+            return TransientModelError("always down")
+        return {"x": 0}
+
+    sched = Scheduler(ScriptedChatModel(flaky), concurrency=2, max_retries=2, backoff_s=0.0)
+    ok, failed = sched.run([req(0), req(1)])
+    assert not isinstance(ok, ModelError)
+    assert isinstance(failed, ModelError) and "always down" in str(failed)
+    recs = {r.tags.get("k", r.id): r for r in sched.log.records}
+    by_error = sorted(recs.values(), key=lambda r: r.error is not None)
+    assert by_error[0].retries == 2 and by_error[0].error is None
+    assert by_error[1].retries == 2 and "TransientModelError" in by_error[1].error
+
+
+def test_invalid_json_gets_bounded_retries():
+    calls = []
+
+    def bad(r):
+        calls.append(1)
+        return "not json {"
+
+    sched = Scheduler(ScriptedChatModel(bad), concurrency=1, json_retries=2)
+    (out,) = sched.run([req(0)])
+    assert isinstance(out, ModelError)
+    assert len(calls) == 3
+    (rec,) = sched.log.records
+    assert rec.retries == 2 and "invalid JSON" in rec.error
+    with pytest.raises(ModelError):
+        sched.run_strict([req(1)])
+
+
+def test_truncation_is_a_failure_and_fatal_errors_are_not_retried():
+    from memforest.llm.base import ChatResponse
+
+    class Model(ScriptedChatModel):
+        def _one(self, request):
+            if request.stage == "fatal":
+                return ValueError("bad request")
+            return ChatResponse('{"x": 1', finish_reason="length")
+
+    sched = Scheduler(Model(), concurrency=2, json_retries=1)
+    trunc, fatal = sched.run([req(0), req(1, stage="fatal")])
+    assert isinstance(trunc, ModelError) and "truncated" in str(trunc)
+    assert isinstance(fatal, ModelError)
+    fatal_rec = next(r for r in sched.log.records if r.stage == "fatal")
+    assert fatal_rec.retries == 0
+
+
+def test_batched_backend_gets_whole_waves():
+    class Batched(ScriptedChatModel):
+        batched = True
+        sizes: list[int] = []
+
+        def generate(self, requests):
+            self.sizes.append(len(requests))
+            return super().generate(requests)
+
+    model = Batched(lambda r: {"x": 2} if r.messages[0]["content"] != "item 4" else "oops")
+    sched = Scheduler(model, concurrency=5, json_retries=1)
+    out = sched.run([req(i) for i in range(8)])
+    assert model.sizes == [5, 1, 3]  # wave 1, retry of the invalid item, wave 2
+    assert isinstance(out[4], ModelError) and sum(isinstance(o, ModelError) for o in out) == 1
+
+
+def test_call_log_file_format_and_summary(tmp_path):
+    log = CallLog(tmp_path / "calls.jsonl")
+    sched = Scheduler(ScriptedChatModel(lambda r: {"x": 1}), concurrency=2, log=log)
+    sched.run([req(i) for i in range(3)], level=0, tags={"op": "ingest"})
+    sched.run([req(i, stage="summarize", schema=None) for i in range(2)], level=1)
+    log.close()
+    lines = (tmp_path / "calls.jsonl").read_text().splitlines()
+    assert len(lines) == 5
+    row = json.loads(lines[0])
+    for key in ("id", "stage", "prompt_id", "prompt_version", "wave", "level", "start", "end",
+                "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "retries", "error"):
+        assert key in row
+    assert row["tags"] == {"op": "ingest"} and row["prompt_version"] == 2
+    s = summarize(read_log(tmp_path / "calls.jsonl"))
+    assert s["calls"] == 5 and s["waves"] == 3
+    assert s["by_stage"]["extract"]["waves"] == 2 and s["by_stage"]["summarize"]["calls"] == 2
+    assert s["prompt_tokens"] == sum(json.loads(x)["prompt_tokens"] for x in lines)
+    assert "total" in format_summary(s)
+
+
+def test_cli_calls_command(tmp_path, capsys):
+    from memforest.cli import main
+
+    log = CallLog(tmp_path / "c.jsonl")
+    Scheduler(ScriptedChatModel(lambda r: {"x": 1}), log=log).run([req(0)])
+    log.close()
+    assert main(["calls", str(tmp_path / "c.jsonl"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["calls"] == 1
+
+
+def test_scripted_returns_exceptions_in_place():
+    model = ScriptedChatModel(lambda r: InvalidOutputError("x"))
+    assert isinstance(model.generate([req(0)])[0], InvalidOutputError)
