@@ -1,0 +1,194 @@
+"""MemForest: the façade over a store directory holding one SQLite database per user."""
+
+from __future__ import annotations
+
+import fcntl
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import faiss
+
+from memforest.config import MemForestConfig
+from memforest.errors import InputError, StoreError
+from memforest.index.forest_index import ForestIndex
+from memforest.llm.base import ChatModel, Embedder
+from memforest.llm.calllog import CallLog
+from memforest.llm.factory import build_chat_model, build_embedder
+from memforest.llm.scheduler import Scheduler
+from memforest.sessions import check_id, parse_session, parse_sessions
+from memforest.state import ChangeSet, UserState
+from memforest.store.db import UserDB
+from memforest.types import Session
+from memforest.write import IngestReport, ingest_sessions
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A committed version of one user's memory: state and indexes, never mutated after publication."""
+
+    state: UserState
+    index: ForestIndex
+
+
+class MemForest:
+    """Persistent memory for many users in one directory.
+
+    Models are injected (`llm`, `embedder`) or built from `config`. `llm=None` with
+    `config.tree.summary_mode == "extractive"` and `generate=False` gives the generator-free write path."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        config: MemForestConfig | None = None,
+        llm: ChatModel | None = None,
+        embedder: Embedder | None = None,
+        call_log: CallLog | None = None,
+        generate: bool = True,
+    ) -> None:
+        self.root = Path(path)
+        self.config = config or MemForestConfig()
+        self.embedder = embedder or build_embedder(self.config.embedder)
+        self.log = call_log if call_log is not None else CallLog()
+        self._llm = llm
+        self._scheduler: Scheduler | None = None
+        self.generate = generate
+        self._snapshots: dict[str, Snapshot] = {}
+        self._lock = threading.Lock()
+
+    # ---- models -------------------------------------------------------------------------------
+
+    @property
+    def scheduler(self) -> Scheduler | None:
+        if not self.generate:
+            return None
+        with self._lock:
+            if self._scheduler is None:
+                llm = self._llm or build_chat_model(self.config.llm)
+                self._llm = llm
+                c = self.config.llm
+                self._scheduler = Scheduler(llm, c.concurrency, self.log, c.max_retries, c.json_retries, c.backoff_s)
+            return self._scheduler
+
+    def close(self) -> None:
+        if self._scheduler is not None:
+            self._scheduler.close()
+        if self._llm is not None:
+            self._llm.close()
+        self.embedder.close()
+
+    def __enter__(self) -> MemForest:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- users ----------------------------------------------------------------------------------
+
+    def user_dir(self, user: str) -> Path:
+        return self.root / "users" / check_id(user, "user id")
+
+    def users(self) -> list[str]:
+        base = self.root / "users"
+        return sorted(p.name for p in base.iterdir() if (p / "memory.sqlite").exists()) if base.exists() else []
+
+    def _db(self, user: str, create: bool) -> UserDB:
+        directory = self.user_dir(user)
+        path = directory / "memory.sqlite"
+        if not path.exists():
+            if not create:
+                raise StoreError(f"no memory for user {user!r} in {self.root}")
+            directory.mkdir(parents=True, exist_ok=True)
+        db = UserDB(path)
+        db.create(self.embedder.name, self.embedder.dim)
+        return db
+
+    def snapshot(self, user: str) -> Snapshot:
+        """The last committed version of `user`'s memory (reloaded when another process committed)."""
+        db = self._db(user, create=False)
+        version = db.version()
+        snap = self._snapshots.get(user)
+        if snap is None or snap.state.version != version:
+            state = db.load(user)
+            index, _ = ForestIndex.open(self.user_dir(user) / "index", state, self.embedder.dim)
+            snap = Snapshot(state, index)
+            self._snapshots[user] = snap
+        return snap
+
+    @contextmanager
+    def _writer(self, user: str) -> Iterator[tuple[UserDB, UserState, ChangeSet]]:
+        """Serialise writers of one user (across threads and processes), hand out a private copy
+        of the committed state, and commit the ChangeSet the block fills in."""
+        db = self._db(user, create=True)
+        lock_path = self.user_dir(user) / "write.lock"
+        with lock_path.open("a") as lock_file:
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+            try:
+                state = db.load(user)
+                changes = ChangeSet()
+                yield db, state, changes
+                self._commit(user, db, state, changes)
+            finally:
+                fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+    def _commit(self, user: str, db: UserDB, state: UserState, ch: ChangeSet) -> None:
+        removed_nodes: dict[str, list[int]] = {}
+        for tid in sorted(ch.trees):
+            if tid in state.trees:
+                changed, removed = state.trees[tid].tree.take_changes()
+                ch.nodes |= {(tid, n.id) for n in changed}
+                ch.deleted_nodes |= {(tid, n) for n in removed}
+                removed_nodes[tid] = removed
+                for n in removed:
+                    state.nodes.pop((tid, n), None)
+        old = self._snapshots.get(user)
+        removed_rowids = _removed_tree_rowids(old, ch)
+        base_version = state.version
+        db.commit(state, ch, expected_version=base_version)
+        if old is not None and old.index.version == base_version:
+            index = ForestIndex(old.index.dim)
+            for kind in ("nodes", "roots", "facts"):
+                getattr(index, kind).index = faiss.clone_index(getattr(old.index, kind).index)
+                getattr(index, kind).ids = set(getattr(old.index, kind).ids)
+            index.node_key, index.root_tree, index.fact_key = (
+                dict(old.index.node_key), dict(old.index.root_tree), dict(old.index.fact_key))
+            for tid, rowid in removed_rowids.items():
+                removed_nodes[tid] = [n for (t, n) in old.index.node_key.values() if t == tid]
+            index.apply(state, ch, removed_nodes, removed_rowids)
+        else:
+            index = ForestIndex.build(state, self.embedder.dim)
+        index.save(self.user_dir(user) / "index")
+        self._snapshots[user] = Snapshot(state, index)
+
+    # ---- write path -------------------------------------------------------------------------------
+
+    def ingest_sessions(self, user: str, sessions: Sequence[Mapping[str, Any] | Session]) -> IngestReport:
+        """Ingest several sessions as one atomic operation; all cells are extracted in parallel waves."""
+        parsed = [s if isinstance(s, Session) else None for s in sessions]
+        if any(p is None for p in parsed):
+            parsed = parse_sessions([s for s in sessions])  # type: ignore[arg-type]
+        if not parsed:
+            raise InputError("no sessions to ingest")
+        start = len(self.log)
+        with self._writer(user) as (_, state, changes):
+            changes.operation = {"kind": "ingest", "sessions": [s.session_id for s in parsed]}
+            report = ingest_sessions(state, parsed, self.config, self.scheduler, self.embedder, changes)
+        report.version = self._snapshots[user].state.version
+        report.llm_calls = len(self.log) - start
+        return report
+
+    def ingest_session(self, user: str, session_id: str, turns: list[Mapping[str, Any]],
+                       timestamp: Any = None) -> IngestReport:
+        session = parse_session({"session_id": session_id, "timestamp": timestamp or
+                                 (turns[0].get("timestamp") if turns and isinstance(turns[0], Mapping) else None),
+                                 "turns": turns})
+        return self.ingest_sessions(user, [session])
+
+
+def _removed_tree_rowids(old: Snapshot | None, ch: ChangeSet) -> dict[str, int]:
+    if old is None:
+        return {}
+    return {t: old.state.trees[t].rowid for t in ch.deleted_trees if t in old.state.trees}

@@ -1,0 +1,158 @@
+"""Canonicalisation: exact match on normalised text, then embedding candidates checked by the LLM.
+
+Merged facts keep every occurrence; a non-equivalent update stays a separate fact, so a newer state
+never overwrites older evidence."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memforest.config import CanonConfig
+from memforest.errors import ModelError
+from memforest.facts.extraction import Candidate
+from memforest.llm.base import ChatRequest
+from memforest.llm.scheduler import Scheduler, parse_json
+from memforest.prompts import equivalence as prompt
+from memforest.types import Fact
+
+_NON_WORD = re.compile(r"[^0-9a-z]+")
+
+
+def normalize_text(text: str) -> str:
+    return _NON_WORD.sub(" ", text.lower()).strip()
+
+
+def fact_id(norm: str) -> str:
+    """Deterministic: the same canonical text always gets the same id within a user."""
+    return "f_" + hashlib.sha1(norm.encode()).hexdigest()[:16]
+
+
+@dataclass
+class CanonResult:
+    new_facts: list[Fact] = field(default_factory=list)
+    updated_facts: list[Fact] = field(default_factory=list)  # existing facts with new occurrences
+    new_embeddings: dict[str, np.ndarray] = field(default_factory=dict)
+    llm_checks: int = 0
+    merged: int = 0
+
+
+def canonicalize(
+    candidates: list[Candidate],
+    existing: dict[str, Fact],
+    existing_ids: list[str],
+    existing_matrix: np.ndarray,
+    embeddings: np.ndarray,
+    scheduler: Scheduler,
+    cfg: CanonConfig,
+    tags: dict[str, Any],
+) -> CanonResult:
+    """Canonical facts for `candidates` (whose embeddings are `embeddings`, row-aligned) against
+    `existing` facts (ids row-aligned with `existing_matrix`)."""
+    by_norm = {f.norm: f.id for f in existing.values()}
+    target: list[str | None] = [None] * len(candidates)  # fact id each candidate resolves to
+    pending: list[int] = []
+    first_new: dict[str, int] = {}
+    for i, cand in enumerate(candidates):
+        norm = normalize_text(cand.text)
+        if norm in by_norm:
+            target[i] = by_norm[norm]
+        elif norm in first_new:
+            target[i] = f"#{first_new[norm]}"
+        else:
+            first_new[norm] = i
+            pending.append(i)
+
+    checks = _pairs_to_check(pending, candidates, existing_ids, existing_matrix, embeddings, cfg)
+    requests = [_request(_text(ref, existing, candidates), candidates[i].text) for i, ref in checks]
+    results = scheduler.run(requests, level=0, tags=tags)
+    same: dict[int, list[str]] = {}
+    for (i, ref), res in zip(checks, results):
+        if not isinstance(res, ModelError) and _is_same(res):
+            same.setdefault(i, []).append(ref)
+
+    out = CanonResult(llm_checks=len(checks))
+    resolved: dict[int, Fact] = {}
+    for i, cand in enumerate(candidates):
+        ref = target[i]
+        if ref is None and i in same:
+            ref = same[i][0]
+        fact = _resolve(ref, existing, resolved)
+        if fact is None:
+            fact = _new_fact(cand)
+            resolved[i] = fact
+            out.new_facts.append(fact)
+            out.new_embeddings[fact.id] = embeddings[i]
+            continue
+        resolved[i] = fact
+        fact.occurrences.append(cand.occurrence)
+        out.merged += 1
+        if fact.id in existing and all(f.id != fact.id for f in out.updated_facts):
+            out.updated_facts.append(fact)
+    return out
+
+
+def _pairs_to_check(
+    pending: list[int],
+    candidates: list[Candidate],
+    existing_ids: list[str],
+    existing_matrix: np.ndarray,
+    embeddings: np.ndarray,
+    cfg: CanonConfig,
+) -> list[tuple[int, str]]:
+    """(candidate index, reference) pairs; a reference is an existing fact id or `#j` for an
+    earlier candidate of the same batch. Top `candidates` above `min_cosine`, at most `max_llm_checks`."""
+    pairs: list[tuple[int, str]] = []
+    if not pending:
+        return pairs
+    sub = embeddings[pending]
+    sims_old = sub @ existing_matrix.T if len(existing_ids) else np.zeros((len(pending), 0), np.float32)
+    sims_new = sub @ sub.T
+    for row, i in enumerate(pending):
+        scored = [(float(s), existing_ids[j]) for j, s in enumerate(sims_old[row]) if s >= cfg.min_cosine]
+        scored += [(float(sims_new[row, c]), f"#{pending[c]}") for c in range(row) if sims_new[row, c] >= cfg.min_cosine]
+        scored.sort(key=lambda x: -x[0])
+        pairs.extend((i, ref) for _, ref in scored[: cfg.candidates][: cfg.max_llm_checks])
+    return pairs
+
+
+def _text(ref: str, existing: dict[str, Fact], candidates: list[Candidate]) -> str:
+    return candidates[int(ref[1:])].text if ref.startswith("#") else existing[ref].text
+
+
+def _request(existing_text: str, new_text: str) -> ChatRequest:
+    return ChatRequest(
+        prompt.messages(existing_text, new_text),
+        stage="dedup",
+        prompt_id=prompt.SPEC.id,
+        prompt_version=prompt.SPEC.version,
+        json_schema=prompt.SCHEMA,
+        max_tokens=32,
+    )
+
+
+def _is_same(response: Any) -> bool:
+    payload = parse_json(response)
+    return isinstance(payload, dict) and payload.get("same") is True
+
+
+def _resolve(ref: str | None, existing: dict[str, Fact], resolved: dict[int, Fact]) -> Fact | None:
+    if ref is None:
+        return None
+    if ref.startswith("#"):
+        return resolved[int(ref[1:])]
+    return existing.get(ref)
+
+
+def _new_fact(c: Candidate) -> Fact:
+    norm = normalize_text(c.text)
+    return Fact(
+        id=fact_id(norm), text=c.text, norm=norm, origin=c.origin, role=c.role,
+        participants=c.participants, entities=c.entities, topics=c.topics, time_text=c.time_text,
+        event_start=c.event_start, event_end=c.event_end, attribute=c.attribute, domain=c.domain,
+        collection=c.collection, occurrences=[c.occurrence],
+    )

@@ -1,0 +1,36 @@
+"""Cutting a session into cells of at most b consecutive turns."""
+
+from __future__ import annotations
+
+from memforest.config import ChunkConfig
+from memforest.types import Cell, Session, Turn
+
+
+def render_turns(turns: list[Turn]) -> str:
+    return "\n".join(f"{t.role}: {' '.join(t.content.split())}" for t in turns)
+
+
+def chunk_session(session: Session, cfg: ChunkConfig) -> list[Cell]:
+    """Cells of at most `max_turns` turns and `max_chars` characters; a new cell starts after a
+    gap of `gap_hours` between consecutive turns. A single over-long turn is cut to `max_chars`."""
+    cells: list[Cell] = []
+    start = 0
+    gap = cfg.gap_hours * 3600.0
+    turns = session.turns
+    while start < len(turns):
+        end = start + 1
+        size = len(turns[start].content)
+        while (
+            end < len(turns)
+            and end - start < cfg.max_turns
+            and size + len(turns[end].content) <= cfg.max_chars
+            and turns[end].time - turns[end - 1].time < gap
+        ):
+            size += len(turns[end].content)
+            end += 1
+        text = render_turns(turns[start:end])[: cfg.max_chars]
+        idx = len(cells)
+        cells.append(Cell(f"{session.session_id}#{idx}", session.session_id, idx, start, end - 1,
+                          turns[start].time, text))
+        start = end
+    return cells

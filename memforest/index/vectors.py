@@ -1,0 +1,69 @@
+"""Exact inner-product vector indexes (FAISS) keyed by int64 ids, updated row by row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from memforest.errors import ConfigError
+
+
+def _faiss():
+    try:
+        import faiss
+    except ImportError as e:
+        raise ConfigError("faiss is missing: pip install 'memforest[cpu]' (or faiss-gpu)") from e
+    return faiss
+
+
+class VectorIndex:
+    """IndexIDMap2 over IndexFlatIP: upsert and remove by id, exact top-k search."""
+
+    def __init__(self, dim: int) -> None:
+        faiss = _faiss()
+        self.dim = dim
+        self.index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+        self.ids: set[int] = set()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def upsert(self, ids: list[int], vecs: np.ndarray) -> None:
+        if not ids:
+            return
+        self.remove([i for i in ids if i in self.ids])
+        self.index.add_with_ids(np.ascontiguousarray(vecs, dtype=np.float32), np.asarray(ids, dtype=np.int64))
+        self.ids.update(ids)
+
+    def remove(self, ids: list[int]) -> None:
+        present = [i for i in ids if i in self.ids]
+        if present:
+            self.index.remove_ids(np.asarray(present, dtype=np.int64))
+            self.ids.difference_update(present)
+
+    def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, scores) of the top-k rows for one query vector."""
+        if not self.ids or k <= 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        scores, ids = self.index.search(np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32),
+                                        min(k, len(self.ids)))
+        keep = ids[0] >= 0
+        return ids[0][keep], scores[0][keep]
+
+    def save(self, path: Path) -> None:
+        faiss = _faiss()
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        faiss.write_index(self.index, str(tmp))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path, dim: int) -> VectorIndex:
+        faiss = _faiss()
+        index = faiss.read_index(str(path))
+        if index.d != dim:
+            raise ValueError(f"{path}: dimension {index.d}, expected {dim}")
+        out = cls(dim)
+        out.index = faiss.downcast_index(index)
+        out.ids = set(faiss.vector_to_array(out.index.id_map).tolist())
+        return out

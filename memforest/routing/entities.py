@@ -1,0 +1,77 @@
+"""Entity scopes: one `entity:user` tree for user-origin facts, and a tree per entity label once the
+label has been seen in enough facts from enough sessions (then back-filled with all its facts)."""
+
+from __future__ import annotations
+
+import re
+
+from memforest.config import EntityConfig
+from memforest.state import EntityStat, UserState
+from memforest.types import Fact
+
+USER_TREE = "entity:user"
+_NON_ALNUM = re.compile(r"[^0-9a-z]+")
+_ROLE_WORDS = frozenset(
+    "user assistant the_user the_assistant i me my mine you your yours we us our they them their he him "
+    "his she her it its someone somebody everyone people person speaker narrator ai bot chatbot model "
+    "human friend friends family".split()
+)
+_DATE_WORDS = frozenset(
+    "today yesterday tomorrow tonight morning evening week month year weekend monday tuesday wednesday "
+    "thursday friday saturday sunday january february march april may june july august september october "
+    "november december jan feb mar apr jun jul aug sep sept oct nov dec spring summer autumn fall winter".split()
+)
+_DATE = re.compile(r"^(\d{1,4}(st|nd|rd|th)?_?)+$|^\d{4}_\d{1,2}(_\d{1,2})?$")
+
+
+def normalize_label(raw: str, max_words: int) -> str | None:
+    """A label key for an entity mention, or None when it names a role, a date, a number or is too long."""
+    if len(raw.split()) > max_words:
+        return None
+    label = _NON_ALNUM.sub("_", raw.lower()).strip("_")
+    if not label or label.isdigit() or label in _ROLE_WORDS or _DATE.match(label):
+        return None
+    if all(part in _DATE_WORDS or part.isdigit() for part in label.split("_")):
+        return None
+    return label
+
+
+def fact_labels(fact: Fact, cfg: EntityConfig) -> set[str]:
+    labels = (normalize_label(e, cfg.max_label_words) for e in fact.entities)
+    return {label for label in labels if label}
+
+
+def record_mentions(state: UserState, fact: Fact, cfg: EntityConfig) -> set[str]:
+    """Count `fact`'s occurrences against its labels; return the labels whose stats changed."""
+    changed = set()
+    for label in fact_labels(fact, cfg):
+        stat = state.entities.setdefault(label, EntityStat(label))
+        stat.facts.add(fact.id)
+        stat.sessions = _session_counts(state, stat)
+        changed.add(label)
+    return changed
+
+
+def forget_fact(state: UserState, fact_id: str, labels: set[str]) -> set[str]:
+    """Remove a fact from its labels' stats; return the labels touched."""
+    touched = set()
+    for label in labels:
+        stat = state.entities.get(label)
+        if stat and fact_id in stat.facts:
+            stat.facts.discard(fact_id)
+            stat.sessions = _session_counts(state, stat)
+            touched.add(label)
+    return touched
+
+
+def is_active(stat: EntityStat, cfg: EntityConfig) -> bool:
+    return len(stat.facts) >= cfg.min_facts and len(stat.sessions) >= cfg.min_sessions
+
+
+def _session_counts(state: UserState, stat: EntityStat) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for fid in stat.facts:
+        fact = state.facts.get(fid)
+        for sid in fact.sessions if fact else ():
+            counts[sid] = counts.get(sid, 0) + 1
+    return counts

@@ -1,0 +1,111 @@
+"""Routing (no LLM calls): cells to session trees; facts to entity and scene trees."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memforest.config import MemForestConfig
+from memforest.routing import entities, scenes
+from memforest.state import ChangeSet, UserState
+from memforest.types import Fact
+
+
+def session_tree_id(session_id: str) -> str:
+    return f"session:{session_id}"
+
+
+class Router:
+    """Applies routing decisions to the state's trees and records what changed."""
+
+    def __init__(self, state: UserState, cfg: MemForestConfig, changes: ChangeSet) -> None:
+        self.state = state
+        self.cfg = cfg
+        self.ch = changes
+
+    def add_session_tree(self, session_id: str) -> None:
+        tid = session_tree_id(session_id)
+        info = self.state.add_tree(tid, "session", session_id, self.cfg.tree.fanout_session)
+        for cid in self.state.session_cells[session_id]:
+            cell = self.state.cells[cid]
+            info.tree.insert(cid, cell.time)
+        self.ch.trees.add(tid)
+
+    def route_facts(self, new_facts: list[Fact], updated: list[Fact]) -> None:
+        """Route new facts to every scope; refresh entity stats for facts seen again."""
+        touched_labels: set[str] = set()
+        touched_scenes: set[str] = set()
+        for fact in new_facts:
+            if fact.origin == "user":
+                self._place(entities.USER_TREE, "entity", "user", fact)
+            touched_scenes |= self._route_scene(fact)
+        for fact in [*new_facts, *updated]:
+            touched_labels |= entities.record_mentions(self.state, fact, self.cfg.entity)
+        for label in sorted(touched_labels):
+            self._sync_entity(label)
+        self._merge_scenes(touched_scenes)
+
+    def _place(self, tree_id: str, family: str, label: str, fact: Fact) -> None:
+        info = self.state.trees.get(tree_id)
+        if info is None:
+            fanout = self.cfg.tree.fanout_scene if family == "scene" else self.cfg.tree.fanout_entity
+            info = self.state.add_tree(tree_id, family, label, fanout)
+        if fact.id not in info.tree:
+            info.tree.insert(fact.id, fact.time)
+            self.ch.trees.add(tree_id)
+
+    def _sync_entity(self, label: str) -> None:
+        """Activate (and back-fill) or extend a label's tree; drop it when the label falls below the rule."""
+        stat = self.state.entities[label]
+        self.ch.entities.add(label)
+        if entities.is_active(stat, self.cfg.entity):
+            stat.tree_id = stat.tree_id or f"entity:{label}"
+            for fid in sorted(stat.facts, key=lambda f: (self.state.facts[f].time, f)):
+                self._place(stat.tree_id, "entity", label, self.state.facts[fid])
+            return
+        if stat.tree_id is not None:
+            self.drop_tree(stat.tree_id)
+            stat.tree_id = None
+        if not stat.facts:
+            del self.state.entities[label]
+            self.ch.deleted_entities.add(label)
+
+    def _route_scene(self, fact: Fact) -> set[str]:
+        vec = self.state.fact_vecs[fact.id]
+        chosen = scenes.choose_scenes(self.state, fact, vec, self.cfg.scene)
+        if not chosen:
+            chosen = [scenes.new_scene(self.state, fact, vec).scene_id]
+        else:
+            for sid in chosen:
+                scenes.add_to_scene(self.state.scenes[sid], vec, fact.time)
+        for sid in chosen:
+            self._place(sid, "scene", self._scene_label(sid), fact)
+            self.ch.scenes.add(sid)
+        return set(chosen)
+
+    def _scene_label(self, scene_id: str) -> str:
+        domain = self.state.scenes[scene_id].domain
+        return f"{domain} scene" if domain else "scene"
+
+    def _merge_scenes(self, touched: set[str]) -> None:
+        for keep_id, absorb_id in scenes.merge_candidates(self.state, touched, self.cfg.scene):
+            keep, absorb = self.state.scenes[keep_id], self.state.scenes[absorb_id]
+            target = self.state.trees[keep.tree_id].tree
+            for leaf in list(self.state.trees[absorb.tree_id].tree.leaves()):
+                if leaf.item not in target:
+                    target.insert(leaf.item, leaf.key_lo[0])
+            centroid = keep.centroid * keep.size + absorb.centroid * absorb.size
+            keep.centroid = (centroid / max(float(np.linalg.norm(centroid)), 1e-12)).astype(np.float32)
+            keep.size = len(target)
+            keep.t_last = max(keep.t_last, absorb.t_last)
+            self.ch.trees.add(keep.tree_id)
+            self.ch.scenes.add(keep_id)
+            self.drop_tree(absorb.tree_id)
+            del self.state.scenes[absorb_id]
+            self.ch.deleted_scenes.add(absorb_id)
+
+    def drop_tree(self, tree_id: str) -> None:
+        info = self.state.trees.pop(tree_id)
+        for nid in info.tree.nodes:
+            self.state.nodes.pop((tree_id, nid), None)
+        self.ch.deleted_trees.add(tree_id)
+        self.ch.trees.discard(tree_id)

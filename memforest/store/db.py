@@ -1,0 +1,208 @@
+"""One user's SQLite database: load the committed state, commit a ChangeSet atomically.
+
+WAL mode with synchronous=FULL: a committed operation survives a crash; readers see the last
+committed version and never wait for a writer."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from memforest.errors import StoreError
+from memforest.state import ChangeSet, EntityStat, NodeData, Scene, TreeInfo, UserState
+from memforest.store.schema import DDL, SCHEMA_VERSION
+from memforest.trees.memtree import MemTree, TreeInvariantError
+from memforest.types import Cell, Fact, Occurrence, Session, Turn
+
+
+def _blob(v: np.ndarray) -> bytes:
+    return np.asarray(v, dtype=np.float32).tobytes()
+
+
+def _vec(b: bytes) -> np.ndarray:
+    return np.frombuffer(b, dtype=np.float32).copy()
+
+
+class UserDB:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    @contextmanager
+    def connect(self) -> Iterator[sqlite3.Connection]:
+        con = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=FULL")
+            yield con
+        finally:
+            con.close()
+
+    def create(self, embedder: str, dim: int) -> None:
+        """Create the schema if missing and check that the embedder matches the stored one."""
+        with self.connect() as con:
+            con.execute("BEGIN IMMEDIATE")
+            for statement in DDL.split(";"):
+                if statement.strip():
+                    con.execute(statement)
+            meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+            if not meta:
+                for k, v in {"schema_version": SCHEMA_VERSION, "embedder": embedder, "dim": dim,
+                             "version": 0, "next_tree_rowid": 1, "next_scene": 1}.items():
+                    con.execute("INSERT INTO meta VALUES (?, ?)", (k, str(v)))
+                con.execute("COMMIT")
+                return
+            con.execute("COMMIT")
+        if int(meta["schema_version"]) != SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: schema version {meta['schema_version']}, expected {SCHEMA_VERSION}")
+        if meta["embedder"] != embedder or int(meta["dim"]) != dim:
+            raise StoreError(
+                f"{self.path} was built with embedder {meta['embedder']} ({meta['dim']}-d); "
+                f"this configuration uses {embedder} ({dim}-d)"
+            )
+
+    def version(self) -> int:
+        with self.connect() as con:
+            row = con.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def load(self, user: str) -> UserState:
+        """The committed state, read in one snapshot."""
+        with self.connect() as con:
+            con.execute("BEGIN")
+            try:
+                return _read_state(con, user)
+            finally:
+                con.execute("COMMIT")
+
+    def commit(self, state: UserState, ch: ChangeSet, expected_version: int) -> int:
+        """Write `ch` from `state` in one transaction; return the new version."""
+        with self.connect() as con:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                current = int(con.execute("SELECT value FROM meta WHERE key='version'").fetchone()[0])
+                if current != expected_version:
+                    raise StoreError(
+                        f"user {state.user}: store changed underneath (version {current}, expected "
+                        f"{expected_version}); retry the operation"
+                    )
+                _write_changes(con, state, ch)
+                version = current + 1
+                for k, v in (("version", version), ("next_tree_rowid", state.next_tree_rowid),
+                             ("next_scene", state.next_scene)):
+                    con.execute("UPDATE meta SET value=? WHERE key=?", (str(v), k))
+                con.execute("INSERT INTO operations VALUES (?, ?, ?, ?)",
+                            (version, ch.operation.get("kind", "?"), json.dumps(ch.operation), time.time()))
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        state.version = version
+        return version
+
+
+def _read_state(con: sqlite3.Connection, user: str) -> UserState:
+    meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    st = UserState(user, version=int(meta["version"]), next_tree_rowid=int(meta["next_tree_rowid"]),
+                   next_scene=int(meta["next_scene"]))
+    for sid, t, turns in con.execute("SELECT session_id, time, turns FROM sessions"):
+        st.sessions[sid] = Session(sid, t, [Turn(r, c, tt) for r, c, tt in json.loads(turns)])
+        st.session_cells[sid] = []
+    for row in con.execute("SELECT cell_id, session_id, idx, turn_lo, turn_hi, time, text FROM cells ORDER BY session_id, idx"):
+        cell = Cell(*row)
+        st.cells[cell.id] = cell
+        st.session_cells.setdefault(cell.session_id, []).append(cell.id)
+    occ: dict[str, list[Occurrence]] = {}
+    for row in con.execute("SELECT fact_id, session_id, cell_id, turn_lo, turn_hi, source_time, event_start, event_end FROM occurrences ORDER BY fact_id, seq"):
+        occ.setdefault(row[0], []).append(Occurrence(*row[1:]))
+    for row in con.execute("SELECT * FROM facts"):
+        (fid, text, norm, origin, role, parts, ents, topics, time_text, es, ee, attr, domain, coll, emb) = row
+        st.facts[fid] = Fact(fid, text, norm, origin, role, json.loads(parts), json.loads(ents),
+                             json.loads(topics), time_text, es, ee, attr, domain, coll, occ.get(fid, []))
+        st.fact_vecs[fid] = _vec(emb)
+    rows: dict[str, list[dict]] = {}
+    for row in con.execute("SELECT * FROM nodes"):
+        tid, nid = row[0], row[1]
+        rows.setdefault(tid, []).append({
+            "id": nid, "level": row[2], "parent": row[3], "children": json.loads(row[4]), "t_lo": row[5],
+            "item_lo": row[6], "t_hi": row[7], "item_hi": row[8], "count": row[9], "item": row[10],
+            "prev": row[11], "next": row[12]})
+        st.nodes[(tid, nid)] = NodeData(row[13], row[14], _vec(row[15]))
+    for tid, rowid, family, label, fanout, _root, next_id in con.execute("SELECT * FROM trees"):
+        tree = MemTree.from_rows(tid, fanout, rows.get(tid, []), next_node_id=next_id, validate=False)
+        st.trees[tid] = TreeInfo(tid, family, label, rowid, tree)
+    for label, facts, sessions, tree_id in con.execute("SELECT * FROM entities"):
+        st.entities[label] = EntityStat(label, set(json.loads(facts)), json.loads(sessions), tree_id)
+    for sid, domain, centroid, size, t_last, tree_id in con.execute("SELECT * FROM scenes"):
+        st.scenes[sid] = Scene(sid, domain, _vec(centroid), size, t_last, tree_id)
+    return st
+
+
+def validate_trees(state: UserState) -> None:
+    """Raise StoreError when a stored tree violates its invariants."""
+    for info in state.trees.values():
+        try:
+            info.tree.validate()
+        except TreeInvariantError as e:
+            raise StoreError(f"tree {info.tree_id}: {e}") from None
+
+
+def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet) -> None:
+    for sid in ch.deleted_sessions:
+        con.execute("DELETE FROM sessions WHERE session_id=?", (sid,))
+        con.execute("DELETE FROM cells WHERE session_id=?", (sid,))
+    for sid in ch.sessions - ch.deleted_sessions:
+        s = st.sessions[sid]
+        turns = json.dumps([[t.role, t.content, t.time] for t in s.turns], ensure_ascii=False)
+        con.execute("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)", (sid, s.time, turns, st.version + 1))
+        con.execute("DELETE FROM cells WHERE session_id=?", (sid,))
+        con.executemany("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?)", [
+            (c.id, c.session_id, c.index, c.turn_lo, c.turn_hi, c.time, c.text)
+            for c in (st.cells[cid] for cid in st.session_cells[sid])])
+    for fid in ch.deleted_facts | ch.facts:
+        con.execute("DELETE FROM facts WHERE fact_id=?", (fid,))
+        con.execute("DELETE FROM occurrences WHERE fact_id=?", (fid,))
+    for fid in ch.facts - ch.deleted_facts:
+        f = st.facts[fid]
+        con.execute("INSERT INTO facts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+            f.id, f.text, f.norm, f.origin, f.role, json.dumps(f.participants), json.dumps(f.entities),
+            json.dumps(f.topics), f.time_text, f.event_start, f.event_end, f.attribute, f.domain,
+            f.collection, _blob(st.fact_vecs[fid])))
+        con.executemany("INSERT INTO occurrences VALUES (?,?,?,?,?,?,?,?,?)", [
+            (f.id, i, o.session_id, o.cell_id, o.turn_lo, o.turn_hi, o.source_time, o.event_start, o.event_end)
+            for i, o in enumerate(f.occurrences)])
+    for tid in ch.deleted_trees:
+        con.execute("DELETE FROM trees WHERE tree_id=?", (tid,))
+        con.execute("DELETE FROM nodes WHERE tree_id=?", (tid,))
+    for tid in ch.trees - ch.deleted_trees:
+        info = st.trees[tid]
+        con.execute("INSERT OR REPLACE INTO trees VALUES (?, ?, ?, ?, ?, ?, ?)", (
+            tid, info.rowid, info.family, info.label, info.tree.fanout, info.tree.root, info.tree.next_node_id))
+    for tid, nid in ch.deleted_nodes:
+        con.execute("DELETE FROM nodes WHERE tree_id=? AND node_id=?", (tid, nid))
+    rows = []
+    for tid, nid in ch.nodes - ch.deleted_nodes:
+        if tid in ch.deleted_trees:
+            continue
+        n = st.trees[tid].tree.nodes[nid]
+        d = st.nodes[(tid, nid)]
+        rows.append((tid, nid, n.level, n.parent, json.dumps(n.children), n.key_lo[0], n.key_lo[1],
+                     n.key_hi[0], n.key_hi[1], n.count, n.item, n.prev, n.next, d.text, d.mode, _blob(d.embedding)))
+    con.executemany("INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+    for label in ch.deleted_entities:
+        con.execute("DELETE FROM entities WHERE label=?", (label,))
+    for label in ch.entities - ch.deleted_entities:
+        e = st.entities[label]
+        con.execute("INSERT OR REPLACE INTO entities VALUES (?, ?, ?, ?)",
+                    (label, json.dumps(sorted(e.facts)), json.dumps(e.sessions), e.tree_id))
+    for sid in ch.deleted_scenes:
+        con.execute("DELETE FROM scenes WHERE scene_id=?", (sid,))
+    for sid in ch.scenes - ch.deleted_scenes:
+        s = st.scenes[sid]
+        con.execute("INSERT OR REPLACE INTO scenes VALUES (?, ?, ?, ?, ?, ?)",
+                    (sid, s.domain, _blob(s.centroid), s.size, s.t_last, s.tree_id))

@@ -1,0 +1,38 @@
+"""SQLite schema of one user's memory. SQLite is the source of truth; FAISS files are caches."""
+
+SCHEMA_VERSION = 1
+
+DDL = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+  session_id TEXT PRIMARY KEY, time REAL NOT NULL, turns TEXT NOT NULL, version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS cells (
+  cell_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, idx INTEGER NOT NULL, turn_lo INTEGER NOT NULL,
+  turn_hi INTEGER NOT NULL, time REAL NOT NULL, text TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS cells_by_session ON cells(session_id);
+CREATE TABLE IF NOT EXISTS facts (
+  fact_id TEXT PRIMARY KEY, text TEXT NOT NULL, norm TEXT NOT NULL, origin TEXT NOT NULL,
+  role TEXT NOT NULL, participants TEXT NOT NULL, entities TEXT NOT NULL, topics TEXT NOT NULL,
+  time_text TEXT NOT NULL, event_start REAL, event_end REAL, attribute TEXT NOT NULL,
+  domain TEXT NOT NULL, collection TEXT NOT NULL, embedding BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS occurrences (
+  fact_id TEXT NOT NULL, seq INTEGER NOT NULL, session_id TEXT NOT NULL, cell_id TEXT NOT NULL,
+  turn_lo INTEGER NOT NULL, turn_hi INTEGER NOT NULL, source_time REAL NOT NULL, event_start REAL,
+  event_end REAL, PRIMARY KEY (fact_id, seq));
+CREATE INDEX IF NOT EXISTS occurrences_by_session ON occurrences(session_id);
+CREATE TABLE IF NOT EXISTS trees (
+  tree_id TEXT PRIMARY KEY, rowid_ INTEGER NOT NULL UNIQUE, family TEXT NOT NULL, label TEXT NOT NULL,
+  fanout INTEGER NOT NULL, root INTEGER, next_node_id INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS nodes (
+  tree_id TEXT NOT NULL, node_id INTEGER NOT NULL, level INTEGER NOT NULL, parent INTEGER,
+  children TEXT NOT NULL, t_lo REAL NOT NULL, item_lo TEXT NOT NULL, t_hi REAL NOT NULL,
+  item_hi TEXT NOT NULL, count INTEGER NOT NULL, item TEXT, prev INTEGER, next INTEGER,
+  text TEXT NOT NULL, mode TEXT NOT NULL, embedding BLOB NOT NULL, PRIMARY KEY (tree_id, node_id));
+CREATE TABLE IF NOT EXISTS entities (
+  label TEXT PRIMARY KEY, facts TEXT NOT NULL, sessions TEXT NOT NULL, tree_id TEXT);
+CREATE TABLE IF NOT EXISTS scenes (
+  scene_id TEXT PRIMARY KEY, domain TEXT NOT NULL, centroid BLOB NOT NULL, size INTEGER NOT NULL,
+  t_last REAL NOT NULL, tree_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS operations (
+  version INTEGER PRIMARY KEY, kind TEXT NOT NULL, detail TEXT NOT NULL, time REAL NOT NULL);
+"""

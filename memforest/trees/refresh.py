@@ -1,0 +1,151 @@
+"""Localized maintenance: refresh the dirty nodes of touched trees, bottom-up, level by level.
+
+All dirty nodes of one level, across all trees, form one batch of independent requests (scheduled as
+waves of at most P). Leaves get their evidence text and embedding (fact leaves reuse the fact's
+embedding); internal nodes get an interval summary and its embedding. Nothing outside the dirty
+paths is re-summarised or re-embedded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memforest.config import TreeConfig
+from memforest.errors import ModelError
+from memforest.llm.base import ChatRequest, Embedder, normalize_rows
+from memforest.llm.scheduler import Scheduler
+from memforest.prompts import summary as prompt
+from memforest.state import ChangeSet, NodeData, NodeKey, TreeInfo, UserState
+from memforest.timeutil import interval_header, iso_date, iso_minute
+
+CHILD_CHARS = 600
+
+
+@dataclass
+class RefreshStats:
+    leaves: int = 0
+    summaries: int = 0
+    degraded: int = 0
+    levels: int = 0
+    per_level: dict[int, int] = field(default_factory=dict)
+
+
+def leaf_text(state: UserState, item: str) -> str:
+    if item in state.facts:
+        fact = state.facts[item]
+        return f"[{iso_date(fact.time)}] {fact.text}"
+    cell = state.cells[item]
+    return f"[{iso_minute(cell.time)}] {cell.text}"
+
+
+def refresh(
+    state: UserState,
+    tree_ids: Iterable[str],
+    scheduler: Scheduler | None,
+    embedder: Embedder,
+    cfg: TreeConfig,
+    changes: ChangeSet,
+    degraded_ok: bool,
+    tags: dict[str, Any],
+) -> RefreshStats:
+    """Refresh every dirty node of the given trees; `scheduler=None` or `cfg.summary_mode ==
+    'extractive'` writes extractive summaries with mean-child embeddings (no generator)."""
+    infos = [state.trees[t] for t in sorted(set(tree_ids)) if t in state.trees]
+    dirty: dict[int, list[tuple[TreeInfo, int]]] = {}
+    for info in infos:
+        for level, ids in info.tree.take_dirty().items():
+            dirty.setdefault(level, []).extend((info, nid) for nid in ids)
+    stats = RefreshStats()
+    _refresh_leaves(state, dirty.pop(0, []), embedder, changes, stats)
+    generate = scheduler is not None and cfg.summary_mode == "llm"
+    for level in sorted(dirty):
+        nodes = dirty[level]
+        stats.levels += 1
+        stats.per_level[level] = len(nodes)
+        summaries = _summaries(state, nodes, scheduler if generate else None, cfg, level, degraded_ok, tags)
+        headed = [f"{_header(info, nid)} {text}" for (info, nid), (text, _) in zip(nodes, summaries)]
+        if generate:
+            vecs = embedder.embed(headed, "passage")
+        else:
+            vecs = normalize_rows(np.stack([_mean_child(state, info, nid) for info, nid in nodes]))
+        for (info, nid), text, vec, (_, mode) in zip(nodes, headed, vecs, summaries):
+            state.nodes[(info.tree_id, nid)] = NodeData(text, mode, vec)
+            changes.nodes.add((info.tree_id, nid))
+            stats.summaries += mode == "llm"
+            stats.degraded += mode == "degraded"
+    return stats
+
+
+def _refresh_leaves(
+    state: UserState, leaves: list[tuple[TreeInfo, int]], embedder: Embedder, changes: ChangeSet,
+    stats: RefreshStats,
+) -> None:
+    cells: list[tuple[NodeKey, str]] = []
+    for info, nid in leaves:
+        item = info.tree.nodes[nid].item
+        assert item is not None
+        key = (info.tree_id, nid)
+        text = leaf_text(state, item)
+        if item in state.facts:
+            state.nodes[key] = NodeData(text, "leaf", state.fact_vecs[item])
+        else:
+            cells.append((key, text))
+        changes.nodes.add(key)
+    if cells:
+        vecs = embedder.embed([state.cells[state.trees[k[0]].tree.nodes[k[1]].item].text for k, _ in cells])
+        for (key, text), vec in zip(cells, vecs):
+            state.nodes[key] = NodeData(text, "leaf", vec)
+    stats.leaves += len(leaves)
+
+
+def _children_texts(state: UserState, info: TreeInfo, nid: int) -> list[str]:
+    return [state.nodes[(info.tree_id, c)].text[:CHILD_CHARS] for c in info.tree.nodes[nid].children]
+
+
+def _summaries(
+    state: UserState,
+    nodes: list[tuple[TreeInfo, int]],
+    scheduler: Scheduler | None,
+    cfg: TreeConfig,
+    level: int,
+    degraded_ok: bool,
+    tags: dict[str, Any],
+) -> list[tuple[str, str]]:
+    """(summary, mode) per node. Mode `extractive` without a generator; `degraded` where a failed call
+    fell back to an extractive summary (allowed only with `degraded_ok`; `memforest refresh` redoes it)."""
+    entries = [_children_texts(state, info, nid) for info, nid in nodes]
+    if scheduler is None:
+        return [(extractive_summary(e, cfg.summary_words), "extractive") for e in entries]
+    requests = [
+        ChatRequest(prompt.messages(info.label, e, cfg.summary_words), "summarize", prompt.SPEC.id,
+                    prompt.SPEC.version, None, cfg.summary_max_tokens)
+        for (info, _), e in zip(nodes, entries)
+    ]
+    out: list[tuple[str, str]] = []
+    for (info, nid), e, res in zip(nodes, entries, scheduler.run(requests, level=level, tags=tags)):
+        if isinstance(res, ModelError):
+            if not degraded_ok:
+                raise ModelError(f"summary of {info.tree_id} node {nid} failed: {res}")
+            out.append((extractive_summary(e, cfg.summary_words), "degraded"))
+        else:
+            out.append((" ".join(res.text.split()) or extractive_summary(e, cfg.summary_words), "llm"))
+    return out
+
+
+def extractive_summary(entries: list[str], words: int) -> str:
+    """The leading words of each child text, in time order, within the word budget."""
+    per_child = max(8, words // max(1, len(entries)))
+    parts = [" ".join(e.split()[:per_child]) for e in entries]
+    return " | ".join(parts)
+
+
+def _header(info: TreeInfo, nid: int) -> str:
+    node = info.tree.nodes[nid]
+    return interval_header(node.t_lo, node.t_hi, info.label)
+
+
+def _mean_child(state: UserState, info: TreeInfo, nid: int) -> np.ndarray:
+    return np.mean([state.nodes[(info.tree_id, c)].embedding for c in info.tree.nodes[nid].children], axis=0)

@@ -1,0 +1,121 @@
+"""The write path of one ingest: chunk, extract (parallel waves), canonicalise, route, refresh.
+
+It edits a private copy of the user's state and records every change in a ChangeSet; the caller
+commits that ChangeSet in one transaction."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memforest.config import MemForestConfig
+from memforest.errors import InputError
+from memforest.facts.canonical import canonicalize
+from memforest.facts.chunking import chunk_session
+from memforest.facts.extraction import extract
+from memforest.llm.base import Embedder
+from memforest.llm.scheduler import Scheduler
+from memforest.routing.router import Router
+from memforest.state import ChangeSet, UserState
+from memforest.trees.refresh import refresh
+from memforest.types import Session
+
+
+@dataclass
+class IngestReport:
+    user: str
+    sessions: int = 0
+    turns: int = 0
+    cells: int = 0
+    candidates: int = 0
+    new_facts: int = 0
+    merged: int = 0
+    dedup_checks: int = 0
+    failed_cells: list[str] = field(default_factory=list)
+    trees_touched: int = 0
+    nodes_refreshed: int = 0
+    summaries: int = 0
+    degraded: int = 0
+    version: int = 0
+    llm_calls: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _Clock:
+    def __init__(self, timings: dict[str, float]) -> None:
+        self.timings = timings
+        self.t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name] = round(self.timings.get(name, 0.0) + now - self.t, 4)
+        self.t = now
+
+
+def ingest_sessions(
+    state: UserState,
+    sessions: list[Session],
+    cfg: MemForestConfig,
+    scheduler: Scheduler | None,
+    embedder: Embedder,
+    changes: ChangeSet,
+) -> IngestReport:
+    """Apply `sessions` to `state` (a private copy); record changes in `changes`.
+
+    `scheduler=None` is the generator-free write path: session trees over raw cells with
+    extractive summaries, no facts."""
+    report = IngestReport(state.user, sessions=len(sessions))
+    clock = _Clock(report.timings)
+    for s in sessions:
+        if s.session_id in state.sessions:
+            raise InputError(f"session {s.session_id!r} is already stored for user {state.user!r}")
+    cells = []
+    for s in sessions:
+        state.sessions[s.session_id] = s
+        session_cells = chunk_session(s, cfg.chunk)
+        state.session_cells[s.session_id] = [c.id for c in session_cells]
+        state.cells.update((c.id, c) for c in session_cells)
+        changes.sessions.add(s.session_id)
+        cells.extend(session_cells)
+        report.turns += len(s.turns)
+    report.cells = len(cells)
+    router = Router(state, cfg, changes)
+    for s in sessions:
+        router.add_session_tree(s.session_id)
+    clock.lap("chunk")
+    tags = {"op": "ingest", "user": state.user}
+    if scheduler is not None:
+        _write_facts(state, cells, cfg, scheduler, embedder, changes, router, report, tags, clock)
+    touched = set(changes.trees)
+    stats = refresh(state, touched, scheduler, embedder, cfg.tree, changes, cfg.degraded_ok, tags)
+    clock.lap("refresh")
+    report.trees_touched = len(touched)
+    report.nodes_refreshed = stats.leaves + sum(stats.per_level.values())
+    report.summaries = stats.summaries
+    report.degraded = stats.degraded
+    return report
+
+
+def _write_facts(state, cells, cfg, scheduler, embedder, changes, router, report, tags, clock) -> None:  # noqa: ANN001
+    candidates, failed = extract(cells, scheduler, cfg.extraction, cfg.degraded_ok, tags)
+    report.candidates, report.failed_cells = len(candidates), failed
+    clock.lap("extract")
+    vecs = embedder.embed([c.text for c in candidates]) if candidates else np.zeros((0, embedder.dim), np.float32)
+    ids = list(state.facts)
+    matrix = np.stack([state.fact_vecs[f] for f in ids]) if ids else np.zeros((0, embedder.dim), np.float32)
+    clock.lap("embed")
+    result = canonicalize(candidates, state.facts, ids, matrix, vecs, scheduler, cfg.canon, tags)
+    for fact in result.new_facts:
+        state.facts[fact.id] = fact
+        state.fact_vecs[fact.id] = result.new_embeddings[fact.id]
+    changes.facts |= {f.id for f in result.new_facts} | {f.id for f in result.updated_facts}
+    report.new_facts, report.merged, report.dedup_checks = len(result.new_facts), result.merged, result.llm_checks
+    clock.lap("canonicalize")
+    router.route_facts(result.new_facts, result.updated_facts)
+    clock.lap("route")
