@@ -1,0 +1,62 @@
+"""Benchmark datasets behind one loader: `load_dataset(name, ...)` returns a `Dataset`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from .download import REMOTE_FILES, DatasetUnavailableError, resolve_file
+from .locomo import load_locomo
+from .longmemeval import load_longmemeval
+from .records import Dataset, DatasetKind, Instance, Question, Session, Turn, sanitize_text, sha256_file
+
+DATASET_NAMES: tuple[str, ...] = ("sample", "longmemeval_s", "longmemeval_oracle", "longmemeval_m", "locomo")
+
+
+def dataset_kind(name: str) -> DatasetKind:
+    """Which format (and so which answer/judge prompts) a registered dataset uses."""
+    if name not in DATASET_NAMES:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASET_NAMES)}")
+    return "locomo" if name == "locomo" else "longmemeval"
+
+
+def load_dataset(
+    name: str,
+    path: str | Path | None = None,
+    limit: int | None = None,
+    instance_ids: Sequence[str] | None = None,
+    include_adversarial: bool = False,
+    cache_dir: str | Path | None = None,
+) -> Dataset:
+    """Load a registered dataset. `path` overrides the shipped sample, the cache and the download."""
+    kind = dataset_kind(name)
+    if name == "sample":
+        # Imported late so that `python -m benchmarks.datasets.sample` runs cleanly.
+        from .sample import SAMPLE_PATH
+
+        source = Path(path) if path is not None else SAMPLE_PATH
+    else:
+        source = resolve_file(name, path=path, cache_dir=cache_dir)
+    if kind == "locomo":
+        return load_locomo(source, name, limit, instance_ids, include_adversarial)
+    return load_longmemeval(source, name, limit, instance_ids)
+
+
+__all__ = [
+    "DATASET_NAMES",
+    "REMOTE_FILES",
+    "Dataset",
+    "DatasetKind",
+    "DatasetUnavailableError",
+    "Instance",
+    "Question",
+    "Session",
+    "Turn",
+    "dataset_kind",
+    "load_dataset",
+    "load_locomo",
+    "load_longmemeval",
+    "resolve_file",
+    "sanitize_text",
+    "sha256_file",
+]

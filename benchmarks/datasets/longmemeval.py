@@ -1,0 +1,115 @@
+"""LongMemEval loader (files `longmemeval_{s,oracle,m}` share one format; one instance per question).
+
+Each entry holds `question_id` (suffix `_abs` marks an abstention question), `question_type`,
+`question`, `answer` (sometimes an int), `question_date`, and the haystack: parallel lists
+`haystack_session_ids`, `haystack_dates`, `haystack_sessions` (lists of `{role, content, has_answer?}`),
+plus `answer_session_ids`.
+
+Text is passed through `sanitize_text`: `<|endoftext|>` and similar special-token strings in the
+source become visible placeholders such as `<endoftext>`, so they can never reach a model as control
+tokens. Sessions are ordered by date (stable for equal dates); sessions dated after the question are
+kept, as in the benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .records import (
+    Dataset,
+    Instance,
+    Question,
+    Session,
+    Turn,
+    answer_text,
+    sanitize_text,
+    select,
+    sha256_file,
+)
+
+_DATE = re.compile(r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\([A-Za-z]+\))?(?:\s+(\d{1,2}):(\d{2}))?\s*$")
+_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+ABSTENTION_SUFFIX = "_abs"
+
+
+def parse_date(text: str) -> datetime:
+    """Parse `2023/05/30 (Tue) 23:40` (weekday and time optional)."""
+    match = _DATE.match(text)
+    if match is None:
+        raise ValueError(f"unrecognised LongMemEval date: {text!r}")
+    year, month, day, hour, minute = match.groups()
+    return datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0))
+
+
+def format_date(moment: datetime) -> str:
+    """Inverse of `parse_date` (locale independent)."""
+    return f"{moment:%Y/%m/%d} ({_WEEKDAYS[moment.weekday()]}) {moment:%H:%M}"
+
+
+def parse_entry(entry: dict[str, Any]) -> Instance:
+    """Turn one LongMemEval entry into an Instance holding its single question."""
+    qid = str(entry["question_id"])
+    ids = [str(sid) for sid in entry["haystack_session_ids"]]
+    dates = entry["haystack_dates"]
+    raw_sessions = entry["haystack_sessions"]
+    if not len(ids) == len(dates) == len(raw_sessions):
+        raise ValueError(f"{qid}: haystack ids, dates and sessions differ in length")
+    sessions = [
+        _session(sid, parse_date(date), turns)
+        for sid, date, turns in zip(ids, dates, raw_sessions, strict=True)
+    ]
+    sessions.sort(key=lambda session: session.timestamp)
+    evidence_turns = tuple(turn.turn_id for session in sessions for turn in session.turns if turn.has_answer)
+    question = Question(
+        question_id=qid,
+        question=sanitize_text(str(entry["question"])),
+        answer=answer_text(entry.get("answer")),
+        category=str(entry["question_type"]),
+        question_date=parse_date(entry["question_date"]) if entry.get("question_date") else None,
+        evidence_sessions=tuple(str(sid) for sid in entry.get("answer_session_ids") or ()),
+        evidence_turns=evidence_turns,
+        abstention=qid.endswith(ABSTENTION_SUFFIX),
+        extra={
+            "question_type": entry["question_type"],
+            "answer_was_int": isinstance(entry.get("answer"), int),
+        },
+    )
+    return Instance(instance_id=qid, user_id=qid, sessions=tuple(sessions), questions=(question,))
+
+
+def _session(session_id: str, timestamp: datetime, raw_turns: list[dict[str, Any]]) -> Session:
+    turns = tuple(
+        Turn(
+            role=str(raw["role"]),
+            content=sanitize_text(str(raw.get("content", ""))),
+            timestamp=timestamp,
+            turn_id=f"{session_id}:{index}",
+            has_answer=bool(raw.get("has_answer", False)),
+        )
+        for index, raw in enumerate(raw_turns)
+    )
+    return Session(session_id=session_id, timestamp=timestamp, turns=turns)
+
+
+def load_longmemeval(
+    path: str | Path,
+    name: str = "longmemeval_s",
+    limit: int | None = None,
+    instance_ids: Sequence[str] | None = None,
+) -> Dataset:
+    """Load a LongMemEval-format JSON array from `path`."""
+    path = Path(path)
+    with open(path, encoding="utf-8") as handle:
+        entries = json.load(handle)
+    if not isinstance(entries, list):
+        raise ValueError(f"{path}: expected a JSON array of questions")
+    chosen = select(entries, lambda entry: str(entry["question_id"]), limit, instance_ids)
+    instances = tuple(parse_entry(entry) for entry in chosen)
+    return Dataset(
+        name=name, kind="longmemeval", instances=instances, sha256=sha256_file(path), source=str(path)
+    )

@@ -1,0 +1,225 @@
+"""Metrics on hand-computed examples."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from benchmarks.metrics import (
+    QuestionScore,
+    abstention_accuracy,
+    accuracy,
+    accuracy_by_category,
+    bleu1,
+    dedupe,
+    f1_score,
+    mean_pass_at_k,
+    normalize_answer,
+    pass_at_1,
+    pass_at_k,
+    recall_all_at_k,
+    recall_any_at_k,
+    recall_at_k,
+    retrieval_recall,
+    summarize,
+    task_averaged_accuracy,
+    turns_per_second,
+)
+
+
+def test_pass_at_k_hand_values() -> None:
+    assert pass_at_k(5, 2, 1) == pytest.approx(0.4)  # 1 - 3/5
+    assert pass_at_k(5, 2, 2) == pytest.approx(0.7)  # 1 - C(3,2)/C(5,2) = 1 - 3/10
+    assert pass_at_k(5, 2, 4) == 1.0  # fewer than 4 wrong samples
+    assert pass_at_k(8, 0, 8) == 0.0
+    assert pass_at_1(4, 3) == 0.75
+    with pytest.raises(ValueError):
+        pass_at_k(3, 4, 1)
+    with pytest.raises(ValueError):
+        pass_at_k(3, 1, 4)
+
+
+@given(st.integers(1, 20).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))
+def test_pass_at_k_is_a_probability_growing_in_k(args: tuple[int, int, int]) -> None:
+    n, c, k = args
+    value = pass_at_k(n, c, k)
+    assert 0.0 <= value <= 1.0
+    if k > 1:
+        assert value >= pass_at_k(n, c, k - 1) - 1e-12
+
+
+SCORES = [
+    QuestionScore("q1", "A", False, 2, 1),
+    QuestionScore("q2", "A", False, 2, 2),
+    QuestionScore("q3", "B", False, 2, 0),
+    QuestionScore("q4", "B", True, 2, 2),
+    QuestionScore("q5", "B", False, 2, 0),
+]
+
+
+def test_accuracies() -> None:
+    assert accuracy(SCORES) == pytest.approx(2.5 / 5)
+    assert accuracy_by_category(SCORES) == pytest.approx({"A": 0.75, "B": 1 / 3})
+    assert task_averaged_accuracy(SCORES) == pytest.approx((0.75 + 1 / 3) / 2)
+    assert abstention_accuracy(SCORES) == 1.0
+    assert abstention_accuracy(SCORES[:3]) is None
+    assert accuracy([]) is None
+    # pass@2 per question: 1, 1, 0, 1, 0
+    assert mean_pass_at_k(SCORES, 2) == pytest.approx(3 / 5)
+
+
+def test_recall_dedupes_in_rank_order() -> None:
+    ranked = ["s3", "s1", "s3", "s2", "s5"]
+    gold = ["s2", "s1"]
+    assert dedupe(ranked) == ["s3", "s1", "s2", "s5"]
+    assert (
+        recall_any_at_k(ranked, gold, 1),
+        recall_all_at_k(ranked, gold, 1),
+        recall_at_k(ranked, gold, 1),
+    ) == (0.0, 0.0, 0.0)
+    assert (
+        recall_any_at_k(ranked, gold, 2),
+        recall_all_at_k(ranked, gold, 2),
+        recall_at_k(ranked, gold, 2),
+    ) == (1.0, 0.0, 0.5)
+    assert (recall_any_at_k(ranked, gold, 3), recall_all_at_k(ranked, gold, 3)) == (1.0, 1.0)
+    assert recall_any_at_k(ranked, [], 3) is None
+
+
+def test_retrieval_recall_skips_abstention() -> None:
+    assert retrieval_recall(["D1:1"], ["D1:1"], ks=(1,), abstention=True) is None
+    assert retrieval_recall(["D1:1"], [], ks=(1,)) is None
+    out = retrieval_recall(["D1:2", "D1:1", "D3:4"], ["D1:1", "D2:2"], ks=(1, 5))
+    assert out == {
+        "recall_any@1": 0.0,
+        "recall_all@1": 0.0,
+        "recall@1": 0.0,
+        "recall_any@5": 1.0,
+        "recall_all@5": 0.0,
+        "recall@5": 0.5,
+    }
+
+
+def test_throughput() -> None:
+    assert turns_per_second(680, 96.9) == pytest.approx(7.0175, rel=1e-4)
+    with pytest.raises(ValueError):
+        turns_per_second(10, 0)
+
+
+def test_f1_and_bleu1() -> None:
+    assert normalize_answer("The cat, sat on a Mat!") == ["cat", "sat", "on", "mat"]
+    assert f1_score("The cat sat on the mat.", "a cat on a mat") == pytest.approx(6 / 7)  # P 3/4, R 1
+    assert f1_score("dog", "cat") == 0.0
+    assert f1_score("", "") == 1.0 and f1_score("the", "cat") == 0.0
+    assert bleu1("The cat sat on the mat.", "a cat on a mat") == pytest.approx(0.75)  # no brevity penalty
+    assert bleu1("cat", "cat on mat") == pytest.approx(math.exp(-2))  # precision 1, BP exp(1 - 3/1)
+    assert bleu1("cat cat cat", "cat mat") == pytest.approx(1 / 3)  # clipped counts
+    assert bleu1("", "cat") == 0.0
+
+
+def _record(qid: str, attempt: int, category: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "method": "memforest",
+        "dataset": "sample",
+        "question_id": qid,
+        "attempt": attempt,
+        "category": category,
+        **extra,
+    }
+
+
+def _verdict(
+    qid: str, attempt: int, correct: bool, judge: str = "longmemeval", **extra: Any
+) -> dict[str, Any]:
+    return {
+        "method": "memforest",
+        "dataset": "sample",
+        "question_id": qid,
+        "attempt": attempt,
+        "judge_id": judge,
+        "judge_model": "fake",
+        "correct": correct,
+        "parsed": True,
+        "error": None,
+        **extra,
+    }
+
+
+def test_summarize() -> None:
+    records = [
+        _record(
+            "q1",
+            0,
+            "A",
+            answer="Miami",
+            response="Miami",
+            retrieved_session_ids=["s2", "s1"],
+            evidence_sessions=["s1"],
+            retrieved_turn_ids=["s2:0"],
+            evidence_turns=["s1:0"],
+        ),
+        _record("q1", 1, "A", answer="Miami", response="Boston"),
+        _record("q2", 0, "B", answer="3", response="three"),
+        _record("q2", 1, "B", answer="3", response="3"),
+        _record(
+            "q3",
+            0,
+            "B",
+            abstention=True,
+            answer="n/a",
+            response="I don't know",
+            retrieved_session_ids=["s9"],
+            evidence_sessions=["s9"],
+        ),
+        _record("q3", 1, "B", abstention=True, answer="n/a", response="I don't know"),
+        {"method": "other", "dataset": "sample", "question_id": "q1", "category": "A"},
+    ]
+    judgments = [
+        _verdict("q1", 0, True),
+        _verdict("q1", 1, False),
+        _verdict("q2", 0, False),
+        _verdict("q2", 1, False),
+        _verdict("q2", 1, True),  # re-judged: last wins
+        _verdict("q3", 0, True),
+        _verdict("q3", 1, True, parsed=False),
+        _verdict("q1", 0, False, judge="strict"),
+        _verdict("zz", 0, True),  # unknown record: ignored
+    ]
+    builds = [
+        {"method": "memforest", "dataset": "sample", "turns": 100, "build_seconds": 40.0},
+        {"method": "memforest", "dataset": "sample", "turns": 50, "build_seconds": 10.0},
+    ]
+    summary = summarize(records, judgments, builds, ks=(1, 2))
+    assert set(summary) == {"memforest/sample", "other/sample"}
+    block = summary["memforest/sample"]
+    assert block["questions"] == 3 and block["attempts"] == 6
+    main = block["judges"]["longmemeval"]
+    assert main["judged"] == 6 and main["unparsed"] == 1 and main["judge_models"] == ["fake"]
+    assert main["accuracy"] == pytest.approx((0.5 + 0.5 + 1.0) / 3)
+    assert main["per_category"] == pytest.approx({"A": 0.5, "B": 0.75})
+    assert main["task_averaged"] == pytest.approx(0.625)
+    assert main["abstention_accuracy"] == 1.0
+    assert main["pass_at_k"] == pytest.approx({"1": 2 / 3, "2": 1.0})
+    strict = block["judges"]["strict"]
+    assert strict["judged"] == 1 and strict["accuracy"] == 0.0 and list(strict["pass_at_k"]) == ["1"]
+    # Retrieval: q1 only (q3 is an abstention); first attempt per question.
+    assert block["retrieval"]["session"] == {
+        "recall_any@1": 0.0,
+        "recall_all@1": 0.0,
+        "recall@1": 0.0,
+        "recall_any@2": 1.0,
+        "recall_all@2": 1.0,
+        "recall@2": 1.0,
+        "questions": 1,
+    }
+    assert block["retrieval"]["turn"]["recall_any@2"] == 0.0
+    # F1 over non-abstention attempts: Miami/Miami 1, Boston 0, three/3 0, 3/3 1.
+    assert block["f1"] == pytest.approx(0.5) and block["bleu1"] == pytest.approx(0.5)
+    assert block["turns_per_second"] == pytest.approx(3.0)
+    other = summary["other/sample"]
+    assert other["judges"] == {} and other["retrieval"] == {} and other["f1"] is None
+    assert "turns_per_second" not in other
