@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import fcntl
+import itertools
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +20,15 @@ from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
 from memforest.llm.factory import build_chat_model, build_embedder
 from memforest.llm.scheduler import Scheduler
+from memforest.retrieval.query import run_query
+from memforest.retrieval.results import QueryResult
 from memforest.sessions import check_id, parse_session, parse_sessions
+from memforest.snapshot import Snapshot
 from memforest.state import ChangeSet, UserState
 from memforest.store.db import UserDB
+from memforest.timeutil import iso_minute, parse_time
 from memforest.types import Session
 from memforest.write import IngestReport, ingest_sessions
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A committed version of one user's memory: state and indexes, never mutated after publication."""
-
-    state: UserState
-    index: ForestIndex
 
 
 class MemForest:
@@ -51,15 +48,24 @@ class MemForest:
     ) -> None:
         self.root = Path(path)
         self.config = config or MemForestConfig()
-        self.embedder = embedder or build_embedder(self.config.embedder)
+        self._owns = {"llm": llm is None, "embedder": embedder is None}  # close only what we built
+        self._embedder = embedder
         self.log = call_log if call_log is not None else CallLog()
         self._llm = llm
         self._scheduler: Scheduler | None = None
         self.generate = generate
         self._snapshots: dict[str, Snapshot] = {}
         self._lock = threading.Lock()
+        self._query_ids = itertools.count(1)
 
     # ---- models -------------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = build_embedder(self.config.embedder)
+            return self._embedder
 
     @property
     def scheduler(self) -> Scheduler | None:
@@ -76,9 +82,10 @@ class MemForest:
     def close(self) -> None:
         if self._scheduler is not None:
             self._scheduler.close()
-        if self._llm is not None:
+        if self._llm is not None and self._owns["llm"]:
             self._llm.close()
-        self.embedder.close()
+        if self._embedder is not None and self._owns["embedder"]:
+            self._embedder.close()
 
     def __enter__(self) -> MemForest:
         return self
@@ -103,7 +110,8 @@ class MemForest:
                 raise StoreError(f"no memory for user {user!r} in {self.root}")
             directory.mkdir(parents=True, exist_ok=True)
         db = UserDB(path)
-        db.create(self.embedder.name, self.embedder.dim)
+        if create:
+            db.create(self.embedder.name, self.embedder.dim)
         return db
 
     def snapshot(self, user: str) -> Snapshot:
@@ -113,7 +121,7 @@ class MemForest:
         snap = self._snapshots.get(user)
         if snap is None or snap.state.version != version:
             state = db.load(user)
-            index, _ = ForestIndex.open(self.user_dir(user) / "index", state, self.embedder.dim)
+            index, _ = ForestIndex.open(self.user_dir(user) / "index", state, state.dim)
             snap = Snapshot(state, index)
             self._snapshots[user] = snap
         return snap
@@ -159,7 +167,7 @@ class MemForest:
                 removed_nodes[tid] = [n for (t, n) in old.index.node_key.values() if t == tid]
             index.apply(state, ch, removed_nodes, removed_rowids)
         else:
-            index = ForestIndex.build(state, self.embedder.dim)
+            index = ForestIndex.build(state, state.dim)
         index.save(self.user_dir(user) / "index")
         self._snapshots[user] = Snapshot(state, index)
 
@@ -186,6 +194,30 @@ class MemForest:
                                  (turns[0].get("timestamp") if turns and isinstance(turns[0], Mapping) else None),
                                  "turns": turns})
         return self.ingest_sessions(user, [session])
+
+
+    # ---- read path -------------------------------------------------------------------------------
+
+    def query(self, user: str, question: str, date: Any = None, mode: str | None = None,
+              answer: bool = True) -> QueryResult:
+        """Answer `question` from `user`'s last committed memory, with evidence and a trace.
+        `date` is the reference date (default: the latest stored session's date)."""
+        if not isinstance(question, str) or not question.strip():
+            raise InputError("the question is empty")
+        cfg = replace(self.config.query, mode=mode or self.config.query.mode)
+        if cfg.mode not in ("embed", "planner"):
+            raise InputError(f"unknown query mode {cfg.mode!r} (embed, planner)")
+        snap = self.snapshot(user)
+        if (snap.state.embedder, snap.state.dim) != (self.embedder.name, self.embedder.dim):
+            raise StoreError(f"user {user!r} was built with embedder {snap.state.embedder} ({snap.state.dim}-d); "
+                             f"this configuration uses {self.embedder.name} ({self.embedder.dim}-d)")
+        if not snap.state.sessions:
+            raise StoreError(f"the memory of user {user!r} is empty")
+        ref = parse_time(date, "query date") if date not in (None, "") else max(s.time for s in snap.state.sessions.values())
+        tags = {"op": "query", "user": user, "query": next(self._query_ids)}
+        needs_llm = answer or cfg.mode == "planner"
+        return run_query(snap, question, iso_minute(ref), cfg, self.embedder,
+                         self.scheduler if needs_llm else None, self.log, answer, tags)
 
 
 def _removed_tree_rowids(old: Snapshot | None, ch: ChangeSet) -> dict[str, int]:

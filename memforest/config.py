@@ -98,7 +98,7 @@ class TreeConfig:
     fanout_entity: int = 8
     fanout_scene: int = 10
     summary_words: int = 200
-    summary_max_tokens: int = 400
+    summary_max_tokens: int = 640  # above the schema's worst case (8 sentences of 200 chars)
     summary_mode: str = "llm"  # llm | extractive (no generator on the write path)
 
 

@@ -74,6 +74,8 @@ class ChangeSet:
 class UserState:
     user: str
     version: int = 0
+    embedder: str = ""
+    dim: int = 0
     sessions: dict[str, Session] = field(default_factory=dict)
     cells: dict[str, Cell] = field(default_factory=dict)
     session_cells: dict[str, list[str]] = field(default_factory=dict)

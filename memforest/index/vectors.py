@@ -25,6 +25,7 @@ class VectorIndex:
         self.dim = dim
         self.index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
         self.ids: set[int] = set()
+        self._owner: object = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -64,6 +65,7 @@ class VectorIndex:
         if index.d != dim:
             raise ValueError(f"{path}: dimension {index.d}, expected {dim}")
         out = cls(dim)
+        out._owner = index  # the downcast wrapper does not own the C++ object
         out.index = faiss.downcast_index(index)
         out.ids = set(faiss.vector_to_array(out.index.id_map).tolist())
         return out

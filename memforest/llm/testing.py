@@ -158,12 +158,45 @@ def _equivalent(request: ChatRequest) -> dict[str, Any]:
     return {"same": norm(m.group(1)) == norm(m.group(2))}
 
 
-def _summarize(request: ChatRequest) -> str:
+def _summarize(request: ChatRequest) -> dict[str, list[str]]:
     entries = [line[2:] for line in _user_text(request).splitlines() if line.startswith("- ")]
-    return " ".join(" ".join(e.split()[:30]) for e in entries)[:1200]
+    return {"sentences": [" ".join(e.split()[:30])[:200] for e in entries][:8]}
+
+
+def _words(text: str) -> set[str]:
+    return {_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+def _plan(request: ChatRequest) -> dict[str, Any]:
+    text = _user_text(request)
+    question = re.search(r"Question: (.*)", text)
+    q = question.group(1) if question else ""
+    trees = re.findall(r"^(\d+)\. ", text.split("Trees:", 1)[-1], flags=re.M)
+    direction = "before" if re.search(r"\bbefore\b", q) else "after" if re.search(r"\bafter\b", q) else "none"
+    kind = "temporal" if direction != "none" or re.search(r"\bwhen\b|how long|how many days", q) else "lookup"
+    return {"kind": kind, "direction": direction, "anchors": [],
+            "plans": [{"tree": int(i), "query": q} for i in trees]}
+
+
+def _browse(request: ChatRequest) -> dict[str, Any]:
+    text = _user_text(request)
+    query = _words(text.split("\n", 1)[0])
+    options = re.findall(r"^(\d+)\. (.*)$", text.split("Options:", 1)[-1], flags=re.M)
+    beam = int(re.search(r"at most (\d+)", request.messages[0]["content"]).group(1))
+    ranked = sorted(options, key=lambda o: (-len(query & _words(o[1])), int(o[0])))
+    return {"selected": [int(i) for i, _ in ranked[:beam]]}
+
+
+def _answer(request: ChatRequest) -> str:
+    evidence = _user_text(request).split("Memory evidence:\n", 1)[-1].split("\n\nQuestion:", 1)[0]
+    lines = [line for line in evidence.splitlines() if line.strip()]
+    return lines[0] if lines else "I do not know."
 
 
 _RULES: dict[str, Callable[[ChatRequest], Any]] = {
+    "query_plan": _plan,
+    "browse_select": _browse,
+    "answer_from_memory": _answer,
     "extract_facts": _extract,
     "fact_equivalence": _equivalent,
     "interval_summary": _summarize,

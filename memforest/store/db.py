@@ -108,7 +108,8 @@ class UserDB:
 
 def _read_state(con: sqlite3.Connection, user: str) -> UserState:
     meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-    st = UserState(user, version=int(meta["version"]), next_tree_rowid=int(meta["next_tree_rowid"]),
+    st = UserState(user, version=int(meta["version"]), embedder=meta["embedder"], dim=int(meta["dim"]),
+                   next_tree_rowid=int(meta["next_tree_rowid"]),
                    next_scene=int(meta["next_scene"]))
     for sid, t, turns in con.execute("SELECT session_id, time, turns FROM sessions"):
         st.sessions[sid] = Session(sid, t, [Turn(r, c, tt) for r, c, tt in json.loads(turns)])

@@ -16,7 +16,7 @@ import numpy as np
 from memforest.config import TreeConfig
 from memforest.errors import ModelError
 from memforest.llm.base import ChatRequest, Embedder, normalize_rows
-from memforest.llm.scheduler import Scheduler
+from memforest.llm.scheduler import Scheduler, parse_json
 from memforest.prompts import summary as prompt
 from memforest.state import ChangeSet, NodeData, NodeKey, TreeInfo, UserState
 from memforest.timeutil import interval_header, iso_date, iso_minute
@@ -121,7 +121,7 @@ def _summaries(
         return [(extractive_summary(e, cfg.summary_words), "extractive") for e in entries]
     requests = [
         ChatRequest(prompt.messages(info.label, e, cfg.summary_words), "summarize", prompt.SPEC.id,
-                    prompt.SPEC.version, None, cfg.summary_max_tokens)
+                    prompt.SPEC.version, prompt.schema(cfg.summary_words), cfg.summary_max_tokens)
         for (info, _), e in zip(nodes, entries)
     ]
     out: list[tuple[str, str]] = []
@@ -131,8 +131,15 @@ def _summaries(
                 raise ModelError(f"summary of {info.tree_id} node {nid} failed: {res}")
             out.append((extractive_summary(e, cfg.summary_words), "degraded"))
         else:
-            out.append((" ".join(res.text.split()) or extractive_summary(e, cfg.summary_words), "llm"))
+            text = _summary_text(res)
+            out.append((text, "llm") if text else (extractive_summary(e, cfg.summary_words), "degraded"))
     return out
+
+
+def _summary_text(response: Any) -> str:
+    payload = parse_json(response)
+    sentences = payload.get("sentences", []) if isinstance(payload, dict) else []
+    return " ".join(" ".join(str(s).split()) for s in sentences if isinstance(s, str)) if isinstance(sentences, list) else ""
 
 
 def extractive_summary(entries: list[str], words: int) -> str:

@@ -1,0 +1,59 @@
+"""The one protocol every compared memory system implements. The harness, never the system,
+answers questions and judges answers; systems only build memory and retrieve evidence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from benchmarks.datasets.records import Session
+
+
+class SystemUnavailable(RuntimeError):
+    """The system cannot run here (missing package or checkout); the harness reports it as skipped."""
+
+
+@dataclass
+class EvidenceItem:
+    """One retrieved unit, with its provenance in dataset ids when the system exposes it."""
+
+    text: str
+    time: str | None = None
+    session_ids: list[str] = field(default_factory=list)
+    turn_ids: list[str] = field(default_factory=list)
+    score: float | None = None
+
+
+@dataclass
+class Retrieval:
+    context: str  # what goes into the answer prompt
+    evidence: list[EvidenceItem]
+    latency: dict[str, float] = field(default_factory=dict)
+    trace: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@runtime_checkable
+class MemorySystem(Protocol):
+    name: str
+
+    def reset(self, instance_id: str, workdir: Path) -> None:
+        """Start a fresh, empty memory for one instance; state lives under `workdir`."""
+
+    def ingest(self, sessions: Sequence[Session]) -> dict[str, Any]:
+        """Write all sessions (time-ordered) into memory; return build statistics."""
+
+    def retrieve(self, question: str, when: datetime | None) -> Retrieval:
+        """Evidence for `question` asked at reference time `when`."""
+
+    def close(self) -> None:
+        """Release models, servers and files."""
+
+
+def render_evidence(items: Sequence[EvidenceItem]) -> str:
+    return "\n".join(f"[{e.time}] {' '.join(e.text.split())}" if e.time else " ".join(e.text.split()) for e in items)

@@ -1,0 +1,3 @@
+from baselines.memforest_method.system import MemForestSystem
+
+__all__ = ["MemForestSystem"]

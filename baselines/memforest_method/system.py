@@ -1,0 +1,94 @@
+"""MemForest behind the MemorySystem protocol (Embed, Planner and generator-free variants)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from baselines.base import EvidenceItem, Retrieval, render_evidence
+from benchmarks.datasets.records import Session
+from memforest.api import MemForest
+from memforest.config import MemForestConfig
+from memforest.llm.base import ChatModel, Embedder
+from memforest.llm.calllog import CallLog
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:@+-]")
+
+
+class MemForestSystem:
+    def __init__(
+        self,
+        config: MemForestConfig,
+        llm: ChatModel | None,
+        embedder: Embedder,
+        call_log: CallLog,
+        mode: str = "embed",
+        generate: bool = True,
+        name: str = "memforest",
+    ) -> None:
+        self.name = name
+        self.config = replace(config, query=replace(config.query, mode=mode))
+        self.llm = llm
+        self.embedder = embedder
+        self.log = call_log
+        self.generate = generate
+        self.forest: MemForest | None = None
+        self.user = "user"
+        self._turn_ids: dict[tuple[str, int], str] = {}
+        self._session_ids: dict[str, str] = {}
+
+    def reset(self, instance_id: str, workdir: Path) -> None:
+        self.forest = MemForest(Path(workdir) / "store", self.config, llm=self.llm, embedder=self.embedder,
+                                call_log=self.log, generate=self.generate)
+        self._turn_ids, self._session_ids = {}, {}
+
+    def ingest(self, sessions: Sequence[Session]) -> dict[str, Any]:
+        assert self.forest is not None, "reset() first"
+        payload = []
+        for s in sessions:
+            sid = self._safe_id(s.session_id)
+            for i, t in enumerate(s.turns):
+                self._turn_ids[(sid, i)] = t.turn_id
+            payload.append({
+                "session_id": sid,
+                "timestamp": s.timestamp.isoformat(),
+                "turns": [{"role": t.role, "content": t.content or " ",
+                           "timestamp": t.timestamp.isoformat() if t.timestamp else None} for t in s.turns],
+            })
+        return self.forest.ingest_sessions(self.user, payload).to_dict()
+
+    def retrieve(self, question: str, when: datetime | None) -> Retrieval:
+        assert self.forest is not None, "reset() first"
+        result = self.forest.query(self.user, question, date=when.isoformat() if when else None, answer=False)
+        state = self.forest.snapshot(self.user).state
+        items = []
+        for ev in result.evidence:
+            if ev.kind == "fact":
+                spans = [(o.session_id, o.turn_lo, o.turn_hi) for o in state.facts[ev.id].occurrences]
+            else:
+                cell = state.cells[ev.id]
+                spans = [(cell.session_id, cell.turn_lo, cell.turn_hi)]
+            items.append(EvidenceItem(
+                text=ev.text, time=ev.time, score=ev.score,
+                session_ids=list(dict.fromkeys(self._session_ids.get(s, s) for s, _, _ in spans)),
+                turn_ids=[self._turn_ids[(s, i)] for s, lo, hi in spans for i in range(lo, hi + 1)
+                          if (s, i) in self._turn_ids],
+            ))
+        return Retrieval(render_evidence(items), items, result.trace.get("latency", {}), result.trace)
+
+    def close(self) -> None:
+        if self.forest is not None:
+            self.forest.close()
+            self.forest = None
+
+    def _safe_id(self, session_id: str) -> str:
+        sid = _UNSAFE.sub("_", session_id)[:120] or "session"
+        if not sid[0].isalnum():
+            sid = "s" + sid
+        self._session_ids[sid] = session_id
+        return sid
+

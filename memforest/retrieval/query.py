@@ -1,0 +1,125 @@
+"""The query path: recall trees, browse them, assemble evidence, answer."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from memforest.config import QueryConfig
+from memforest.errors import ModelError
+from memforest.llm.base import ChatRequest, Embedder
+from memforest.llm.calllog import CallLog, summarize
+from memforest.llm.scheduler import Scheduler
+from memforest.prompts import answer as answer_prompt
+from memforest.retrieval.assemble import assemble, render, temporal_neighbours
+from memforest.retrieval.browse import Hit, embed_browse, llm_browse
+from memforest.retrieval.planner import Plan, plan_query, question_direction
+from memforest.retrieval.recall import recall_trees
+from memforest.retrieval.results import Evidence, QueryResult
+from memforest.snapshot import Snapshot
+
+
+def retrieve(
+    snap: Snapshot,
+    question: str,
+    date: str,
+    cfg: QueryConfig,
+    embedder: Embedder,
+    scheduler: Scheduler | None,
+    tags: dict[str, Any],
+) -> tuple[list[Evidence], dict[str, Any]]:
+    """Evidence for `question` and the trace of how it was found."""
+    lat: dict[str, float] = {}
+    t = time.perf_counter()
+    qvec = embedder.embed([question], "query")[0]
+    lat["embed"] = _lap(t)
+    t = time.perf_counter()
+    recalled = recall_trees(snap, qvec, cfg)
+    lat["recall"] = _lap(t)
+    trace: dict[str, Any] = {"mode": cfg.mode, "version": snap.version, "recalled": [asdict(r) for r in recalled]}
+    if not recalled:
+        trace["latency"] = lat
+        return [], trace
+    t = time.perf_counter()
+    if cfg.mode == "planner":
+        if scheduler is None:
+            raise ModelError("planner mode needs a chat model")
+        plan = plan_query(snap, question, date, recalled, scheduler, tags)
+        lat["plan"] = _lap(t)
+        t = time.perf_counter()
+        hits, path = _planned_browse(snap, plan, qvec, embedder, scheduler, cfg, tags)
+        trace["plan"] = asdict(plan)
+    else:
+        plan = Plan(direction=question_direction(question))
+        hits, path = embed_browse(snap, qvec, [r.tree_id for r in recalled], cfg.beam,
+                                  stop_level=1 if cfg.complete_expansion else 0)
+    lat["browse"] = _lap(t)
+    t = time.perf_counter()
+    if cfg.complete_expansion:
+        hits = _expand(snap, hits, qvec)
+    neighbours = temporal_neighbours(snap, hits, plan.direction, qvec)
+    evidence = assemble(snap, hits, neighbours, cfg.final_units, plan.direction)
+    lat["assemble"] = _lap(t)
+    trace["browse"] = path
+    trace["temporal"] = [{"tree_id": a.key[0], "from_leaf": a.key[1], "to_leaf": k[1], "direction": plan.direction}
+                         for a, k in neighbours]
+    trace["latency"] = lat
+    return evidence, trace
+
+
+def _planned_browse(snap, plan, qvec, embedder, scheduler, cfg, tags):  # noqa: ANN001, ANN202
+    queries = sorted({q for _, q in plan.queries})
+    vecs = embedder.embed(queries, "query") if queries else np.zeros((0, len(qvec)), np.float32)
+    qvec_of = dict(zip(queries, vecs))
+    hits, path = llm_browse(snap, plan.queries, qvec_of, scheduler, cfg.beam, tags)
+    rescored = [Hit(h.key, float(snap.state.nodes[h.key].embedding @ qvec), 0) for h in hits]
+    best = {h.key: max(h.score, r.score) for h, r in zip(hits, rescored)}
+    return [Hit(k, s, 0) for k, s in best.items()], path
+
+
+def _expand(snap: Snapshot, hits: list[Hit], qvec: np.ndarray) -> list[Hit]:
+    """Every leaf under each selected unit, scored by the unit's score then the leaf's own."""
+    out: list[Hit] = []
+    for h in hits:
+        if h.level == 0:
+            out.append(h)
+            continue
+        tree = snap.state.trees[h.key[0]].tree
+        for leaf in tree.leaves_under(h.key[1]):
+            key = (h.key[0], leaf.id)
+            out.append(Hit(key, h.score + 1e-3 * float(snap.state.nodes[key].embedding @ qvec), 0))
+    return out
+
+
+def answer(
+    question: str, date: str, evidence: list[Evidence], scheduler: Scheduler, max_tokens: int,
+    tags: dict[str, Any],
+) -> str:
+    req = ChatRequest(answer_prompt.messages(question, date, render(evidence) or "(no evidence)"), "answer",
+                      answer_prompt.SPEC.id, answer_prompt.SPEC.version, None, max_tokens)
+    return scheduler.run_strict([req], tags=tags)[0].text.strip()
+
+
+def run_query(
+    snap: Snapshot, question: str, date: str, cfg: QueryConfig, embedder: Embedder,
+    scheduler: Scheduler | None, log: CallLog, with_answer: bool, tags: dict[str, Any],
+) -> QueryResult:
+    first = len(log)
+    evidence, trace = retrieve(snap, question, date, cfg, embedder, scheduler, tags)
+    text = None
+    if with_answer:
+        if scheduler is None:
+            raise ModelError("answering needs a chat model")
+        t = time.perf_counter()
+        text = answer(question, date, evidence, scheduler, cfg.answer_max_tokens, tags)
+        trace["latency"]["answer"] = _lap(t)
+    calls = [r for r in log.since(first) if r.tags.get("query") == tags.get("query")]
+    trace["llm_calls"] = summarize(calls)
+    return QueryResult(question, text, evidence, trace)
+
+
+def _lap(t: float) -> float:
+    return round(time.perf_counter() - t, 6)

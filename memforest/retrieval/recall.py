@@ -1,0 +1,35 @@
+"""Forest recall: trees whose roots are near the query, united with the trees holding the top facts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memforest.config import QueryConfig
+from memforest.retrieval.results import RecalledTree
+from memforest.snapshot import Snapshot
+
+
+def recall_trees(snap: Snapshot, qvec: np.ndarray, cfg: QueryConfig) -> list[RecalledTree]:
+    """Top `top_trees` trees by root_weight * root similarity + fact_weight * best fact similarity."""
+    idx = snap.index
+    root_sim: dict[str, float] = {}
+    ids, scores = idx.roots.search(qvec, cfg.top_trees)
+    for uid, s in zip(ids.tolist(), scores.tolist()):
+        root_sim[idx.root_tree[uid]] = s
+    fact_sim: dict[str, float] = {}
+    ids, scores = idx.facts.search(qvec, cfg.fact_recall)
+    for uid, s in zip(ids.tolist(), scores.tolist()):
+        for tid in snap.fact_trees.get(idx.fact_key[uid], ()):
+            fact_sim[tid] = max(fact_sim.get(tid, -1.0), s)
+    trees = snap.state.trees
+    out = [
+        RecalledTree(
+            tid, trees[tid].family,
+            cfg.root_weight * root_sim.get(tid, 0.0) + cfg.fact_weight * fact_sim.get(tid, 0.0),
+            root_sim.get(tid), fact_sim.get(tid),
+        )
+        for tid in set(root_sim) | set(fact_sim)
+        if tid in trees
+    ]
+    out.sort(key=lambda r: (-r.score, r.tree_id))
+    return out[: cfg.top_trees]
