@@ -128,6 +128,7 @@ def _extract(request: ChatRequest) -> dict[str, Any]:
             if len(words) < 3:
                 continue
             iso = re.search(r"\b\d{4}-\d{2}-\d{2}\b", sentence)
+            residence = re.search(r"\b(live|lived|lives|moved|relocated)\b", sentence, re.I)
             entities = [w for w in words[1:] if w[0].isupper()][:4]
             facts.append({
                 "text": f"The {speaker} said: {sentence.strip()}",
@@ -139,8 +140,8 @@ def _extract(request: ChatRequest) -> dict[str, Any]:
                 "time_text": "",
                 "event_start": iso.group(0) if iso else "",
                 "event_end": "",
-                "attribute": "",
-                "domain": "",
+                "attribute": "residence" if residence else "",
+                "domain": "home" if residence else "",
                 "collection": "",
             })
     _ = date

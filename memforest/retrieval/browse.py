@@ -58,11 +58,27 @@ def embed_browse(
         scores = score_nodes(snap, kids, qvec)
         pool = kept + [Hit(k, float(s), _level(snap, k)) for k, s in zip(kids, scores)]
         pool.sort(key=lambda h: (-h.score, h.key))
-        frontier = pool[:beam]
+        frontier = _distinct(snap, pool, beam)
         path.append({"opened": [list(h.key) for h in opened], "considered": len(pool),
                      "kept": [[*h.key, round(h.score, 4)] for h in frontier]})
     frontier.sort(key=lambda h: (-h.score, h.key))
     return frontier, path
+
+
+def _distinct(snap: Snapshot, pool: list[Hit], beam: int) -> list[Hit]:
+    """The best `beam` units, counting leaves of the same fact or cell in several trees once."""
+    out: list[Hit] = []
+    items: set[str] = set()
+    for h in pool:
+        if h.level == 0:
+            item = snap.state.trees[h.key[0]].tree.nodes[h.key[1]].item or ""
+            if item in items:
+                continue
+            items.add(item)
+        out.append(h)
+        if len(out) == beam:
+            break
+    return out
 
 
 def llm_browse(

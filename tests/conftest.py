@@ -1,0 +1,68 @@
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def make_sessions(n_sessions: int, turns_per_session: int, start_day: int = 1) -> list[dict]:
+    """Synthetic dated sessions; every user turn states one distinct fact."""
+    places = ["Boston", "Davis", "Miami", "Austin", "Denver", "Seattle", "Portland", "Chicago"]
+    out = []
+    for s in range(n_sessions):
+        turns = []
+        for t in range(turns_per_session):
+            if t % 2 == 0:
+                content = f"In session {s} I mention topic {t} about {places[(s + t) % len(places)]} and item{s}x{t}."
+                turns.append({"role": "user", "content": content})
+            else:
+                turns.append({"role": "assistant", "content": f"Noted the detail number {s}-{t} for you."})
+        out.append({"session_id": f"s{s:03d}", "timestamp": f"2023-{1 + s // 28:02d}-{1 + s % 28:02d}T10:00:00",
+                    "turns": turns})
+    return out
+
+
+@pytest.fixture
+def scripted_forest(tmp_path):
+    """A MemForest on the scripted model and the hash embedder (explicitly selected test models)."""
+    from memforest.api import MemForest
+    from memforest.config import MemForestConfig
+    from memforest.llm.testing import HashEmbedder, ScriptedChatModel
+
+    made = []
+
+    def build(concurrency: int = 4, path=None, **cfg_changes):
+        cfg = MemForestConfig()
+        cfg.llm.concurrency = concurrency
+        for dotted, value in cfg_changes.items():
+            section, key = dotted.split("__")
+            setattr(getattr(cfg, section), key, value)
+        model = ScriptedChatModel(max_concurrency=concurrency)
+        forest = MemForest(path or tmp_path / "store", cfg, llm=model, embedder=HashEmbedder())
+        made.append(forest)
+        return forest
+
+    yield build
+    for f in made:
+        f.close()
+
+
+RESIDENCE = [
+    {"session_id": "boston", "timestamp": "2020-03-01T10:00:00", "turns": [
+        {"role": "user", "content": "I live in Boston near the harbor."},
+        {"role": "assistant", "content": "Boston is a great city."}]},
+    {"session_id": "pizza", "timestamp": "2021-05-01T10:00:00", "turns": [
+        {"role": "user", "content": "My favourite pizza topping is basil."},
+        {"role": "assistant", "content": "Basil is a classic choice."}]},
+    {"session_id": "davis", "timestamp": "2022-06-01T10:00:00", "turns": [
+        {"role": "user", "content": "I moved from Boston and now I live in Davis."},
+        {"role": "assistant", "content": "Davis is sunny."}]},
+    {"session_id": "guitar", "timestamp": "2023-01-10T10:00:00", "turns": [
+        {"role": "user", "content": "I started learning guitar with a teacher."},
+        {"role": "assistant", "content": "Practice a little every day."}]},
+    {"session_id": "miami", "timestamp": "2024-07-01T10:00:00", "turns": [
+        {"role": "user", "content": "I moved from Davis and now I live in Miami."},
+        {"role": "assistant", "content": "Miami is warm all year."}]},
+]
