@@ -43,12 +43,20 @@ class EntityStat:
 
 @dataclass
 class Scene:
+    """An online cluster of facts. `total` is the sum of its members' embeddings, so adding and
+    removing members are exact inverses; `centroid` is its direction."""
+
     scene_id: str
     domain: str
-    centroid: np.ndarray
+    total: np.ndarray
     size: int
     t_last: float
     tree_id: str
+
+    @property
+    def centroid(self) -> np.ndarray:
+        norm = float(np.linalg.norm(self.total))
+        return self.total / norm if norm else self.total
 
 
 @dataclass

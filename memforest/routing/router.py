@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from memforest.config import MemForestConfig
 from memforest.routing import entities, scenes
 from memforest.state import ChangeSet, UserState
@@ -93,10 +91,7 @@ class Router:
             for leaf in list(self.state.trees[absorb.tree_id].tree.leaves()):
                 if leaf.item not in target:
                     target.insert(leaf.item, leaf.key_lo[0])
-            centroid = keep.centroid * keep.size + absorb.centroid * absorb.size
-            keep.centroid = (centroid / max(float(np.linalg.norm(centroid)), 1e-12)).astype(np.float32)
-            keep.size = len(target)
-            keep.t_last = max(keep.t_last, absorb.t_last)
+            scenes.recompute(keep, self.state)
             self.ch.trees.add(keep.tree_id)
             self.ch.scenes.add(keep_id)
             self.drop_tree(absorb.tree_id)

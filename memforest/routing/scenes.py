@@ -36,11 +36,18 @@ def choose_scenes(state: UserState, fact: Fact, vec: np.ndarray, cfg: SceneConfi
 
 
 def add_to_scene(scene: Scene, vec: np.ndarray, t: float) -> None:
-    centroid = scene.centroid * scene.size + vec
-    norm = float(np.linalg.norm(centroid))
-    scene.centroid = (centroid / norm if norm else centroid).astype(np.float32)
+    scene.total = (scene.total + vec).astype(np.float32)
     scene.size += 1
     scene.t_last = max(scene.t_last, t)
+
+
+def recompute(scene: Scene, state: UserState) -> None:
+    """Size, total and last time from the scene tree's current members."""
+    tree = state.trees[scene.tree_id].tree
+    members = [leaf.item for leaf in tree.leaves()]
+    scene.size = len(members)
+    scene.total = np.sum([state.fact_vecs[m] for m in members], axis=0).astype(np.float32) if members else scene.total * 0
+    scene.t_last = max((state.facts[m].time for m in members), default=scene.t_last)
 
 
 def new_scene(state: UserState, fact: Fact, vec: np.ndarray) -> Scene:

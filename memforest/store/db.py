@@ -139,8 +139,8 @@ def _read_state(con: sqlite3.Connection, user: str) -> UserState:
         st.trees[tid] = TreeInfo(tid, family, label, rowid, tree)
     for label, facts, sessions, tree_id in con.execute("SELECT * FROM entities"):
         st.entities[label] = EntityStat(label, set(json.loads(facts)), json.loads(sessions), tree_id)
-    for sid, domain, centroid, size, t_last, tree_id in con.execute("SELECT * FROM scenes"):
-        st.scenes[sid] = Scene(sid, domain, _vec(centroid), size, t_last, tree_id)
+    for sid, domain, total, size, t_last, tree_id in con.execute("SELECT * FROM scenes"):
+        st.scenes[sid] = Scene(sid, domain, _vec(total), size, t_last, tree_id)
     return st
 
 
@@ -206,4 +206,4 @@ def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet) -> Non
     for sid in ch.scenes - ch.deleted_scenes:
         s = st.scenes[sid]
         con.execute("INSERT OR REPLACE INTO scenes VALUES (?, ?, ?, ?, ?, ?)",
-                    (sid, s.domain, _blob(s.centroid), s.size, s.t_last, s.tree_id))
+                    (sid, s.domain, _blob(s.total), s.size, s.t_last, s.tree_id))

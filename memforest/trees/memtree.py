@@ -1,0 +1,479 @@
+"""MemTree: a balanced, time-ordered k-ary tree over the items of one scope (pure, no models, no I/O).
+
+Leaves (level 0) hold one item each (a fact id or a dialogue-cell id) and are ordered by the key
+``(time, item)``; every leaf sits at the same depth. Internal nodes (levels 1..height) hold ``2..k``
+children at the root (a level-1 root may hold ``1..k``) and ``ceil(k/2)..k`` elsewhere; ``k`` is fixed
+when the tree is built. Every mutation records which nodes need a summary refresh (``dirty``: new nodes
+and nodes whose set of leaves changed) and which rows must be persisted (``changed``, ``removed``).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+Key = tuple[float, str]
+
+
+class TreeInvariantError(ValueError):
+    """A MemTree violates one of its structural invariants."""
+
+
+@dataclass(slots=True)
+class Node:
+    """One MemTree node: a leaf (level 0, one item) or an internal node (level >= 1).
+
+    ``child_keys`` mirrors the children's ``key_lo`` (internal nodes only) so descent is a plain bisect;
+    it is derived state and not part of the persisted row.
+    """
+
+    id: int
+    level: int
+    parent: int | None
+    children: list[int] = field(default_factory=list)
+    key_lo: Key = (0.0, "")
+    key_hi: Key = (0.0, "")
+    count: int = 1
+    item: str | None = None
+    prev: int | None = None
+    next: int | None = None
+    child_keys: list[Key] = field(default_factory=list)
+
+    @property
+    def t_lo(self) -> float:
+        """Earliest leaf time below this node."""
+        return self.key_lo[0]
+
+    @property
+    def t_hi(self) -> float:
+        """Latest leaf time below this node."""
+        return self.key_hi[0]
+
+
+def node_row(tree_id: str, node: Node) -> dict[str, Any]:
+    """A flat, JSON-ready row for one node (the persistence format of `MemTree.to_rows`)."""
+    return {
+        "tree_id": tree_id, "id": node.id, "level": node.level, "parent": node.parent,
+        "children": list(node.children), "t_lo": node.key_lo[0], "item_lo": node.key_lo[1],
+        "t_hi": node.key_hi[0], "item_hi": node.key_hi[1], "count": node.count,
+        "item": node.item, "prev": node.prev, "next": node.next,
+    }
+
+
+def node_from_row(row: dict[str, Any]) -> Node:
+    """The node described by a row produced by `node_row`."""
+    return Node(
+        id=int(row["id"]), level=int(row["level"]), parent=row["parent"], children=list(row["children"]),
+        key_lo=(float(row["t_lo"]), str(row["item_lo"])), key_hi=(float(row["t_hi"]), str(row["item_hi"])),
+        count=int(row["count"]), item=row["item"], prev=row["prev"], next=row["next"],
+    )
+
+
+def height_bound(n_leaves: int, fanout: int) -> int:
+    """Largest height allowed for `n_leaves >= 1`: ``ceil(log_m n) + 1`` with ``m = ceil(k/2)``."""
+    m, exponent, reach = (fanout + 1) // 2, 0, 1
+    while reach < n_leaves:
+        reach *= m
+        exponent += 1
+    return exponent + 1
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise TreeInvariantError(message)
+
+
+class MemTree:
+    """A time-ordered B+-tree-like index over one scope's items, with dirty and change tracking.
+
+    ``dirty``: ids of nodes created, or whose set of leaves changed at some point, since the last
+    `take_dirty` (removed nodes excluded). ``changed`` / ``removed``: ids of nodes created or modified /
+    deleted since the last `take_changes`.
+    """
+
+    def __init__(self, tree_id: str, fanout: int, next_node_id: int = 1) -> None:
+        if fanout < 3:
+            raise ValueError(f"fanout must be >= 3, got {fanout}")
+        self.tree_id = tree_id
+        self.fanout = fanout
+        self.min_children = (fanout + 1) // 2
+        self.next_node_id = next_node_id
+        self.root: int | None = None
+        self.nodes: dict[int, Node] = {}
+        self._leaf_of: dict[str, int] = {}
+        self.dirty: set[int] = set()
+        self.changed: set[int] = set()
+        self.removed: set[int] = set()
+
+    @property
+    def height(self) -> int:
+        """Number of internal levels (0 for an empty tree)."""
+        return 0 if self.root is None else self.nodes[self.root].level
+
+    def __len__(self) -> int:
+        return len(self._leaf_of)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._leaf_of
+
+    def insert(self, item: str, time: float) -> int:
+        """Place `item` at `time` and return the new leaf's id; O(k log N)."""
+        if item in self._leaf_of:
+            raise ValueError(f"item {item!r} is already placed in tree {self.tree_id!r}")
+        time = float(time)
+        if math.isnan(time):
+            raise ValueError(f"time of item {item!r} is NaN")
+        key = (time, item)
+        if self.root is None:
+            leaf = self._new_leaf(item, key, None)
+            self.root = self._new_internal(1, None, [leaf.id]).id
+            return leaf.id
+        parent = self._descend_for_insert(key)
+        leaf = self._new_leaf(item, key, parent.id)
+        self._link_leaf(parent, leaf)
+        node = parent
+        while len(node.children) > self.fanout:
+            node = self._split(node)
+        return leaf.id
+
+    def delete(self, item: str) -> None:
+        """Remove `item`'s leaf (KeyError if absent), rebalancing by borrowing from or merging siblings."""
+        if item not in self._leaf_of:
+            raise KeyError(f"item {item!r} is not in tree {self.tree_id!r}")
+        leaf = self.nodes[self._leaf_of.pop(item)]
+        self._join(leaf.prev, leaf.next)
+        assert leaf.parent is not None
+        parent = self.nodes[leaf.parent]
+        pos = parent.children.index(leaf.id)
+        del parent.children[pos], parent.child_keys[pos]
+        self._remove(leaf.id)
+        node: Node | None = parent
+        while node is not None:
+            up = node.parent
+            if node.children:
+                self._refresh(node)
+                self._mark(node)
+            if up is not None and len(node.children) < self.min_children:
+                self._rebalance(node)
+            node = None if up is None else self.nodes[up]
+        self._shrink_root()
+
+    def merge_from(self, other: MemTree) -> None:
+        """Insert every leaf of `other` (item and time); ValueError, and no change, if any item clashes."""
+        clash = self._leaf_of.keys() & other._leaf_of.keys()
+        if clash:
+            raise ValueError(f"items already placed in tree {self.tree_id!r}: {sorted(clash)[:5]}")
+        for leaf in other.leaves():
+            time, item = leaf.key_lo
+            self.insert(item, time)
+
+    def leaf_of(self, item: str) -> int:
+        """The id of the leaf holding `item` (KeyError if absent)."""
+        return self._leaf_of[item]
+
+    def placements(self) -> dict[str, int]:
+        """A copy of the placement map: item -> leaf id."""
+        return dict(self._leaf_of)
+
+    def leaves(self) -> Iterator[Node]:
+        """All leaves in key order, following the explicit next pointers."""
+        leaf = self.first_leaf()
+        while leaf is not None:
+            yield leaf
+            leaf = self._get(leaf.next)
+
+    def first_leaf(self) -> Node | None:
+        """The leaf with the smallest key, or None when empty."""
+        return None if self.root is None else self._edge_leaf(self.nodes[self.root], 0)
+
+    def last_leaf(self) -> Node | None:
+        """The leaf with the largest key, or None when empty."""
+        return None if self.root is None else self._edge_leaf(self.nodes[self.root], -1)
+
+    def predecessor(self, leaf_id: int) -> Node | None:
+        """The leaf just before `leaf_id` in key order."""
+        return self._get(self.nodes[leaf_id].prev)
+
+    def successor(self, leaf_id: int) -> Node | None:
+        """The leaf just after `leaf_id` in key order."""
+        return self._get(self.nodes[leaf_id].next)
+
+    def ancestors(self, node_id: int) -> list[int]:
+        """Ids of the parent chain of `node_id`, nearest first, ending at the root."""
+        chain, parent = [], self.nodes[node_id].parent
+        while parent is not None:
+            chain.append(parent)
+            parent = self.nodes[parent].parent
+        return chain
+
+    def leaves_under(self, node_id: int) -> list[Node]:
+        """The leaves below `node_id` in key order; O(height + count)."""
+        node = self.nodes[node_id]
+        leaf: Node | None = self._edge_leaf(node, 0)
+        out: list[Node] = []
+        while leaf is not None and len(out) < node.count:
+            out.append(leaf)
+            leaf = self._get(leaf.next)
+        return out
+
+    def take_dirty(self) -> dict[int, list[int]]:
+        """Dirty node ids grouped by level (levels ascending, ids sorted); clears ``dirty``."""
+        by_level: dict[int, list[int]] = {}
+        for node_id in sorted(self.dirty):
+            by_level.setdefault(self.nodes[node_id].level, []).append(node_id)
+        self.dirty = set()
+        return dict(sorted(by_level.items()))
+
+    def take_changes(self) -> tuple[list[Node], list[int]]:
+        """(Nodes created or modified that still exist, ids removed) since the last call; clears both."""
+        out = [self.nodes[i] for i in sorted(self.changed)], sorted(self.removed)
+        self.changed, self.removed = set(), set()
+        return out
+
+    def to_rows(self) -> list[dict[str, Any]]:
+        """One row per node, by id; `from_rows` with ``next_node_id`` rebuilds this tree exactly."""
+        return [node_row(self.tree_id, self.nodes[i]) for i in sorted(self.nodes)]
+
+    @classmethod
+    def from_rows(
+        cls, tree_id: str, fanout: int, rows: Iterable[dict[str, Any]],
+        next_node_id: int | None = None, validate: bool = True,
+    ) -> MemTree:
+        """Rebuild a tree from its rows; ``next_node_id`` defaults to the largest id + 1."""
+        tree = cls(tree_id, fanout)
+        for row in rows:
+            node = node_from_row(row)
+            _require(node.id not in tree.nodes, f"tree {tree_id!r}: duplicate node id {node.id}")
+            tree.nodes[node.id] = node
+            if node.parent is None:
+                _require(tree.root is None, f"tree {tree_id!r}: more than one root row")
+                tree.root = node.id
+            if node.level == 0 and node.item is not None:
+                tree._leaf_of[node.item] = node.id
+        for node in tree.nodes.values():
+            kids = [tree.nodes.get(c) for c in node.children]
+            _require(all(k is not None for k in kids), f"tree {tree_id!r}: node {node.id} has a missing child")
+            node.child_keys = [k.key_lo for k in kids if k is not None]
+        default_next = max(tree.nodes, default=0) + 1
+        tree.next_node_id = default_next if next_node_id is None else next_node_id
+        _require(tree.next_node_id >= default_next, f"tree {tree_id!r}: next_node_id reuses an id")
+        if validate:
+            tree.validate()
+        return tree
+
+    def validate(self) -> None:
+        """Raise `TreeInvariantError` if any structural invariant is violated; O(N)."""
+        if self.root is None:
+            _require(not self.nodes and not self._leaf_of, "empty tree still has nodes or placements")
+            return
+        root = self.nodes.get(self.root)
+        _require(root is not None and root.parent is None and root.level >= 1, "root is missing or malformed")
+        leaves, seen, stack = [], 0, [self.root]
+        while stack:
+            node, seen = self.nodes[stack.pop()], seen + 1
+            if node.level == 0:
+                self._check_leaf(node)
+                leaves.append(node)
+            else:
+                _require(all(c in self.nodes for c in node.children), f"node {node.id} has a missing child")
+                self._check_internal(node, [self.nodes[c] for c in node.children])
+                stack.extend(reversed(node.children))
+        _require(seen == len(self.nodes), f"{len(self.nodes) - seen} nodes are unreachable or shared")
+        self._check_chain(leaves)
+        _require(len(self._leaf_of) == len(leaves), "placement map size differs from leaf count")
+        _require(all(self._leaf_of.get(f.key_lo[1]) == f.id for f in leaves), "placement map is wrong")
+        bound = height_bound(len(leaves), self.fanout)
+        _require(self.height <= bound, f"height {self.height} exceeds bound {bound} for N={len(leaves)}")
+        _require(self.dirty <= self.nodes.keys() and self.changed <= self.nodes.keys(), "tracking removed ids")
+
+    def _check_leaf(self, leaf: Node) -> None:
+        _require(leaf.item is not None and not leaf.children and not leaf.child_keys, f"leaf {leaf.id} malformed")
+        _require(leaf.key_lo == leaf.key_hi == (leaf.t_lo, leaf.item) and leaf.count == 1, f"leaf {leaf.id} key")
+
+    def _check_internal(self, node: Node, kids: list[Node]) -> None:
+        n, nid = len(kids), node.id
+        low = self.min_children if node.parent is not None else (1 if node.level == 1 else 2)
+        _require(low <= n <= self.fanout, f"node {nid} has {n} children, outside [{low}, {self.fanout}]")
+        _require(node.item is None and node.prev is None and node.next is None, f"node {nid} has leaf fields")
+        for kid in kids:
+            _require(kid.parent == nid, f"child {kid.id} of node {nid} points to parent {kid.parent}")
+            _require(kid.level == node.level - 1, f"child {kid.id} of node {nid} has level {kid.level}")
+            _require(node.t_lo <= kid.t_lo and kid.t_hi <= node.t_hi, f"node {nid} time range misses a child")
+        for a, b in pairwise(kids):
+            _require(a.key_hi < b.key_lo, f"children {a.id}, {b.id} of node {nid} are out of order")
+        _require(node.key_lo == kids[0].key_lo and node.key_hi == kids[-1].key_hi, f"node {nid} keys stale")
+        _require(node.count == sum(k.count for k in kids), f"node {nid} count is stale")
+        _require(node.child_keys == [k.key_lo for k in kids], f"node {nid} child keys are stale")
+
+    def _check_chain(self, order: list[Node]) -> None:
+        """The explicit prev/next chain must visit `order` (depth-first) with strictly increasing keys."""
+        _require(order[0].prev is None and order[-1].next is None, "leaf chain has dangling ends")
+        for a, b in pairwise(order):
+            _require(a.next == b.id and b.prev == a.id, f"leaf chain broken between {a.id} and {b.id}")
+            _require(a.key_lo < b.key_lo, f"leaf keys not increasing at {a.id} -> {b.id}")
+
+    def _get(self, node_id: int | None) -> Node | None:
+        return None if node_id is None else self.nodes[node_id]
+
+    def _mark(self, node: Node) -> None:
+        """Record that `node`'s leaf set changed (needs refresh) and its row changed."""
+        self.dirty.add(node.id)
+        self.changed.add(node.id)
+
+    def _set_parent(self, child_id: int, parent_id: int | None) -> None:
+        """Re-parent a node (its row changes, its leaf set does not)."""
+        self.nodes[child_id].parent = parent_id
+        self.changed.add(child_id)
+
+    def _new_leaf(self, item: str, key: Key, parent: int | None) -> Node:
+        leaf = Node(self.next_node_id, 0, parent, key_lo=key, key_hi=key, item=item)
+        self.next_node_id += 1
+        self.nodes[leaf.id] = leaf
+        self._leaf_of[item] = leaf.id
+        self._mark(leaf)
+        return leaf
+
+    def _new_internal(self, level: int, parent: int | None, children: list[int]) -> Node:
+        node = Node(self.next_node_id, level, parent, children)
+        self.next_node_id += 1
+        self.nodes[node.id] = node
+        for child in children:
+            self._set_parent(child, node.id)
+        self._refresh(node)
+        self._mark(node)
+        return node
+
+    def _remove(self, node_id: int) -> None:
+        del self.nodes[node_id]
+        self.dirty.discard(node_id)
+        self.changed.discard(node_id)
+        self.removed.add(node_id)
+
+    def _refresh(self, node: Node) -> None:
+        """Recompute `node`'s child keys, key range and count from its (non-empty, ordered) children."""
+        kids = [self.nodes[c] for c in node.children]
+        node.child_keys = [k.key_lo for k in kids]
+        node.key_lo, node.key_hi = kids[0].key_lo, kids[-1].key_hi
+        node.count = sum(k.count for k in kids)
+
+    def _edge_leaf(self, node: Node, end: int) -> Node:
+        """The first (`end` = 0) or last (`end` = -1) leaf below `node`."""
+        while node.level > 0:
+            node = self.nodes[node.children[end]]
+        return node
+
+    def _descend_for_insert(self, key: Key) -> Node:
+        """The level-1 node that receives `key`; counts and key ranges on the path are updated."""
+        nodes, dirty, changed = self.nodes, self.dirty, self.changed
+        assert self.root is not None
+        node = nodes[self.root]
+        while True:
+            node.count += 1
+            if key < node.key_lo:
+                node.key_lo = key
+            elif key > node.key_hi:
+                node.key_hi = key
+            dirty.add(node.id)
+            changed.add(node.id)
+            if node.level == 1:
+                return node
+            i = bisect_right(node.child_keys, key) - 1
+            if i < 0:
+                i = 0
+                node.child_keys[0] = key
+            node = nodes[node.children[i]]
+
+    def _link_leaf(self, parent: Node, leaf: Node) -> None:
+        """Put `leaf` among `parent`'s children and into the leaf chain, by key."""
+        nodes, kids = self.nodes, parent.children
+        pos = bisect_right(parent.child_keys, leaf.key_lo)
+        if pos > 0:
+            leaf.prev = kids[pos - 1]
+            leaf.next = nodes[leaf.prev].next
+        else:
+            leaf.next = kids[0]
+            leaf.prev = nodes[leaf.next].prev
+        kids.insert(pos, leaf.id)
+        parent.child_keys.insert(pos, leaf.key_lo)
+        self._join(leaf.prev, leaf.id)
+        self._join(leaf.id, leaf.next)
+
+    def _join(self, left: int | None, right: int | None) -> None:
+        """Make leaves `left` and `right` neighbours in the chain (either may be None, meaning an end)."""
+        if left is not None:
+            self.nodes[left].next = right
+            self.changed.add(left)
+        if right is not None:
+            self.nodes[right].prev = left
+            self.changed.add(right)
+
+    def _split(self, node: Node) -> Node:
+        """Move the upper half of an overfull `node`'s children to a new right sibling; return the parent."""
+        half = len(node.children) // 2
+        sibling = self._new_internal(node.level, node.parent, node.children[half:])
+        del node.children[half:]
+        self._refresh(node)
+        self._mark(node)
+        if node.parent is None:
+            root = self._new_internal(node.level + 1, None, [node.id, sibling.id])
+            self.root = root.id
+            return root
+        parent = self.nodes[node.parent]
+        pos = parent.children.index(node.id) + 1
+        parent.children.insert(pos, sibling.id)
+        parent.child_keys.insert(pos, sibling.key_lo)
+        self.changed.add(parent.id)
+        return parent
+
+    def _rebalance(self, node: Node) -> None:
+        """Fix an underfull non-root `node`: borrow a child from a sibling, else merge with one."""
+        assert node.parent is not None
+        parent = self.nodes[node.parent]
+        i = parent.children.index(node.id)
+        left = self.nodes[parent.children[i - 1]] if i > 0 else None
+        right = self.nodes[parent.children[i + 1]] if i + 1 < len(parent.children) else None
+        if left is not None and len(left.children) > self.min_children:
+            self._move_child(left, node, left.children.pop(), 0)
+        elif right is not None and len(right.children) > self.min_children:
+            self._move_child(right, node, right.children.pop(0), len(node.children))
+        elif left is not None:
+            self._merge(left, node, parent)
+        else:
+            assert right is not None
+            self._merge(node, right, parent)
+
+    def _move_child(self, donor: Node, receiver: Node, child: int, pos: int) -> None:
+        receiver.children.insert(pos, child)
+        self._set_parent(child, receiver.id)
+        for node in (donor, receiver):
+            self._refresh(node)
+            self._mark(node)
+
+    def _merge(self, keep: Node, gone: Node, parent: Node) -> None:
+        """Append `gone`'s children to its left neighbour `keep` and remove `gone`."""
+        for child in gone.children:
+            self._set_parent(child, keep.id)
+        keep.children.extend(gone.children)
+        pos = parent.children.index(gone.id)
+        del parent.children[pos], parent.child_keys[pos]
+        self._remove(gone.id)
+        self._refresh(keep)
+        self._mark(keep)
+
+    def _shrink_root(self) -> None:
+        """Drop an empty root, and collapse roots above level 1 that have a single child."""
+        while self.root is not None:
+            root = self.nodes[self.root]
+            if not root.children:
+                self._remove(root.id)
+                self.root = None
+            elif root.level >= 2 and len(root.children) == 1:
+                self._remove(root.id)
+                self.root = root.children[0]
+                self._set_parent(self.root, None)
+            else:
+                return
