@@ -7,7 +7,7 @@ import itertools
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,11 @@ from memforest.state import ChangeSet, UserState
 from memforest.store.db import UserDB
 from memforest.timeutil import iso_minute, parse_time
 from memforest.types import Session
-from memforest.write import IngestReport, ingest_sessions
+from memforest.check import check_state
+from memforest.lifecycle import delete_session
+from memforest.merge import merge_into
+from memforest.trees.refresh import RefreshStats, refresh
+from memforest.write import IngestReport, ingest_sessions, refresh_pending
 
 
 class MemForest:
@@ -127,10 +131,10 @@ class MemForest:
         return snap
 
     @contextmanager
-    def _writer(self, user: str) -> Iterator[tuple[UserDB, UserState, ChangeSet]]:
+    def _writer(self, user: str, create: bool = True) -> Iterator[tuple[UserDB, UserState, ChangeSet]]:
         """Serialise writers of one user (across threads and processes), hand out a private copy
         of the committed state, and commit the ChangeSet the block fills in."""
-        db = self._db(user, create=True)
+        db = self._db(user, create=create)
         lock_path = self.user_dir(user) / "write.lock"
         with lock_path.open("a") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
@@ -175,9 +179,13 @@ class MemForest:
 
     def ingest_sessions(self, user: str, sessions: Sequence[Mapping[str, Any] | Session]) -> IngestReport:
         """Ingest several sessions as one atomic operation; all cells are extracted in parallel waves."""
-        parsed = [s if isinstance(s, Session) else None for s in sessions]
-        if any(p is None for p in parsed):
-            parsed = parse_sessions([s for s in sessions])  # type: ignore[arg-type]
+        check_id(user, "user id")
+        if not isinstance(sessions, (list, tuple)):
+            raise InputError(f"expected a list of sessions, got {type(sessions).__name__}")
+        if all(isinstance(s, Session) for s in sessions):
+            parsed = list(sessions)
+        else:
+            parsed = parse_sessions(sessions)
         if not parsed:
             raise InputError("no sessions to ingest")
         start = len(self.log)
@@ -195,6 +203,60 @@ class MemForest:
                                  "turns": turns})
         return self.ingest_sessions(user, [session])
 
+
+    # ---- lifecycle ----------------------------------------------------------------------------------
+
+    def delete_session(self, user: str, session_id: str) -> dict[str, Any]:
+        """Remove a session and everything derived only from it; refresh only invalidated paths."""
+        with self._writer(user, create=False) as (_, state, ch):
+            ch.operation = {"kind": "delete_session", "session": session_id}
+            report = delete_session(state, session_id, self.config, ch)
+            report["refresh"] = asdict(self._refresh(state, ch, "delete"))
+        return report
+
+    def correct_session(self, user: str, session: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace a stored session's turns: delete and re-ingest in one transaction."""
+        parsed = parse_session(session)
+        with self._writer(user, create=False) as (_, state, ch):
+            ch.operation = {"kind": "correct_session", "session": parsed.session_id}
+            report = delete_session(state, parsed.session_id, self.config, ch)
+            report["ingest"] = ingest_sessions(state, [parsed], self.config, self.scheduler, self.embedder,
+                                               ch).to_dict()
+        return report
+
+    def merge(self, sources: Sequence[str], target: str, source_store: str | Path | None = None) -> dict[str, Any]:
+        """Merge the forests of `sources` (users of this store, or of `source_store`) into `target`."""
+        origin = MemForest(source_store, self.config, embedder=self.embedder) if source_store else self
+        states = [origin.snapshot(u).state for u in sources]
+        if not source_store and target in sources:
+            raise InputError("the merge target must not be one of its sources")
+        reports = []
+        with self._writer(target) as (_, state, ch):
+            ch.operation = {"kind": "merge", "sources": list(sources)}
+            tags = {"op": "merge", "user": target}
+            for src in states:
+                reports.append(merge_into(state, src, self.config, self.scheduler, ch, tags))
+            refreshed = self._refresh(state, ch, "merge")
+        return {"target": target, "sources": reports, "refresh": asdict(refreshed)}
+
+    def refresh(self, user: str) -> IngestReport:
+        """Redo what degraded mode left undone: failed extractions and extractive fallback summaries."""
+        if self.scheduler is None:
+            raise InputError("refresh needs a chat model")
+        with self._writer(user, create=False) as (_, state, ch):
+            ch.operation = {"kind": "refresh"}
+            report = refresh_pending(state, self.config, self.scheduler, self.embedder, ch)
+        return report
+
+    def check(self, user: str) -> dict[str, Any]:
+        """Structural invariants, placements and index rows against store rows."""
+        db = self._db(user, create=False)
+        state = db.load(user)
+        return check_state(state, self.user_dir(user) / "index")
+
+    def _refresh(self, state: UserState, ch: ChangeSet, op: str) -> RefreshStats:
+        return refresh(state, set(ch.trees), self.scheduler, self.embedder, self.config.tree, ch,
+                       self.config.degraded_ok, {"op": op, "user": state.user})
 
     # ---- read path -------------------------------------------------------------------------------
 

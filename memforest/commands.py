@@ -28,12 +28,31 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-answer", action="store_true", help="retrieve evidence only")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_ask)
+    p = _store_parser(sub, "delete-session", "delete a session and everything derived only from it")
+    p.add_argument("session_id")
+    p.set_defaults(func=lambda a: _run(a, lambda f: f.delete_session(a.user, a.session_id)))
+    p = _store_parser(sub, "correct-session", "replace a stored session with the one in FILE (one session object)")
+    p.add_argument("file")
+    p.set_defaults(func=lambda a: _run(a, lambda f: f.correct_session(a.user, _read_json(a.file, dict))))
+    p = _store_parser(sub, "check", "check invariants, placements and index rows", user_flag=True)
+    p.set_defaults(func=_check)
+    p = _store_parser(sub, "refresh", "redo failed extractions and degraded summaries")
+    p.set_defaults(func=lambda a: _run(a, lambda f: f.refresh(a.user).to_dict()))
+    p = _store_parser(sub, "merge", "merge users' forests into a target user", user_flag=False)
+    p.add_argument("--from", dest="sources", required=True, help="comma-separated source users")
+    p.add_argument("--to", dest="target", required=True)
+    p.add_argument("--from-store", default=None, help="read the sources from another store directory")
+    p.set_defaults(func=lambda a: _run(a, lambda f: f.merge(
+        [u for u in a.sources.split(",") if u], a.target, a.from_store)))
 
 
-def _store_parser(sub: argparse._SubParsersAction, name: str, help_: str) -> argparse.ArgumentParser:
+def _store_parser(
+    sub: argparse._SubParsersAction, name: str, help_: str, user_flag: bool = True
+) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_)
     p.add_argument("--store", required=True, help="store directory")
-    p.add_argument("--user", required=True)
+    if user_flag:
+        p.add_argument("--user", required=True)
     p.add_argument("--config", default=None, help="YAML or JSON file of MemForestConfig overrides")
     p.add_argument("-o", "--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one option, e.g. -o llm.backend=openai -o llm.base_url=http://127.0.0.1:8000/v1")
@@ -62,15 +81,33 @@ def open_forest(args: argparse.Namespace, generate: bool = True) -> Any:
     return MemForest(args.store, cfg, call_log=CallLog(args.calls) if args.calls else None, generate=generate)
 
 
-def _ingest(args: argparse.Namespace) -> int:
+def _read_json(path: str, kind: type) -> Any:
     try:
-        data = json.loads(Path(args.file).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{args.file} does not exist") from None
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (FileNotFoundError, IsADirectoryError):
+        raise InputError(f"{path} does not exist") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"{args.file} is not valid JSON: {e}") from None
-    if not isinstance(data, list):
-        raise InputError(f"{args.file} must hold a list of sessions")
+        raise InputError(f"{path} is not valid JSON: {e}") from None
+    if not isinstance(data, kind):
+        raise InputError(f"{path} must hold a JSON {'list of sessions' if kind is list else 'object'}")
+    return data
+
+
+def _run(args: argparse.Namespace, action: Any) -> int:
+    with open_forest(args) as forest:
+        print(json.dumps(action(forest), indent=2, ensure_ascii=False, default=str))
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    with open_forest(args, generate=False) as forest:
+        report = forest.check(args.user)
+    print(json.dumps(report, indent=2))
+    return 0 if report["ok"] else 1
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    data = _read_json(args.file, list)
     with open_forest(args) as forest:
         report = forest.ingest_sessions(args.user, data)
     print(json.dumps(report.to_dict(), indent=2))

@@ -75,6 +75,7 @@ class ChangeSet:
     deleted_entities: set[str] = field(default_factory=set)
     scenes: set[str] = field(default_factory=set)
     deleted_scenes: set[str] = field(default_factory=set)
+    pending_cells: bool = False  # rewrite the pending-cell list
     operation: dict = field(default_factory=dict)
 
 
@@ -93,6 +94,7 @@ class UserState:
     nodes: dict[NodeKey, NodeData] = field(default_factory=dict)
     entities: dict[str, EntityStat] = field(default_factory=dict)
     scenes: dict[str, Scene] = field(default_factory=dict)
+    pending_cells: set[str] = field(default_factory=set)  # extraction failed (degraded mode)
     next_tree_rowid: int = 1
     next_scene: int = 1
 

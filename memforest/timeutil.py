@@ -26,6 +26,10 @@ def parse_time(value: str | float | int | datetime, what: str = "timestamp") -> 
     if isinstance(value, bool):
         raise InputError(f"{what}: expected a date, got {value!r}")
     if isinstance(value, (int, float)):
+        try:
+            datetime.fromtimestamp(float(value), tz=timezone.utc)
+        except (ValueError, OverflowError, OSError):
+            raise InputError(f"{what}: {value!r} is not a valid time") from None
         return float(value)
     if isinstance(value, datetime):
         dt = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
@@ -47,7 +51,10 @@ def parse_time(value: str | float | int | datetime, what: str = "timestamp") -> 
             raise InputError(f"{what}: cannot parse {value!r} as a date") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return dt.timestamp()
+    try:
+        return dt.timestamp()
+    except (ValueError, OverflowError) as e:
+        raise InputError(f"{what}: {value!r} is out of range: {e}") from None
 
 
 def to_datetime(t: float) -> datetime:

@@ -21,7 +21,7 @@ from memforest.llm.scheduler import Scheduler
 from memforest.routing.router import Router
 from memforest.state import ChangeSet, UserState
 from memforest.trees.refresh import refresh
-from memforest.types import Session
+from memforest.types import Cell, Session
 
 
 @dataclass
@@ -102,9 +102,42 @@ def ingest_sessions(
     return report
 
 
-def _write_facts(state, cells, cfg, scheduler, embedder, changes, router, report, tags, clock) -> None:  # noqa: ANN001
+def refresh_pending(
+    state: UserState, cfg: MemForestConfig, scheduler: Scheduler, embedder: Embedder, changes: ChangeSet,
+) -> IngestReport:
+    """Retry extraction of cells that failed in degraded mode, then refresh degraded summaries."""
+    report = IngestReport(state.user)
+    clock = _Clock(report.timings)
+    cells = [state.cells[c] for c in sorted(state.pending_cells) if c in state.cells]
+    state.pending_cells.clear()
+    changes.pending_cells = True
+    tags = {"op": "refresh", "user": state.user}
+    router = Router(state, cfg, changes)
+    if cells:
+        _write_facts(state, cells, cfg, scheduler, embedder, changes, router, report, tags, clock)
+    for (tid, nid), data in list(state.nodes.items()):
+        if data.mode == "degraded" and tid in state.trees:
+            tree = state.trees[tid].tree
+            tree.dirty.update([nid, *tree.ancestors(nid)])
+            changes.trees.add(tid)
+    touched = set(changes.trees)
+    stats = refresh(state, touched, scheduler, embedder, cfg.tree, changes, cfg.degraded_ok, tags)
+    clock.lap("refresh")
+    report.cells, report.trees_touched = len(cells), len(touched)
+    report.nodes_refreshed = stats.leaves + sum(stats.per_level.values())
+    report.summaries, report.degraded = stats.summaries, stats.degraded
+    return report
+
+
+def _write_facts(
+    state: UserState, cells: list[Cell], cfg: MemForestConfig, scheduler: Scheduler, embedder: Embedder,
+    changes: ChangeSet, router: Router, report: IngestReport, tags: dict[str, Any], clock: _Clock,
+) -> None:
     candidates, failed = extract(cells, scheduler, cfg.extraction, cfg.degraded_ok, tags)
     report.candidates, report.failed_cells = len(candidates), failed
+    if failed:
+        state.pending_cells.update(failed)
+        changes.pending_cells = True
     clock.lap("extract")
     vecs = embedder.embed([c.text for c in candidates]) if candidates else np.zeros((0, embedder.dim), np.float32)
     ids = list(state.facts)

@@ -37,6 +37,7 @@ class CanonResult:
     new_facts: list[Fact] = field(default_factory=list)
     updated_facts: list[Fact] = field(default_factory=list)  # existing facts with new occurrences
     new_embeddings: dict[str, np.ndarray] = field(default_factory=dict)
+    resolved_ids: list[str] = field(default_factory=list)  # the canonical fact of each candidate
     llm_checks: int = 0
     merged: int = 0
 
@@ -50,9 +51,11 @@ def canonicalize(
     scheduler: Scheduler,
     cfg: CanonConfig,
     tags: dict[str, Any],
+    within_batch: bool = True,
 ) -> CanonResult:
     """Canonical facts for `candidates` (whose embeddings are `embeddings`, row-aligned) against
-    `existing` facts (ids row-aligned with `existing_matrix`)."""
+    `existing` facts (ids row-aligned with `existing_matrix`). `within_batch=False` skips comparing
+    candidates with each other (they are already canonical, as when merging forests)."""
     by_norm = {f.norm: f.id for f in existing.values()}
     target: list[str | None] = [None] * len(candidates)  # fact id each candidate resolves to
     pending: list[int] = []
@@ -61,15 +64,15 @@ def canonicalize(
         norm = normalize_text(cand.text)
         if norm in by_norm:
             target[i] = by_norm[norm]
-        elif norm in first_new:
+        elif norm in first_new and within_batch:
             target[i] = f"#{first_new[norm]}"
         else:
             first_new[norm] = i
             pending.append(i)
 
-    checks = _pairs_to_check(pending, candidates, existing_ids, existing_matrix, embeddings, cfg)
+    checks = _pairs_to_check(pending, candidates, existing_ids, existing_matrix, embeddings, cfg, within_batch)
     requests = [_request(_text(ref, existing, candidates), candidates[i].text) for i, ref in checks]
-    results = scheduler.run(requests, level=0, tags=tags)
+    results = scheduler.run(requests, level=0, tags=tags) if requests else []
     same: dict[int, list[str]] = {}
     for (i, ref), res in zip(checks, results):
         if not isinstance(res, ModelError) and _is_same(res):
@@ -87,7 +90,9 @@ def canonicalize(
             resolved[i] = fact
             out.new_facts.append(fact)
             out.new_embeddings[fact.id] = embeddings[i]
+            out.resolved_ids.append(fact.id)
             continue
+        out.resolved_ids.append(fact.id)
         resolved[i] = fact
         fact.occurrences.append(cand.occurrence)
         out.merged += 1
@@ -103,6 +108,7 @@ def _pairs_to_check(
     existing_matrix: np.ndarray,
     embeddings: np.ndarray,
     cfg: CanonConfig,
+    within_batch: bool,
 ) -> list[tuple[int, str]]:
     """(candidate index, reference) pairs; a reference is an existing fact id or `#j` for an
     earlier candidate of the same batch. Top `candidates` above `min_cosine`, at most `max_llm_checks`."""
@@ -114,7 +120,9 @@ def _pairs_to_check(
     sims_new = sub @ sub.T
     for row, i in enumerate(pending):
         scored = [(float(s), existing_ids[j]) for j, s in enumerate(sims_old[row]) if s >= cfg.min_cosine]
-        scored += [(float(sims_new[row, c]), f"#{pending[c]}") for c in range(row) if sims_new[row, c] >= cfg.min_cosine]
+        if within_batch:
+            scored += [(float(sims_new[row, c]), f"#{pending[c]}") for c in range(row)
+                       if sims_new[row, c] >= cfg.min_cosine]
         scored.sort(key=lambda x: -x[0])
         pairs.extend((i, ref) for _, ref in scored[: cfg.candidates][: cfg.max_llm_checks])
     return pairs

@@ -79,11 +79,11 @@ class ForestIndex:
         self.roots.upsert([r for r, _ in rows], _stack(
             [state.nodes[(t, state.trees[t].tree.root)].embedding for _, t in rows], self.dim))
         self.root_tree.update({r: t for r, t in rows})
-        gone_facts = [fact_uid(f) for f in ch.deleted_facts]
+        gone_facts = [fact_uid(f) for f in ch.deleted_facts if f not in state.facts]
         self.facts.remove(gone_facts)
         for u in gone_facts:
             self.fact_key.pop(u, None)
-        new = [f for f in ch.facts - ch.deleted_facts if f in state.facts]
+        new = [f for f in ch.facts | ch.deleted_facts if f in state.facts]
         self.facts.upsert([fact_uid(f) for f in new], _stack([state.fact_vecs[f] for f in new], self.dim))
         self.fact_key.update({fact_uid(f): f for f in new})
         self.version = state.version

@@ -47,7 +47,7 @@ def record_mentions(state: UserState, fact: Fact, cfg: EntityConfig) -> set[str]
     for label in fact_labels(fact, cfg):
         stat = state.entities.setdefault(label, EntityStat(label))
         stat.facts.add(fact.id)
-        stat.sessions = _session_counts(state, stat)
+        stat.sessions = session_counts(state, stat)
         changed.add(label)
     return changed
 
@@ -59,7 +59,7 @@ def forget_fact(state: UserState, fact_id: str, labels: set[str]) -> set[str]:
         stat = state.entities.get(label)
         if stat and fact_id in stat.facts:
             stat.facts.discard(fact_id)
-            stat.sessions = _session_counts(state, stat)
+            stat.sessions = session_counts(state, stat)
             touched.add(label)
     return touched
 
@@ -68,7 +68,7 @@ def is_active(stat: EntityStat, cfg: EntityConfig) -> bool:
     return len(stat.facts) >= cfg.min_facts and len(stat.sessions) >= cfg.min_sessions
 
 
-def _session_counts(state: UserState, stat: EntityStat) -> dict[str, int]:
+def session_counts(state: UserState, stat: EntityStat) -> dict[str, int]:
     counts: dict[str, int] = {}
     for fid in stat.facts:
         fact = state.facts.get(fid)

@@ -39,8 +39,8 @@ class Router:
         for fact in [*new_facts, *updated]:
             touched_labels |= entities.record_mentions(self.state, fact, self.cfg.entity)
         for label in sorted(touched_labels):
-            self._sync_entity(label)
-        self._merge_scenes(touched_scenes)
+            self.sync_entity(label)
+        self.merge_scenes(touched_scenes)
 
     def _place(self, tree_id: str, family: str, label: str, fact: Fact) -> None:
         info = self.state.trees.get(tree_id)
@@ -51,7 +51,7 @@ class Router:
             info.tree.insert(fact.id, fact.time)
             self.ch.trees.add(tree_id)
 
-    def _sync_entity(self, label: str) -> None:
+    def sync_entity(self, label: str) -> None:
         """Activate (and back-fill) or extend a label's tree; drop it when the label falls below the rule."""
         stat = self.state.entities[label]
         self.ch.entities.add(label)
@@ -84,7 +84,7 @@ class Router:
         domain = self.state.scenes[scene_id].domain
         return f"{domain} scene" if domain else "scene"
 
-    def _merge_scenes(self, touched: set[str]) -> None:
+    def merge_scenes(self, touched: set[str]) -> None:
         for keep_id, absorb_id in scenes.merge_candidates(self.state, touched, self.cfg.scene):
             keep, absorb = self.state.scenes[keep_id], self.state.scenes[absorb_id]
             target = self.state.trees[keep.tree_id].tree
@@ -104,3 +104,41 @@ class Router:
             self.state.nodes.pop((tree_id, nid), None)
         self.ch.deleted_trees.add(tree_id)
         self.ch.trees.discard(tree_id)
+
+    def remove_fact(self, fact: Fact) -> None:
+        """Remove a fact's leaves from every tree and its weight from entity and scene stats."""
+        for tid in self.state.trees_holding(fact.id):
+            info = self.state.trees[tid]
+            info.tree.delete(fact.id)
+            self.ch.trees.add(tid)
+            if info.family == "scene":
+                scene = self.state.scenes[tid]
+                if len(info.tree):
+                    scenes.recompute(scene, self.state)
+                    self.ch.scenes.add(tid)
+                else:
+                    self.drop_tree(tid)
+                    del self.state.scenes[tid]
+                    self.ch.deleted_scenes.add(tid)
+            elif not len(info.tree):
+                self.drop_tree(tid)
+        labels = entities.fact_labels(fact, self.cfg.entity)
+        del self.state.facts[fact.id]
+        self.state.fact_vecs.pop(fact.id, None)
+        self.ch.deleted_facts.add(fact.id)
+        self.ch.facts.discard(fact.id)
+        for label in sorted(entities.forget_fact(self.state, fact.id, labels)):
+            self.sync_entity(label)
+
+    def recount(self, facts: list[Fact]) -> None:
+        """Re-derive entity stats of facts whose occurrences changed (sessions may have gone)."""
+        labels: set[str] = set()
+        for fact in facts:
+            labels |= entities.record_mentions(self.state, fact, self.cfg.entity)
+        for label in sorted(labels):
+            self.sync_entity(label)
+
+    def drop_session_tree(self, session_id: str) -> None:
+        tid = session_tree_id(session_id)
+        if tid in self.state.trees:
+            self.drop_tree(tid)

@@ -141,6 +141,7 @@ def _read_state(con: sqlite3.Connection, user: str) -> UserState:
         st.entities[label] = EntityStat(label, set(json.loads(facts)), json.loads(sessions), tree_id)
     for sid, domain, total, size, t_last, tree_id in con.execute("SELECT * FROM scenes"):
         st.scenes[sid] = Scene(sid, domain, _vec(total), size, t_last, tree_id)
+    st.pending_cells = {row[0] for row in con.execute("SELECT cell_id FROM pending_cells")}
     return st
 
 
@@ -154,56 +155,67 @@ def validate_trees(state: UserState) -> None:
 
 
 def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet) -> None:
-    for sid in ch.deleted_sessions:
+    """Every key the ChangeSet names is deleted, then written again if it exists in the state: a
+    key removed and re-created by one operation (a corrected session) ends up as the state says."""
+    for sid in ch.deleted_sessions | ch.sessions:
         con.execute("DELETE FROM sessions WHERE session_id=?", (sid,))
         con.execute("DELETE FROM cells WHERE session_id=?", (sid,))
-    for sid in ch.sessions - ch.deleted_sessions:
-        s = st.sessions[sid]
-        turns = json.dumps([[t.role, t.content, t.time] for t in s.turns], ensure_ascii=False)
-        con.execute("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)", (sid, s.time, turns, st.version + 1))
-        con.execute("DELETE FROM cells WHERE session_id=?", (sid,))
-        con.executemany("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?)", [
-            (c.id, c.session_id, c.index, c.turn_lo, c.turn_hi, c.time, c.text)
-            for c in (st.cells[cid] for cid in st.session_cells[sid])])
+        if sid in st.sessions:
+            _write_session(con, st, sid)
     for fid in ch.deleted_facts | ch.facts:
         con.execute("DELETE FROM facts WHERE fact_id=?", (fid,))
         con.execute("DELETE FROM occurrences WHERE fact_id=?", (fid,))
-    for fid in ch.facts - ch.deleted_facts:
-        f = st.facts[fid]
-        con.execute("INSERT INTO facts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
-            f.id, f.text, f.norm, f.origin, f.role, json.dumps(f.participants), json.dumps(f.entities),
-            json.dumps(f.topics), f.time_text, f.event_start, f.event_end, f.attribute, f.domain,
-            f.collection, _blob(st.fact_vecs[fid])))
-        con.executemany("INSERT INTO occurrences VALUES (?,?,?,?,?,?,?,?,?)", [
-            (f.id, i, o.session_id, o.cell_id, o.turn_lo, o.turn_hi, o.source_time, o.event_start, o.event_end)
-            for i, o in enumerate(f.occurrences)])
-    for tid in ch.deleted_trees:
-        con.execute("DELETE FROM trees WHERE tree_id=?", (tid,))
-        con.execute("DELETE FROM nodes WHERE tree_id=?", (tid,))
-    for tid in ch.trees - ch.deleted_trees:
-        info = st.trees[tid]
-        con.execute("INSERT OR REPLACE INTO trees VALUES (?, ?, ?, ?, ?, ?, ?)", (
-            tid, info.rowid, info.family, info.label, info.tree.fanout, info.tree.root, info.tree.next_node_id))
-    for tid, nid in ch.deleted_nodes:
-        con.execute("DELETE FROM nodes WHERE tree_id=? AND node_id=?", (tid, nid))
-    rows = []
-    for tid, nid in ch.nodes - ch.deleted_nodes:
+        if fid in st.facts:
+            _write_fact(con, st, fid)
+    for tid in ch.deleted_trees | ch.trees:
         if tid in ch.deleted_trees:
-            continue
-        n = st.trees[tid].tree.nodes[nid]
-        d = st.nodes[(tid, nid)]
-        rows.append((tid, nid, n.level, n.parent, json.dumps(n.children), n.key_lo[0], n.key_lo[1],
-                     n.key_hi[0], n.key_hi[1], n.count, n.item, n.prev, n.next, d.text, d.mode, _blob(d.embedding)))
-    con.executemany("INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-    for label in ch.deleted_entities:
+            con.execute("DELETE FROM nodes WHERE tree_id=?", (tid,))
+        con.execute("DELETE FROM trees WHERE tree_id=?", (tid,))
+        if tid in st.trees:
+            t = st.trees[tid]
+            con.execute("INSERT INTO trees VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (tid, t.rowid, t.family, t.label, t.tree.fanout, t.tree.root, t.tree.next_node_id))
+    con.executemany("DELETE FROM nodes WHERE tree_id=? AND node_id=?", sorted(ch.deleted_nodes | ch.nodes))
+    rows = []
+    for tid, nid in sorted(ch.nodes):
+        if tid in st.trees and nid in st.trees[tid].tree.nodes:
+            n, d = st.trees[tid].tree.nodes[nid], st.nodes[(tid, nid)]
+            rows.append((tid, nid, n.level, n.parent, json.dumps(n.children), n.key_lo[0], n.key_lo[1],
+                         n.key_hi[0], n.key_hi[1], n.count, n.item, n.prev, n.next, d.text, d.mode,
+                         _blob(d.embedding)))
+    con.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+    for label in ch.deleted_entities | ch.entities:
         con.execute("DELETE FROM entities WHERE label=?", (label,))
-    for label in ch.entities - ch.deleted_entities:
-        e = st.entities[label]
-        con.execute("INSERT OR REPLACE INTO entities VALUES (?, ?, ?, ?)",
-                    (label, json.dumps(sorted(e.facts)), json.dumps(e.sessions), e.tree_id))
-    for sid in ch.deleted_scenes:
+        if label in st.entities:
+            e = st.entities[label]
+            con.execute("INSERT INTO entities VALUES (?, ?, ?, ?)",
+                        (label, json.dumps(sorted(e.facts)), json.dumps(e.sessions), e.tree_id))
+    for sid in ch.deleted_scenes | ch.scenes:
         con.execute("DELETE FROM scenes WHERE scene_id=?", (sid,))
-    for sid in ch.scenes - ch.deleted_scenes:
-        s = st.scenes[sid]
-        con.execute("INSERT OR REPLACE INTO scenes VALUES (?, ?, ?, ?, ?, ?)",
-                    (sid, s.domain, _blob(s.total), s.size, s.t_last, s.tree_id))
+        if sid in st.scenes:
+            sc = st.scenes[sid]
+            con.execute("INSERT INTO scenes VALUES (?, ?, ?, ?, ?, ?)",
+                        (sid, sc.domain, _blob(sc.total), sc.size, sc.t_last, sc.tree_id))
+    if ch.pending_cells:
+        con.execute("DELETE FROM pending_cells")
+        con.executemany("INSERT INTO pending_cells VALUES (?)", [(c,) for c in sorted(st.pending_cells)])
+
+
+def _write_session(con: sqlite3.Connection, st: UserState, sid: str) -> None:
+    s = st.sessions[sid]
+    turns = json.dumps([[t.role, t.content, t.time] for t in s.turns], ensure_ascii=False)
+    con.execute("INSERT INTO sessions VALUES (?, ?, ?, ?)", (sid, s.time, turns, st.version + 1))
+    con.executemany("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?)", [
+        (c.id, c.session_id, c.index, c.turn_lo, c.turn_hi, c.time, c.text)
+        for c in (st.cells[cid] for cid in st.session_cells[sid])])
+
+
+def _write_fact(con: sqlite3.Connection, st: UserState, fid: str) -> None:
+    f = st.facts[fid]
+    con.execute("INSERT INTO facts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+        f.id, f.text, f.norm, f.origin, f.role, json.dumps(f.participants), json.dumps(f.entities),
+        json.dumps(f.topics), f.time_text, f.event_start, f.event_end, f.attribute, f.domain,
+        f.collection, _blob(st.fact_vecs[fid])))
+    con.executemany("INSERT INTO occurrences VALUES (?,?,?,?,?,?,?,?,?)", [
+        (f.id, i, o.session_id, o.cell_id, o.turn_lo, o.turn_hi, o.source_time, o.event_start, o.event_end)
+        for i, o in enumerate(f.occurrences)])

@@ -1,0 +1,43 @@
+"""Deleting and correcting sessions: edit the persistent state first, then refresh only the
+invalidated paths."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memforest.config import MemForestConfig
+from memforest.errors import InputError
+from memforest.routing.router import Router
+from memforest.state import ChangeSet, UserState
+
+
+def delete_session(state: UserState, session_id: str, cfg: MemForestConfig, ch: ChangeSet) -> dict[str, Any]:
+    """Remove a session, its cells, the occurrences it produced and the facts left without any;
+    remove their leaves from every tree (rebalancing) and update the routers. Returns counts."""
+    if session_id not in state.sessions:
+        raise InputError(f"no session {session_id!r} for user {state.user!r}")
+    router = Router(state, cfg, ch)
+    router.drop_session_tree(session_id)
+    for cid in state.session_cells.pop(session_id, []):
+        state.cells.pop(cid, None)
+        if cid in state.pending_cells:
+            state.pending_cells.discard(cid)
+            ch.pending_cells = True
+    del state.sessions[session_id]
+    ch.deleted_sessions.add(session_id)
+    ch.sessions.discard(session_id)
+    orphaned, thinned = [], []
+    for fact in list(state.facts.values()):
+        kept = [o for o in fact.occurrences if o.session_id != session_id]
+        if len(kept) == len(fact.occurrences):
+            continue
+        if kept:
+            fact.occurrences = kept
+            ch.facts.add(fact.id)
+            thinned.append(fact)
+        else:
+            orphaned.append(fact)
+    for fact in orphaned:
+        router.remove_fact(fact)
+    router.recount(thinned)
+    return {"session_id": session_id, "facts_removed": len(orphaned), "facts_thinned": len(thinned)}
