@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import itertools
+import time
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -61,6 +62,7 @@ class MemForest:
         self._snapshots: dict[str, Snapshot] = {}
         self._lock = threading.Lock()
         self._query_ids = itertools.count(1)
+        self.last_commit: dict[str, float] = {}
 
     # ---- models -------------------------------------------------------------------------------
 
@@ -159,7 +161,10 @@ class MemForest:
         old = self._snapshots.get(user)
         removed_rowids = _removed_tree_rowids(old, ch)
         base_version = state.version
+        t = time.perf_counter()
         db.commit(state, ch, expected_version=base_version)
+        self.last_commit = {"commit": round(time.perf_counter() - t, 4)}
+        t = time.perf_counter()
         if old is not None and old.index.version == base_version:
             index = ForestIndex(old.index.dim)
             for kind in ("nodes", "roots", "facts"):
@@ -174,6 +179,7 @@ class MemForest:
             index = ForestIndex.build(state, state.dim)
         index.save(self.user_dir(user) / "index")
         self._snapshots[user] = Snapshot(state, index)
+        self.last_commit["index"] = round(time.perf_counter() - t, 4)
 
     # ---- write path -------------------------------------------------------------------------------
 
@@ -194,6 +200,7 @@ class MemForest:
             report = ingest_sessions(state, parsed, self.config, self.scheduler, self.embedder, changes)
         report.version = self._snapshots[user].state.version
         report.llm_calls = len(self.log) - start
+        report.timings.update(self.last_commit)
         return report
 
     def ingest_session(self, user: str, session_id: str, turns: list[Mapping[str, Any]],

@@ -41,8 +41,9 @@ def merge_into(
         if info.family == "entity":
             _merge_entity_tree(target, source, info, mapping, router, ch)
     _merge_entity_stats(target, source, mapping, router, cfg)
-    new_scenes = [_copy_scene(target, source, sid, mapping, ch) for sid in sorted(source.scenes)]
-    router.merge_scenes(set(new_scenes))
+    existing = set(target.scenes)
+    touched = {_merge_scene(target, source, sid, mapping, existing, cfg, ch) for sid in sorted(source.scenes)}
+    router.merge_scenes(touched)
     return {"source": source.user, "sessions": len(source.sessions), **stats}
 
 
@@ -128,6 +129,31 @@ def _merge_entity_stats(target: UserState, source: UserState, mapping: dict[str,
     for label in sorted(source.entities):
         target.entities[label].sessions = entities.session_counts(target, target.entities[label])
         router.sync_entity(label)
+
+
+def _merge_scene(target: UserState, source: UserState, scene_id: str, mapping: dict[str, str],
+                 candidates: set[str], cfg: MemForestConfig, ch: ChangeSet) -> str:
+    """Route a whole source scene as online routing routes a fact: into the best target scene when
+    its centroid scores at least `spawn` (same domain, within the size cap), else as a new scene."""
+    scene = source.scenes[scene_id]
+    ranked = sorted(
+        ((scenes.score(t, scene.centroid, scene.t_last, cfg.scene), t.scene_id)
+         for t in (target.scenes[c] for c in sorted(candidates) if c in target.scenes)
+         if t.domain == scene.domain and t.size + scene.size <= cfg.scene.max_size),
+        reverse=True,
+    )
+    if ranked and ranked[0][0] >= cfg.scene.spawn:
+        keep = target.scenes[ranked[0][1]]
+        tree = target.trees[keep.tree_id].tree
+        for leaf in source.trees[scene.tree_id].tree.leaves():
+            item = mapping.get(leaf.item, leaf.item)  # type: ignore[arg-type]
+            if item not in tree:
+                tree.insert(item, target.facts[item].time)
+        scenes.recompute(keep, target)
+        ch.trees.add(keep.tree_id)
+        ch.scenes.add(keep.scene_id)
+        return keep.scene_id
+    return _copy_scene(target, source, scene_id, mapping, ch)
 
 
 def _copy_scene(target: UserState, source: UserState, scene_id: str, mapping: dict[str, str],

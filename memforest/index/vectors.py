@@ -9,11 +9,20 @@ import numpy as np
 from memforest.errors import ConfigError
 
 
+_configured = False
+
+
 def _faiss():
+    """The faiss module, set to one OpenMP thread: every search here is a single query over at most
+    tens of thousands of rows, where thread wake-ups cost milliseconds and the scan microseconds."""
+    global _configured
     try:
         import faiss
     except ImportError as e:
         raise ConfigError("faiss is missing: pip install 'memforest[cpu]' (or faiss-gpu)") from e
+    if not _configured:
+        faiss.omp_set_num_threads(1)
+        _configured = True
     return faiss
 
 

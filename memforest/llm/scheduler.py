@@ -47,6 +47,7 @@ class Scheduler:
         self._waves = itertools.count(1)
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="memforest-llm")
+        self.busy_seconds = 0.0  # wall time spent inside `run`, summed over calls
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -55,6 +56,16 @@ class Scheduler:
         self, requests: Sequence[ChatRequest], level: int = 0, tags: dict[str, Any] | None = None
     ) -> list[ChatResponse | ModelError]:
         """Run independent requests; one result per request, in order. Failures are returned, not raised."""
+        started = time.perf_counter()
+        try:
+            return self._run_waves(requests, level, tags)
+        finally:
+            with self._lock:
+                self.busy_seconds += time.perf_counter() - started
+
+    def _run_waves(
+        self, requests: Sequence[ChatRequest], level: int, tags: dict[str, Any] | None
+    ) -> list[ChatResponse | ModelError]:
         results: list[ChatResponse | ModelError] = []
         for start in range(0, len(requests), self.concurrency):
             wave = requests[start : start + self.concurrency]
