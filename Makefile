@@ -31,7 +31,7 @@ test: $(VENV)/.installed-dev
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed-dev
-	$(PY) -m benchmarks.micro
+	$(PY) -m benchmarks.bench
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check memforest baselines benchmarks analysis tests

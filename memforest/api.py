@@ -4,23 +4,24 @@ from __future__ import annotations
 
 import fcntl
 import itertools
-import time
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-import faiss
-
+from memforest.check import check_state
 from memforest.config import MemForestConfig
 from memforest.errors import InputError, StoreError
 from memforest.index.forest_index import ForestIndex
+from memforest.lifecycle import delete_session
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
 from memforest.llm.factory import build_chat_model, build_embedder
 from memforest.llm.scheduler import Scheduler
+from memforest.merge import merge_into
 from memforest.retrieval.query import run_query
 from memforest.retrieval.results import QueryResult
 from memforest.sessions import check_id, parse_session, parse_sessions
@@ -28,11 +29,8 @@ from memforest.snapshot import Snapshot
 from memforest.state import ChangeSet, UserState
 from memforest.store.db import UserDB
 from memforest.timeutil import iso_minute, parse_time
-from memforest.types import Session
-from memforest.check import check_state
-from memforest.lifecycle import delete_session
-from memforest.merge import merge_into
 from memforest.trees.refresh import RefreshStats, refresh
+from memforest.types import Session
 from memforest.write import IngestReport, ingest_sessions, refresh_pending
 
 
@@ -166,13 +164,8 @@ class MemForest:
         self.last_commit = {"commit": round(time.perf_counter() - t, 4)}
         t = time.perf_counter()
         if old is not None and old.index.version == base_version:
-            index = ForestIndex(old.index.dim)
-            for kind in ("nodes", "roots", "facts"):
-                getattr(index, kind).index = faiss.clone_index(getattr(old.index, kind).index)
-                getattr(index, kind).ids = set(getattr(old.index, kind).ids)
-            index.node_key, index.root_tree, index.fact_key = (
-                dict(old.index.node_key), dict(old.index.root_tree), dict(old.index.fact_key))
-            for tid, rowid in removed_rowids.items():
+            index = old.index.copy()  # the published snapshot's index stays untouched
+            for tid in removed_rowids:
                 removed_nodes[tid] = [n for (t, n) in old.index.node_key.values() if t == tid]
             index.apply(state, ch, removed_nodes, removed_rowids)
         else:
@@ -188,10 +181,8 @@ class MemForest:
         check_id(user, "user id")
         if not isinstance(sessions, (list, tuple)):
             raise InputError(f"expected a list of sessions, got {type(sessions).__name__}")
-        if all(isinstance(s, Session) for s in sessions):
-            parsed = list(sessions)
-        else:
-            parsed = parse_sessions(sessions)
+        typed = all(isinstance(s, Session) for s in sessions)
+        parsed = list(sessions) if typed else parse_sessions(sessions)
         if not parsed:
             raise InputError("no sessions to ingest")
         start = len(self.log)

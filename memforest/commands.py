@@ -61,7 +61,7 @@ def _store_parser(
 
 
 def load_config(path: str | None, overrides: list[str]) -> MemForestConfig:
-    base = OmegaConf.create({})
+    base: Any = OmegaConf.create({})
     if path:
         if not Path(path).exists():
             raise InputError(f"config file {path} does not exist")

@@ -89,8 +89,8 @@ def _copy_tree(target: UserState, source: UserState, info: TreeInfo, new_id: str
                mapping: dict[str, str], ch: ChangeSet) -> TreeInfo:
     """A verbatim copy (structure, summaries, embeddings) when no leaf is renamed; else a rebuild by
     insertion, whose paths the next refresh summarises."""
-    leaves = [(mapping.get(leaf.item, leaf.item), leaf.key_lo[0]) for leaf in info.tree.leaves()]  # type: ignore[arg-type]
-    renamed = any(mapping.get(leaf.item, leaf.item) != leaf.item for leaf in info.tree.leaves())
+    leaves = [(mapping.get(item, item), t) for item, t in info.tree.items()]
+    renamed = any(mapping.get(item, item) != item for item, _ in info.tree.items())
     out = target.add_tree(new_id, info.family, info.label, info.tree.fanout)
     if renamed:
         for item, t in leaves:
@@ -112,8 +112,8 @@ def _merge_entity_tree(target: UserState, source: UserState, info: TreeInfo, map
     if have is None:
         _copy_tree(target, source, info, info.tree_id, mapping, ch)
         return
-    for leaf in info.tree.leaves():
-        item = mapping.get(leaf.item, leaf.item)  # type: ignore[arg-type]
+    for src_item, _ in info.tree.items():
+        item = mapping.get(src_item, src_item)
         if item not in have.tree:
             have.tree.insert(item, target.facts[item].time)
             ch.trees.add(info.tree_id)
@@ -145,8 +145,8 @@ def _merge_scene(target: UserState, source: UserState, scene_id: str, mapping: d
     if ranked and ranked[0][0] >= cfg.scene.spawn:
         keep = target.scenes[ranked[0][1]]
         tree = target.trees[keep.tree_id].tree
-        for leaf in source.trees[scene.tree_id].tree.leaves():
-            item = mapping.get(leaf.item, leaf.item)  # type: ignore[arg-type]
+        for src_item, _ in source.trees[scene.tree_id].tree.items():
+            item = mapping.get(src_item, src_item)
             if item not in tree:
                 tree.insert(item, target.facts[item].time)
         scenes.recompute(keep, target)

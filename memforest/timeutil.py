@@ -40,15 +40,16 @@ def parse_time(value: str | float | int | datetime, what: str = "timestamp") -> 
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        dt = None
+        parsed: datetime | None = None
         for fmt in _FORMATS:
             try:
-                dt = datetime.strptime(text, fmt)
+                parsed = datetime.strptime(text, fmt)
                 break
             except ValueError:
                 continue
-        if dt is None:
+        if parsed is None:
             raise InputError(f"{what}: cannot parse {value!r} as a date") from None
+        dt = parsed
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     try:

@@ -74,9 +74,9 @@ def canonicalize(
     requests = [_request(_text(ref, existing, candidates), candidates[i].text) for i, ref in checks]
     results = scheduler.run(requests, level=0, tags=tags) if requests else []
     same: dict[int, list[str]] = {}
-    for (i, ref), res in zip(checks, results):
+    for (i, other), res in zip(checks, results):
         if not isinstance(res, ModelError) and _is_same(res):
-            same.setdefault(i, []).append(ref)
+            same.setdefault(i, []).append(other)
 
     out = CanonResult(llm_checks=len(checks))
     resolved: dict[int, Fact] = {}

@@ -54,9 +54,15 @@ class ForestIndex:
                 self.root_tree[info.rowid] = info.tree_id
         self.fact_key = {fact_uid(f): f for f in state.facts}
         self.nodes.upsert(list(self.node_key), _stack([state.nodes[k].embedding for k in self.node_key.values()], self.dim))
-        self.roots.upsert(list(self.root_tree), _stack(
-            [state.nodes[(t, state.trees[t].tree.root)].embedding for t in self.root_tree.values()], self.dim))
+        self.roots.upsert(list(self.root_tree), _stack([_root_vec(state, t) for t in self.root_tree.values()], self.dim))
         self.facts.upsert(list(self.fact_key), _stack([state.fact_vecs[f] for f in self.fact_key.values()], self.dim))
+
+    def copy(self) -> ForestIndex:
+        out = ForestIndex(self.dim)
+        out.nodes, out.roots, out.facts = self.nodes.copy(), self.roots.copy(), self.facts.copy()
+        out.node_key, out.root_tree, out.fact_key = dict(self.node_key), dict(self.root_tree), dict(self.fact_key)
+        out.version = self.version
+        return out
 
     def apply(self, state: UserState, ch: ChangeSet, removed_nodes: dict[str, list[int]],
               removed_tree_rowids: dict[str, int]) -> None:
@@ -76,8 +82,7 @@ class ForestIndex:
             self.root_tree.pop(r, None)
         touched = {t for t, _ in ch.nodes} | ch.trees
         rows = [(state.trees[t].rowid, t) for t in sorted(touched) if t in state.trees and state.trees[t].tree.root is not None]
-        self.roots.upsert([r for r, _ in rows], _stack(
-            [state.nodes[(t, state.trees[t].tree.root)].embedding for _, t in rows], self.dim))
+        self.roots.upsert([r for r, _ in rows], _stack([_root_vec(state, t) for _, t in rows], self.dim))
         self.root_tree.update({r: t for r, t in rows})
         gone_facts = [fact_uid(f) for f in ch.deleted_facts if f not in state.facts]
         self.facts.remove(gone_facts)
@@ -122,6 +127,12 @@ class ForestIndex:
         self.node_key = {node_uid(i.rowid, n): (t, n) for t, i in state.trees.items() for n in i.tree.nodes}
         self.root_tree = {i.rowid: t for t, i in state.trees.items() if i.tree.root is not None}
         self.fact_key = {fact_uid(f): f for f in state.facts}
+
+
+def _root_vec(state: UserState, tree_id: str) -> np.ndarray:
+    root = state.trees[tree_id].tree.root
+    assert root is not None
+    return state.nodes[(tree_id, root)].embedding
 
 
 def _stack(vecs: list[np.ndarray], dim: int) -> np.ndarray:

@@ -8,7 +8,6 @@ import numpy as np
 
 from memforest.errors import ConfigError
 
-
 _configured = False
 
 
@@ -60,6 +59,12 @@ class VectorIndex:
                                         min(k, len(self.ids)))
         keep = ids[0] >= 0
         return ids[0][keep], scores[0][keep]
+
+    def copy(self) -> VectorIndex:
+        out = VectorIndex(self.dim)
+        out.index = _faiss().clone_index(self.index)
+        out.ids = set(self.ids)
+        return out
 
     def save(self, path: Path) -> None:
         faiss = _faiss()

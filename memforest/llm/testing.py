@@ -90,8 +90,7 @@ class HashEmbedder:
 
 
 _STOP = frozenset(
-    "a an the is are was were be been to of in on at for and or but with by from that this it its as i me my "
-    "you your he she they we our their his her user assistant said says".split()
+    ["a", "an", "the", "is", "are", "was", "were", "be", "been", "to", "of", "in", "on", "at", "for", "and", "or", "but", "with", "by", "from", "that", "this", "it", "its", "as", "i", "me", "my", "you", "your", "he", "she", "they", "we", "our", "their", "his", "her", "user", "assistant", "said", "says"]
 )
 
 
@@ -183,7 +182,8 @@ def _browse(request: ChatRequest) -> dict[str, Any]:
     text = _user_text(request)
     query = _words(text.split("\n", 1)[0])
     options = re.findall(r"^(\d+)\. (.*)$", text.split("Options:", 1)[-1], flags=re.M)
-    beam = int(re.search(r"at most (\d+)", request.messages[0]["content"]).group(1))
+    limit = re.search(r"at most (\d+)", request.messages[0]["content"])
+    beam = int(limit.group(1)) if limit else 10
     ranked = sorted(options, key=lambda o: (-len(query & _words(o[1])), int(o[0])))
     return {"selected": [int(i) for i, _ in ranked[:beam]]}
 

@@ -9,6 +9,7 @@ from memforest.retrieval.results import Evidence
 from memforest.snapshot import Snapshot
 from memforest.state import NodeKey
 from memforest.timeutil import iso_date
+from memforest.trees.memtree import Node
 
 NEIGHBOUR_WINDOW = 8
 ANCHORS = 3
@@ -36,7 +37,8 @@ def temporal_neighbours(
     for hit in anchors:
         tree = snap.state.trees[hit.key[0]].tree
         anchor_fact = snap.state.facts.get(tree.nodes[hit.key[1]].item or "")
-        window, node = [], tree.nodes[hit.key[1]]
+        window: list[Node] = []
+        node = tree.nodes[hit.key[1]]
         while len(window) < NEIGHBOUR_WINDOW:
             nxt = node.prev if direction == "before" else node.next
             if nxt is None:

@@ -57,9 +57,10 @@ def plan_query(
         return Plan(direction=question_direction(question), queries=[(t, question) for t in ids], error=str(res))
     payload = parse_json(res)
     payload = payload if isinstance(payload, dict) else {}
+    kind, direction = payload.get("kind"), payload.get("direction")
     plan = Plan(
-        kind=payload.get("kind") if payload.get("kind") in ("temporal", "aggregate", "lookup") else "lookup",
-        direction=payload.get("direction") if payload.get("direction") in ("before", "after") else "none",
+        kind=kind if isinstance(kind, str) and kind in ("temporal", "aggregate", "lookup") else "lookup",
+        direction=direction if isinstance(direction, str) and direction in ("before", "after") else "none",
         anchors=[a for a in payload.get("anchors", []) if isinstance(a, str) and a.strip()][:2],
     )
     planned: dict[str, str] = {}

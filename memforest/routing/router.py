@@ -88,9 +88,9 @@ class Router:
         for keep_id, absorb_id in scenes.merge_candidates(self.state, touched, self.cfg.scene):
             keep, absorb = self.state.scenes[keep_id], self.state.scenes[absorb_id]
             target = self.state.trees[keep.tree_id].tree
-            for leaf in list(self.state.trees[absorb.tree_id].tree.leaves()):
-                if leaf.item not in target:
-                    target.insert(leaf.item, leaf.key_lo[0])
+            for item, t in list(self.state.trees[absorb.tree_id].tree.items()):
+                if item not in target:
+                    target.insert(item, t)
             scenes.recompute(keep, self.state)
             self.ch.trees.add(keep.tree_id)
             self.ch.scenes.add(keep_id)

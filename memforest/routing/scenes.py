@@ -44,7 +44,7 @@ def add_to_scene(scene: Scene, vec: np.ndarray, t: float) -> None:
 def recompute(scene: Scene, state: UserState) -> None:
     """Size, total and last time from the scene tree's current members."""
     tree = state.trees[scene.tree_id].tree
-    members = [leaf.item for leaf in tree.leaves()]
+    members = [item for item, _ in tree.items()]
     scene.size = len(members)
     scene.total = np.sum([state.fact_vecs[m] for m in members], axis=0).astype(np.float32) if members else scene.total * 0
     scene.t_last = max((state.facts[m].time for m in members), default=scene.t_last)

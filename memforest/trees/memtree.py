@@ -186,6 +186,11 @@ class MemTree:
             yield leaf
             leaf = self._get(leaf.next)
 
+    def items(self) -> Iterator[tuple[str, float]]:
+        """(item, time) of every leaf, in key order."""
+        for leaf in self.leaves():
+            yield leaf.key_lo[1], leaf.key_lo[0]
+
     def first_leaf(self) -> Node | None:
         """The leaf with the smallest key, or None when empty."""
         return None if self.root is None else self._edge_leaf(self.nodes[self.root], 0)

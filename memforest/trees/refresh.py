@@ -95,10 +95,16 @@ def _refresh_leaves(
             cells.append((key, text))
         changes.nodes.add(key)
     if cells:
-        vecs = embedder.embed([state.cells[state.trees[k[0]].tree.nodes[k[1]].item].text for k, _ in cells])
+        vecs = embedder.embed([state.cells[_item(state, k)].text for k, _ in cells])
         for (key, text), vec in zip(cells, vecs):
             state.nodes[key] = NodeData(text, "leaf", vec)
     stats.leaves += len(leaves)
+
+
+def _item(state: UserState, key: NodeKey) -> str:
+    item = state.trees[key[0]].tree.nodes[key[1]].item
+    assert item is not None, f"{key} is not a leaf"
+    return item
 
 
 def _children_texts(state: UserState, info: TreeInfo, nid: int) -> list[str]:

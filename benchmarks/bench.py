@@ -1,0 +1,50 @@
+"""`make bench`: every speed and memory measurement, printed and written to results/bench/."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import merge_speed, retrieval, structure, write_profile
+
+SUITES = {
+    "structure": structure.main,
+    "retrieval": retrieval.main,
+    "write_profile": write_profile.main,
+    "merge": lambda: merge_speed.main([]),
+}
+
+
+def _machine() -> dict[str, Any]:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        sha = ""
+    return {"git_sha": sha, "python": platform.python_version(), "machine": platform.machine(),
+            "cpus": os.cpu_count(), "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("suites", nargs="*", default=list(SUITES), choices=list(SUITES))
+    parser.add_argument("--out", default="results/bench")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in args.suites:
+        print(f"\n=== {name} ===", flush=True)
+        t = time.perf_counter()
+        result = SUITES[name]()
+        record = {"suite": name, "machine": _machine(), "seconds": round(time.perf_counter() - t, 1), "result": result}
+        (out / f"{name}.json").write_text(json.dumps(record, indent=2, default=str))
+    print(f"\nresults written to {out}/")
+
+
+if __name__ == "__main__":
+    main()
