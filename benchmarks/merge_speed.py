@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 from memforest.api import MemForest
-from memforest.config import MemForestConfig
 from memforest.commands import load_config
+from memforest.config import MemForestConfig
 
 NAMES = ["Ana", "Ben", "Chloe", "Dev", "Elif", "Farid", "Greta", "Hiro"]
 CITIES = ["Lisbon", "Oslo", "Quito", "Hanoi", "Perth", "Tunis", "Riga", "Cusco"]

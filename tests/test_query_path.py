@@ -57,21 +57,30 @@ def test_evidence_budget_and_rendering(scripted_forest):
     assert len({(e.kind, e.id) for e in result.evidence}) == 10
 
 
-def test_complete_expansion_returns_whole_units(scripted_forest):
-    forest = scripted_forest(query__complete_expansion=True, query__final_units=50)
+@pytest.mark.parametrize("mode", ["embed", "planner"])
+def test_complete_expansion_returns_whole_units(scripted_forest, mode):
+    forest = scripted_forest(query__complete_expansion=True, query__final_units=3)
     forest.ingest_sessions("u", make_sessions(6, 6))
-    result = forest.query("u", "topic about Miami", answer=False)
+    result = forest.query("u", "topic about Miami", answer=False, mode=mode)
     state = forest.snapshot("u").state
-    by_tree: dict[str, set[str]] = {}
-    for e in result.evidence:
-        by_tree.setdefault(e.tree_id, set()).add(e.id)
-    # every kept level-1 unit contributes all of its leaves
-    for step in result.trace["browse"][-1:]:
-        for tid, nid, _ in step["kept"]:
-            node = state.trees[tid].tree.nodes[nid]
-            if node.level == 1:
-                items = {leaf.item for leaf in state.trees[tid].tree.leaves_under(nid)}
-                assert items <= {e.id for e in result.evidence}
+    assert result.trace["expanded"]
+    units = result.trace["units"]
+    assert 0 < len(units) <= 3 and any(level == 1 for _, _, level in units)
+    got = {e.id for e in result.evidence}
+    wanted = set()
+    for tid, nid, _ in units:
+        wanted |= {leaf.item for leaf in state.trees[tid].tree.leaves_under(nid)}
+    assert got == wanted
+
+
+def test_aggregate_plans_expand_whole_units(scripted_forest):
+    forest = scripted_forest()
+    forest.ingest_sessions("u", make_sessions(6, 6))
+    result = forest.query("u", "How many topics did I mention in total?", mode="planner", answer=False)
+    assert result.trace["plan"]["kind"] == "aggregate" and result.trace["expanded"]
+    assert len(result.evidence) > forest.config.query.final_units
+    lookup = forest.query("u", "What did I say about Denver?", mode="planner", answer=False)
+    assert not lookup.trace["expanded"] and len(lookup.evidence) <= 10
 
 
 def test_query_errors_are_clear(scripted_forest):

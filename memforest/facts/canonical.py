@@ -18,6 +18,7 @@ from memforest.facts.extraction import Candidate
 from memforest.llm.base import ChatRequest
 from memforest.llm.scheduler import Scheduler, parse_json
 from memforest.prompts import equivalence as prompt
+from memforest.prompts import token_bound
 from memforest.types import Fact
 
 _NON_WORD = re.compile(r"[^0-9a-z]+")
@@ -139,7 +140,7 @@ def _request(existing_text: str, new_text: str) -> ChatRequest:
         prompt_id=prompt.SPEC.id,
         prompt_version=prompt.SPEC.version,
         json_schema=prompt.SCHEMA,
-        max_tokens=32,
+        max_tokens=token_bound(prompt.SCHEMA),
     )
 
 

@@ -11,6 +11,7 @@ from memforest.errors import ModelError
 from memforest.llm.base import ChatRequest, ChatResponse
 from memforest.llm.scheduler import Scheduler, parse_json
 from memforest.prompts import extraction as prompt
+from memforest.prompts import token_bound
 from memforest.timeutil import iso_minute, resolve_event_time
 from memforest.types import ORIGINS, SEMANTIC_ROLES, Cell, Occurrence
 
@@ -37,13 +38,14 @@ class Candidate:
 
 
 def extraction_request(cell: Cell, cfg: ExtractionConfig) -> ChatRequest:
+    schema = prompt.schema(cfg.max_items, cfg.max_fact_chars)
     return ChatRequest(
         prompt.messages(cell.text, iso_minute(cell.time)),
         stage="extract",
         prompt_id=prompt.SPEC.id,
         prompt_version=prompt.SPEC.version,
-        json_schema=prompt.schema(cfg.max_items, cfg.max_fact_chars),
-        max_tokens=cfg.max_tokens,
+        json_schema=schema,
+        max_tokens=token_bound(schema),
     )
 
 

@@ -173,7 +173,8 @@ def _plan(request: ChatRequest) -> dict[str, Any]:
     q = question.group(1) if question else ""
     trees = re.findall(r"^(\d+)\. ", text.split("Trees:", 1)[-1], flags=re.M)
     direction = "before" if re.search(r"\bbefore\b", q) else "after" if re.search(r"\bafter\b", q) else "none"
-    kind = "temporal" if direction != "none" or re.search(r"\bwhen\b|how long|how many days", q) else "lookup"
+    kind = "temporal" if direction != "none" or re.search(r"\bwhen\b|how long|how many days", q) else \
+        "aggregate" if re.search(r"how many|in total|\btotal\b", q) else "lookup"
     return {"kind": kind, "direction": direction, "anchors": [],
             "plans": [{"tree": int(i), "query": q} for i in trees]}
 

@@ -15,6 +15,7 @@ from memforest.errors import ModelError
 from memforest.llm.base import ChatRequest
 from memforest.llm.scheduler import Scheduler, parse_json
 from memforest.prompts import browse as prompt
+from memforest.prompts import token_bound
 from memforest.snapshot import Snapshot
 from memforest.state import NodeKey
 
@@ -88,11 +89,19 @@ def llm_browse(
     scheduler: Scheduler,
     beam: int,
     tags: dict[str, Any],
+    stop_level: int = 0,
 ) -> tuple[list[Hit], list[dict[str, Any]]]:
-    """Descend each (tree id, sub-query) plan with LLM choices; one batch of calls per depth.
-    Leaves reached are scored by embedding similarity to their plan's sub-query."""
-    frontiers: list[list[NodeKey]] = [[(t, snap.state.trees[t].tree.root)] for t, _ in plans]  # type: ignore[list-item]
-    leaves: dict[NodeKey, float] = {}
+    """Descend each (tree id, sub-query) plan with LLM choices; one batch of calls per depth. Units
+    reached at or below `stop_level` are scored by embedding similarity to their plan's sub-query."""
+    units: dict[NodeKey, float] = {}
+    frontiers: list[list[NodeKey]] = []
+    for tree_id, query in plans:
+        root = (tree_id, snap.state.trees[tree_id].tree.root)
+        if _level(snap, root) <= stop_level:  # type: ignore[arg-type]
+            units[root] = max(units.get(root, -1.0), float(snap.state.nodes[root].embedding @ qvec_of[query]))  # type: ignore[index]
+            frontiers.append([])
+        else:
+            frontiers.append([root])  # type: ignore[list-item]
     path: list[dict[str, Any]] = []
     depth = 0
     while any(frontiers):
@@ -107,21 +116,22 @@ def llm_browse(
             chosen = _chosen(res, options[i], snap, qvec_of[plans[i][1]], beam)
             step["selected"][f"{plans[i][0]}|{plans[i][1]}"] = [list(k) for k in chosen]
             for key in chosen:
-                if _level(snap, key) == 0:
+                if _level(snap, key) <= stop_level:
                     score = float(snap.state.nodes[key].embedding @ qvec_of[plans[i][1]])
-                    leaves[key] = max(leaves.get(key, -1.0), score)
+                    units[key] = max(units.get(key, -1.0), score)
                 else:
                     new_frontiers[i].append(key)
         frontiers = new_frontiers
         path.append(step)
-    hits = sorted((Hit(k, s, 0) for k, s in leaves.items()), key=lambda h: (-h.score, h.key))
+    hits = sorted((Hit(k, s, _level(snap, k)) for k, s in units.items()), key=lambda h: (-h.score, h.key))
     return hits, path
 
 
 def _request(query: str, options: list[NodeKey], snap: Snapshot, beam: int) -> ChatRequest:
     texts = [" ".join(snap.state.nodes[k].text.split())[:OPTION_CHARS] for k in options]
+    schema = prompt.schema(beam)
     return ChatRequest(prompt.messages(query, texts, beam), "browse", prompt.SPEC.id, prompt.SPEC.version,
-                       prompt.schema(beam), max_tokens=16 + 8 * beam)
+                       schema, max_tokens=token_bound(schema))
 
 
 def _chosen(res: Any, options: list[NodeKey], snap: Snapshot, qvec: np.ndarray, beam: int) -> list[NodeKey]:

@@ -10,6 +10,7 @@ from memforest.errors import ModelError
 from memforest.llm.base import ChatRequest
 from memforest.llm.scheduler import Scheduler, parse_json
 from memforest.prompts import planner as prompt
+from memforest.prompts import token_bound
 from memforest.retrieval.results import RecalledTree
 from memforest.snapshot import Snapshot
 
@@ -50,8 +51,9 @@ def plan_query(
     """The model's plan; trees it leaves out are browsed with the question itself; temporal plans
     add one browse per anchor on every recalled tree. On failure: the question for every tree."""
     ids = [r.tree_id for r in recalled]
+    schema = prompt.schema(len(ids))
     req = ChatRequest(prompt.messages(question, date, [tree_card(snap, t) for t in ids]), "plan",
-                      prompt.SPEC.id, prompt.SPEC.version, prompt.schema(len(ids)), max_tokens=96 + 64 * len(ids))
+                      prompt.SPEC.id, prompt.SPEC.version, schema, max_tokens=token_bound(schema))
     (res,) = scheduler.run([req], level=0, tags=tags)
     if isinstance(res, ModelError):
         return Plan(direction=question_direction(question), queries=[(t, question) for t in ids], error=str(res))

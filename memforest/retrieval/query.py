@@ -50,18 +50,24 @@ def retrieve(
         plan = plan_query(snap, question, date, recalled, scheduler, tags)
         lat["plan"] = _lap(t)
         t = time.perf_counter()
-        hits, path = _planned_browse(snap, plan, qvec, embedder, scheduler, cfg, tags)
+        expand = cfg.complete_expansion or plan.kind == "aggregate"
+        hits, path = _planned_browse(snap, plan, qvec, embedder, scheduler, cfg, tags, 1 if expand else 0)
         trace["plan"] = asdict(plan)
     else:
         plan = Plan(direction=question_direction(question))
-        hits, path = embed_browse(snap, qvec, [r.tree_id for r in recalled], cfg.beam,
-                                  stop_level=1 if cfg.complete_expansion else 0)
+        expand = cfg.complete_expansion
+        hits, path = embed_browse(snap, qvec, [r.tree_id for r in recalled], cfg.beam, stop_level=1 if expand else 0)
     lat["browse"] = _lap(t)
     t = time.perf_counter()
-    if cfg.complete_expansion:
-        hits = _expand(snap, hits, qvec)
+    budget = cfg.final_units
+    if expand:  # the budget counts native tree units; each returns every leaf below it
+        units = sorted(hits, key=lambda h: (-h.score, h.key))[: cfg.final_units]
+        trace["units"] = [[*h.key, h.level] for h in units]
+        hits = _expand(snap, units, qvec)
+        budget = len(hits)
     neighbours = temporal_neighbours(snap, hits, plan.direction, qvec)
-    evidence = assemble(snap, hits, neighbours, cfg.final_units, plan.direction)
+    evidence = assemble(snap, hits, neighbours, budget + len(neighbours) * expand, plan.direction)
+    trace["expanded"] = expand
     lat["assemble"] = _lap(t)
     trace["browse"] = path
     trace["temporal"] = [{"tree_id": a.key[0], "from_leaf": a.key[1], "to_leaf": k[1], "direction": plan.direction}
@@ -70,14 +76,17 @@ def retrieve(
     return evidence, trace
 
 
-def _planned_browse(snap, plan, qvec, embedder, scheduler, cfg, tags):  # noqa: ANN001, ANN202
+def _planned_browse(
+    snap: Snapshot, plan: Plan, qvec: np.ndarray, embedder: Embedder, scheduler: Scheduler, cfg: QueryConfig,
+    tags: dict[str, Any], stop_level: int,
+) -> tuple[list[Hit], list[dict[str, Any]]]:
+    """LLM-guided browse of every planned (tree, sub-query); units are scored by their best similarity
+    to the question or to their sub-query."""
     queries = sorted({q for _, q in plan.queries})
     vecs = embedder.embed(queries, "query") if queries else np.zeros((0, len(qvec)), np.float32)
     qvec_of = dict(zip(queries, vecs))
-    hits, path = llm_browse(snap, plan.queries, qvec_of, scheduler, cfg.beam, tags)
-    rescored = [Hit(h.key, float(snap.state.nodes[h.key].embedding @ qvec), 0) for h in hits]
-    best = {h.key: max(h.score, r.score) for h, r in zip(hits, rescored)}
-    return [Hit(k, s, 0) for k, s in best.items()], path
+    hits, path = llm_browse(snap, plan.queries, qvec_of, scheduler, cfg.beam, tags, stop_level)
+    return [Hit(h.key, max(h.score, float(snap.state.nodes[h.key].embedding @ qvec)), h.level) for h in hits], path
 
 
 def _expand(snap: Snapshot, hits: list[Hit], qvec: np.ndarray) -> list[Hit]:

@@ -18,6 +18,7 @@ from memforest.errors import ModelError
 from memforest.llm.base import ChatRequest, Embedder, normalize_rows
 from memforest.llm.scheduler import Scheduler, parse_json
 from memforest.prompts import summary as prompt
+from memforest.prompts import token_bound
 from memforest.state import ChangeSet, NodeData, NodeKey, TreeInfo, UserState
 from memforest.timeutil import interval_header, iso_date, iso_minute
 
@@ -125,9 +126,10 @@ def _summaries(
     entries = [_children_texts(state, info, nid) for info, nid in nodes]
     if scheduler is None:
         return [(extractive_summary(e, cfg.summary_words), "extractive") for e in entries]
+    schema = prompt.schema(cfg.summary_words)
     requests = [
         ChatRequest(prompt.messages(info.label, e, cfg.summary_words), "summarize", prompt.SPEC.id,
-                    prompt.SPEC.version, prompt.schema(cfg.summary_words), cfg.summary_max_tokens)
+                    prompt.SPEC.version, schema, token_bound(schema))
         for (info, _), e in zip(nodes, entries)
     ]
     out: list[tuple[str, str]] = []
