@@ -115,14 +115,7 @@ class LlamaCppChatModel:
         )
 
     def _kwargs(self, request: ChatRequest) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "messages": list(request.messages),
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-            "top_p": request.top_p,
-        }
-        if request.seed is not None:
-            kwargs["seed"] = request.seed
+        kwargs: dict[str, Any] = {"messages": list(request.messages), **request.sampling()}
         if request.json_schema is not None:
             kwargs["grammar"] = _schema_grammar(json.dumps(request.json_schema))
         return kwargs

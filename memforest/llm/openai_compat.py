@@ -114,15 +114,7 @@ class OpenAIChatModel:
         return self._parse(resp.json())
 
     def _body(self, request: ChatRequest, schema_format: str) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.cfg.model,
-            "messages": list(request.messages),
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-            "top_p": request.top_p,
-        }
-        if request.seed is not None:
-            body["seed"] = request.seed
+        body: dict[str, Any] = {"model": self.cfg.model, "messages": list(request.messages), **request.sampling()}
         schema = request.json_schema
         if schema is not None and schema_format == "json_schema":
             body["response_format"] = {
