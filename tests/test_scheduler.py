@@ -143,3 +143,17 @@ def test_cli_calls_command(tmp_path, capsys):
 def test_scripted_returns_exceptions_in_place():
     model = ScriptedChatModel(lambda r: InvalidOutputError("x"))
     assert isinstance(model.generate([req(0)])[0], InvalidOutputError)
+
+
+def test_retries_after_invalid_output_resample():
+    seen = []
+
+    def greedy_then_sampled(r):
+        seen.append((r.temperature, r.seed))
+        return {"x": 1} if r.temperature > 0 else "looping {"
+
+    sched = Scheduler(ScriptedChatModel(greedy_then_sampled), concurrency=1, json_retries=2)
+    (out,) = sched.run([req(0)])
+    assert not isinstance(out, ModelError)
+    assert seen[0] == (0.0, None) and seen[1][0] >= 0.7 and seen[1][1] is not None
+    assert sched.log.records[0].retries == 1

@@ -11,6 +11,7 @@ import itertools
 import json
 import threading
 import time
+from dataclasses import replace
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -94,8 +95,9 @@ class Scheduler:
         start = time.time()
         usage = Usage()
         transient = invalid = 0
+        attempt = request
         while True:
-            result = self.model.generate([request])[0]
+            result = self.model.generate([attempt])[0]
             if isinstance(result, ChatResponse):
                 usage += result.usage
                 try:
@@ -113,6 +115,7 @@ class Scheduler:
                 continue
             if kind == "invalid" and invalid < self.json_retries:
                 invalid += 1
+                attempt = resample(request, invalid)
                 continue
             error = f"{type(result).__name__}: {result}"
             self._record(request, wave, level, tags, start, usage, transient + invalid, error, None)
@@ -126,9 +129,10 @@ class Scheduler:
         results: list[ChatResponse | Exception | None] = [None] * len(wave)
         usages = [Usage() for _ in wave]
         tries = [0] * len(wave)
+        sent = list(wave)
         attempt = 0
         while pending and attempt <= max(self.max_retries, self.json_retries):
-            outs = self.model.generate([wave[i] for i in pending])
+            outs = self.model.generate([sent[i] for i in pending])
             retry = []
             for i, out in zip(pending, outs):
                 if isinstance(out, ChatResponse):
@@ -143,6 +147,8 @@ class Scheduler:
                 if kind is not None and tries[i] < limit:
                     tries[i] += 1
                     retry.append(i)
+                    if kind == "invalid":
+                        sent[i] = resample(wave[i], tries[i])
             pending = retry
             attempt += 1
         final: list[ChatResponse | ModelError] = []
@@ -188,6 +194,16 @@ class Scheduler:
                 tags=dict(tags),
             )
         )
+
+
+RETRY_TEMPERATURE = 0.7
+
+
+def resample(request: ChatRequest, attempt: int) -> ChatRequest:
+    """The request for a retry after invalid output: a greedy decode would repeat the same output, so
+    retries sample (temperature at least RETRY_TEMPERATURE) with a seed that differs per attempt."""
+    return replace(request, temperature=max(request.temperature, RETRY_TEMPERATURE),
+                   seed=(request.seed or 0) + attempt)
 
 
 def _check(request: ChatRequest, response: ChatResponse) -> None:
