@@ -17,15 +17,16 @@ $(VENV)/.installed-cpu: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade "pip>=24" >/dev/null
 	$(PIP) install "$(TORCH_CPU)"
-	$(PIP) install -e ".[cpu]"
+	$(PIP) install -c baselines/constraints.txt -e ".[cpu]"
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed-cpu
-	$(PIP) install -e ".[cpu,dev]"
+	$(PIP) install -c baselines/constraints.txt -e ".[cpu,dev,mem0,mempalace,zep,memoryos]"
+	$(PIP) install --no-deps "memoryos-pro==0.1.0"
 	touch $@
 
 run: $(VENV)/.installed-cpu
-	$(PY) -m memforest.demo
+	$(VENV)/bin/memforest-bench
 
 test: $(VENV)/.installed-dev
 	$(PY) -m pytest -q

@@ -193,6 +193,14 @@ def _judge_summary(rows: list[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> d
         "task_averaged": task_averaged_accuracy(scores),
         "abstention_accuracy": abstention_accuracy(scores),
         "pass_at_k": {str(k): mean_pass_at_k(scores, k) for k in range(1, min_n + 1)},
+        "per_category_questions": dict(sorted(Counter(score.category for score in scores).items())),
+        "per_category_pass_at_k": {
+            str(k): {
+                category: mean_pass_at_k([s for s in scores if s.category == category], k) or 0.0
+                for category in sorted({score.category for score in scores})
+            }
+            for k in range(1, min_n + 1)
+        },
     }
 
 

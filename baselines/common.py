@@ -1,0 +1,97 @@
+"""Small helpers shared by the baseline adapters: import checks, offline hygiene, rendering, CPU time."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import re
+import time
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from baselines.base import SystemUnavailable
+from benchmarks.datasets.records import Session, Turn
+
+# Telemetry off and no hub downloads, for every library an adapter imports.
+QUIET_ENV = {
+    "MEM0_TELEMETRY": "False",
+    "ANONYMIZED_TELEMETRY": "False",
+    "GRAPHITI_TELEMETRY_ENABLED": "false",
+    "POSTHOG_DISABLED": "1",
+    "DO_NOT_TRACK": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def quiet_environment() -> None:
+    """Set the telemetry and offline variables; called by each adapter before importing its library."""
+    os.environ.update(QUIET_ENV)
+
+
+def require(module: str, system: str, extra: str) -> None:
+    """Raise SystemUnavailable with an install hint when `module` cannot be imported."""
+    if importlib.util.find_spec(module) is None:
+        raise SystemUnavailable(f"{system}: python package {module!r} is not installed; "
+                                f"pip install 'memforest[{extra}]' (see baselines/README.md)")
+
+
+def safe_id(text: str, limit: int = 60) -> str:
+    out = _UNSAFE.sub("_", text)[:limit] or "x"
+    return out if out[0].isalpha() else "m" + out
+
+
+def day(when: datetime | None) -> str | None:
+    return when.strftime("%Y-%m-%d %H:%M") if when else None
+
+
+def speaker_of(turn: Turn) -> str:
+    return turn.speaker or turn.role
+
+
+def render_turn(turn: Turn) -> str:
+    return f"{speaker_of(turn)}: {' '.join(turn.content.split())}"
+
+
+def render_session(session: Session, turns: Sequence[Turn] | None = None) -> str:
+    body = "\n".join(render_turn(t) for t in (session.turns if turns is None else turns))
+    return f"[{day(session.timestamp)}]\n{body}"
+
+
+def chat_role(turn: Turn) -> str:
+    """OpenAI chat role for a dataset turn: LoCoMo's named speakers become `user` messages."""
+    return "assistant" if turn.role == "assistant" else "user"
+
+
+def chunks(items: Sequence[Any], size: int | None) -> Iterator[Sequence[Any]]:
+    if not size or size <= 0:
+        yield items
+        return
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class PhaseClock:
+    """Wall and process-CPU seconds of a block: the in-process work a baseline does on its own
+    (its embedding, indexing and bookkeeping), reported beside the proxied model calls."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def measure(self, phase: str) -> Iterator[None]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.seconds[f"{phase}_wall_seconds"] = round(time.perf_counter() - wall, 4)
+            self.seconds[f"{phase}_cpu_seconds"] = round(time.process_time() - cpu, 4)
+
+    def of(self, phase: str) -> dict[str, float]:
+        """The last measurement of `phase`; CPU seconds cover every thread of this process (including
+        an in-process embeddings server when one is used)."""
+        return {k: v for k, v in self.seconds.items() if k.startswith(f"{phase}_")}

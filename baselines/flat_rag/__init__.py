@@ -1,0 +1,3 @@
+from baselines.flat_rag.system import FlatRAGSystem
+
+__all__ = ["FlatRAGSystem"]

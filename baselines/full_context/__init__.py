@@ -1,0 +1,3 @@
+from baselines.full_context.system import FullContextSystem
+
+__all__ = ["FullContextSystem"]

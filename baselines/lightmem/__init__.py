@@ -1,0 +1,3 @@
+from baselines.lightmem.system import lightmem_system
+
+__all__ = ["lightmem_system"]

@@ -1,0 +1,3 @@
+from baselines.mem0.system import Mem0System
+
+__all__ = ["Mem0System"]

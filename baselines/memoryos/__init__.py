@@ -1,0 +1,3 @@
+from baselines.memoryos.system import MemoryOSSystem
+
+__all__ = ["MemoryOSSystem"]

@@ -1,0 +1,3 @@
+from baselines.mempalace.system import MemPalaceSystem
+
+__all__ = ["MemPalaceSystem"]

@@ -1,0 +1,3 @@
+from baselines.zep_local.system import ZepLocalSystem
+
+__all__ = ["ZepLocalSystem"]

@@ -1,0 +1,90 @@
+"""`memforest-bench`: the Hydra app over `configs/`, and its `judge` subcommand.
+
+    memforest-bench [overrides...]                 run (or resume) one configuration
+    memforest-bench -m method=a,b seed=0,1         a sweep (Hydra multirun)
+    memforest-bench judge RUN_DIR [overrides...]   re-judge the stored answers of a run, e.g.
+        memforest-bench judge results/main/longmemeval_s/memforest_embed/qwen3_4b/seed0 \
+            judge=strict llm=qwen3_30b_a3b_server
+
+The configs live in the repository's top-level `configs/`, outside the Python package: the app finds
+them relative to this file, which works from a source checkout or an editable install (a wheel install
+would need the directory shipped as package data).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig, OmegaConf
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+USAGE = "usage: memforest-bench judge RUN_DIR [judge=<name>] [llm=<judge model>] [judge.<key>=<value>...]"
+
+
+def plain(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved configuration as plain containers (what the runner and run.json receive)."""
+    data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    assert isinstance(data, dict)
+    return {str(k): v for k, v in data.items()}
+
+
+@hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
+def run_app(cfg: DictConfig) -> None:
+    from benchmarks.runner import run_benchmark
+
+    run_benchmark(plain(cfg))
+
+
+def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
+    """The configuration `memforest-bench` would run with these overrides (Hydra's compose API)."""
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3", job_name="memforest-bench"):
+        return compose("config", overrides=list(overrides))
+
+
+def judge_config(stored: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """The `judge` group composed with `overrides` and resolved against the run's stored configuration,
+    so that `judge.model: ${llm}` is the run's backbone, unless the overrides choose another `llm`."""
+    composed = compose_config(overrides)
+    base = OmegaConf.create(stored)
+    if any(o.lstrip("+~").startswith(("llm=", "llm.")) for o in overrides):
+        base.llm = composed.llm
+    base.judge = OmegaConf.create(OmegaConf.to_container(composed.judge, resolve=False))
+    judge = OmegaConf.to_container(base.judge, resolve=True)
+    assert isinstance(judge, dict)
+    return {str(k): v for k, v in judge.items()}
+
+
+def judge_command(argv: Sequence[str]) -> int:
+    if not argv or argv[0].startswith("-") or "=" in argv[0]:
+        print(USAGE, file=sys.stderr)
+        return 2
+    from benchmarks.grading import rejudge_run
+    from benchmarks.results import RunFiles
+
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+    run_dir = Path(argv[0])
+    try:
+        stored = RunFiles(run_dir, create=False).load_run()["config"]
+    except FileNotFoundError as exc:
+        print(f"memforest-bench judge: {exc}", file=sys.stderr)
+        return 2
+    judge = judge_config(stored, argv[1:])
+    rejudge_run(run_dir, judge, progress=bool(stored.get("progress", True)))
+    return 0
+
+
+def main() -> None:
+    """Console entry point: `judge` is handled before Hydra parses the command line."""
+    if len(sys.argv) > 1 and sys.argv[1] == "judge":
+        sys.exit(judge_command(sys.argv[2:]))
+    run_app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""A tiny OpenAI-compatible server on loopback around our in-process models, so that systems that only
+speak the OpenAI API (Mem0, Graphiti, MemPalace, MemoryOS) run offline on the local models:
+
+- `POST /v1/embeddings` for an Embedder (float or base64 vectors, optional `dimensions`);
+- `POST /v1/chat/completions` for a ChatModel (e.g. the scripted test model, or vLLM in-process);
+  `response_format` json_object / json_schema become the request's JSON schema (`{"type": "object"}`
+  when none is given); streaming is not offered;
+- `GET /v1/models`.
+
+Embedding token counts in `usage` come from `token_counter` (default: whitespace words), an
+approximation marked `usage.estimated = true`."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+
+from memforest.llm.base import (
+    ChatModel,
+    ChatRequest,
+    ChatResponse,
+    Embedder,
+    TransientModelError,
+    normalize_rows,
+)
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+class ModelServer:
+    """Serves `embedder` and/or `chat` on `host:port` (0 = a free port)."""
+
+    def __init__(self, embedder: Embedder | None = None, chat: ChatModel | None = None, *,
+                 model_name: str | None = None, port: int = 0, token_counter: Callable[[str], int] = _words,
+                 host: str = "127.0.0.1") -> None:
+        if embedder is None and chat is None:
+            raise ValueError("ModelServer needs an embedder, a chat model, or both")
+        self.embedder, self.chat = embedder, chat
+        self.model_name = model_name or (chat.name if chat is not None else embedder.name)  # type: ignore[union-attr]
+        self.token_counter = token_counter
+        self._server = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+        self.base_url = f"http://{host}:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> ModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> ModelServer:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._server.serve_forever, name="model-server", daemon=True)
+            self._thread.start()
+        return self
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(timeout=10)
+            self._thread = None
+        self._server.server_close()
+
+    def embeddings(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if self.embedder is None:
+            return 404, {"error": {"message": "no embedding model served here"}}
+        texts = request.get("input")
+        if isinstance(texts, str):
+            texts = [texts]
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            return 400, {"error": {"message": "input must be a string or a list of strings"}}
+        vectors = self.embedder.embed(texts) if texts else np.zeros((0, self.embedder.dim), np.float32)
+        dims = request.get("dimensions")
+        if dims is not None and int(dims) != vectors.shape[1]:
+            if int(dims) > vectors.shape[1]:
+                return 400, {"error": {"message": f"dimensions {dims} > model width {vectors.shape[1]}"}}
+            vectors = normalize_rows(vectors[:, : int(dims)])
+        as_base64 = request.get("encoding_format") == "base64"
+        data = [
+            {"object": "embedding", "index": i,
+             "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode() if as_base64 else v.tolist()}
+            for i, v in enumerate(vectors)
+        ]
+        tokens = sum(self.token_counter(t) for t in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens, "estimated": True}
+        return 200, {"object": "list", "data": data, "model": self.model_name, "usage": usage}
+
+    def chat_completions(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if self.chat is None:
+            return 404, {"error": {"message": "no chat model served here"}}
+        if request.get("stream"):
+            return 400, {"error": {"message": "streaming is not supported by this server"}}
+        fmt = request.get("response_format") or {}
+        schema = None
+        if fmt.get("type") == "json_schema":
+            schema = (fmt.get("json_schema") or {}).get("schema") or {"type": "object"}
+        elif fmt.get("type") == "json_object":
+            schema = fmt.get("schema") or {"type": "object"}
+        chat_request = ChatRequest(
+            messages=tuple({"role": m["role"], "content": _text(m.get("content"))} for m in request["messages"]),
+            stage="served", prompt_id="external", json_schema=schema,
+            max_tokens=int(request.get("max_tokens") or request.get("max_completion_tokens") or 512),
+            temperature=float(request.get("temperature") or 0.0), top_p=float(request.get("top_p") or 1.0),
+            seed=request.get("seed"))
+        [result] = self.chat.generate([chat_request])
+        if isinstance(result, Exception):
+            status = 503 if isinstance(result, TransientModelError) else 500
+            return status, {"error": {"message": f"{type(result).__name__}: {result}"}}
+        return 200, _completion(result, self.model_name)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # content parts
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content or "")
+
+
+def _completion(response: ChatResponse, model: str) -> dict[str, Any]:
+    usage = response.usage
+    return {
+        "id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()),
+        "model": response.model or model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": response.text},
+                     "finish_reason": response.finish_reason}],
+        "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                  "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+                  "prompt_tokens_details": {"cached_tokens": usage.cached_prompt_tokens}},
+    }
+
+
+def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
+    routes = {"/embeddings": server.embeddings, "/chat/completions": server.chat_completions}
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") in ("/v1/models", "/models"):
+                self._reply(200, {"object": "list", "data": [{"id": server.model_name, "object": "model"}]})
+            else:
+                self._reply(404, {"error": {"message": "not found"}})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            path = self.path.split("?", 1)[0].rstrip("/")
+            route = routes.get(path[3:] if path.startswith("/v1/") else path)
+            if route is None:
+                self._reply(404, {"error": {"message": "not found"}})
+                return
+            try:
+                request = json.loads(raw)
+                status, body = route(request if isinstance(request, dict) else {})
+            except (ValueError, KeyError, TypeError) as exc:
+                status, body = 400, {"error": {"message": f"bad request: {exc}"}}
+            except Exception as exc:  # the model failed: report it as a server error, keep serving
+                status, body = 500, {"error": {"message": f"{type(exc).__name__}: {exc}"}}
+            self._reply(status, body)
+
+        def _reply(self, status: int, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler

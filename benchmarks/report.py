@@ -1,0 +1,193 @@
+"""The summary of one run directory, computed from its files only, and its markdown table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from statistics import fmean
+from typing import Any
+
+from benchmarks.metrics import summarize
+from benchmarks.results import RunFiles
+
+Row = Mapping[str, Any]
+TOKENS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens")
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return fmean(values) if values else None
+
+
+def build_figures(builds: Sequence[Row]) -> dict[str, Any]:
+    """Write-path cost per instance: wall time, turns/s, model calls, tokens, waves."""
+    done = [b for b in builds if not b.get("error")]
+    seconds = sum(float(b["build_seconds"]) for b in done)
+    turns = sum(int(b["turns"]) for b in done)
+    llm = [b.get("llm") or {} for b in done]
+    out: dict[str, Any] = {
+        "instances": len(done),
+        "failed": len(builds) - len(done),
+        "build_seconds_mean": _mean([float(b["build_seconds"]) for b in done]),
+        "build_seconds_total": seconds,
+        "turns_per_second": turns / seconds if seconds > 0 else None,
+        "llm_calls_mean": _mean([float(x.get("calls", 0)) for x in llm]),
+        "waves_mean": _mean([float(x.get("waves", 0)) for x in llm]),
+        "critical_path_seconds_mean": _mean([float(x.get("critical_path_seconds", 0.0)) for x in llm]),
+    }
+    for key in TOKENS:
+        out[f"{key}_mean"] = _mean([float(x.get(key, 0)) for x in llm])
+    stages: dict[str, dict[str, float]] = {}
+    for x in llm:
+        for stage, numbers in (x.get("by_stage") or {}).items():
+            total = stages.setdefault(stage, {})
+            for name, value in numbers.items():
+                total[name] = total.get(name, 0) + value
+    out["by_stage_total"] = stages
+    systems = [b.get("system") or {} for b in done]
+    out["degraded_total"] = sum(int(x.get("degraded", 0)) for x in systems)
+    out["failed_cells_total"] = sum(len(x.get("failed_cells") or ()) for x in systems)
+    return out
+
+
+def query_figures(records: Sequence[Row]) -> dict[str, Any]:
+    """Per-question query cost, from each question's first record: latency per stage and tokens."""
+    first: dict[str, Row] = {}
+    for row in sorted(records, key=lambda r: int(r.get("attempt", 0))):
+        first.setdefault(str(row["question_id"]), row)
+    rows = [r for r in first.values() if "latency" in r]
+    stages = sorted({stage for r in rows for stage in r["latency"]})
+    out: dict[str, Any] = {
+        "questions": len(rows),
+        "latency_mean": {s: _mean([float(r["latency"][s]) for r in rows if s in r["latency"]]) for s in stages},
+        "query_seconds_mean": _mean([float(r["query_seconds"]) for r in rows if "query_seconds" in r]),
+    }
+    answered = [r for r in records if "answer_usage" in r]
+    for key in TOKENS:
+        retrieval = sum(int((r.get("retrieval_llm") or {}).get(key, 0)) for r in rows)
+        answers = sum(int(r["answer_usage"].get(key, 0)) for r in answered)
+        out[f"{key}_per_question"] = (retrieval + answers) / len(rows) if rows else None
+    calls = sum(int((r.get("retrieval_llm") or {}).get("calls", 0)) for r in rows) + len(answered)
+    out["llm_calls_per_question"] = calls / len(rows) if rows else None
+    out["errors"] = sum(bool(r.get("error")) for r in records)
+    return out
+
+
+def judge_label(verdict: Row) -> str:
+    return f"{verdict.get('judge_id', '')} ({verdict.get('judge_model', '')})"
+
+
+def summarize_run(files: RunFiles, cfg: Row) -> dict[str, Any]:
+    """Accuracy, recall, build and query figures of a run directory."""
+    latest = {(str(r["question_id"]), int(r["attempt"])): r for r in files.records()}
+    records = list(latest.values())
+    verdicts = [{**v, "judge_id": judge_label(v)} for v in files.judgments()]
+    builds = list(files.builds().values())
+    blocks = summarize(records, verdicts, builds)
+    key = f"{cfg['method']['name']}/{cfg['dataset']['name']}"
+    block = dict(blocks.get(key) or {"method": cfg["method"]["name"], "dataset": cfg["dataset"]["name"],
+                                      "questions": 0, "judges": {}, "retrieval": {}})
+    block.update(backbone=cfg["llm"]["name"], seed=cfg["seed"], build=build_figures(builds),
+                 query=query_figures(records))
+    block["markdown"] = markdown(block)
+    return block
+
+
+def write_summary(files: RunFiles, cfg: Row) -> dict[str, Any]:
+    summary = summarize_run(files, cfg)
+    files.summary_path.write_text(summary["markdown"], encoding="utf-8")
+    return summary
+
+
+# ---------------------------------------------------------------- markdown
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}%"
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def _accuracy_rows(judges: Mapping[str, Any]) -> list[list[str]]:
+    rows = []
+    for label, j in judges.items():
+        k = max((int(n) for n in j["pass_at_k"]), default=1)
+        rows.append([f"accuracy pass@1 [{label}]", _pct(j["accuracy"])])
+        if k > 1:
+            rows.append([f"accuracy pass@{k} [{label}]", _pct(j["pass_at_k"][str(k)])])
+        rows.append([f"task-averaged / abstention [{label}]",
+                     f"{_pct(j['task_averaged'])} / {_pct(j['abstention_accuracy'])}"])
+        if j["unparsed"] or j["errors"]:
+            rows.append([f"unparsed / failed verdicts [{label}]", f"{j['unparsed']} / {j['errors']}"])
+    return rows
+
+
+def _recall_rows(retrieval: Mapping[str, Any], dataset: str) -> list[list[str]]:
+    rows = []
+    session, turn = retrieval.get("session") or {}, retrieval.get("turn") or {}
+    for k in (5, 10):
+        if session:
+            rows.append([f"session recall_any@{k}", _pct(session.get(f"recall_any@{k}"))])
+    for k in (5, 10):
+        if turn and dataset == "locomo":
+            rows.append([f"evidence recall@{k} (dia ids)", _pct(turn.get(f"recall@{k}"))])
+        elif turn:
+            rows.append([f"turn recall_any@{k}", _pct(turn.get(f"recall_any@{k}"))])
+    if session or turn:
+        rows.append(["questions with retrieval gold", str(int((session or turn).get("questions", 0)))])
+    return rows
+
+
+def _cost_rows(build: Mapping[str, Any], query: Mapping[str, Any]) -> list[list[str]]:
+    latency = query["latency_mean"]
+    stages = ", ".join(f"{s} {_num(v, 3)}" for s, v in latency.items() if s not in ("retrieve",))
+    return [
+        ["instances built (failed)", f"{build['instances']} ({build['failed']})"],
+        ["build seconds / instance", _num(build["build_seconds_mean"])],
+        ["source turns / second", _num(build["turns_per_second"])],
+        ["write LLM calls / instance", _num(build["llm_calls_mean"], 1)],
+        ["write tokens / instance: prompt / cached / completion",
+         " / ".join(_num(build[f"{k}_mean"], 0) for k in TOKENS)],
+        ["write waves / instance (critical path s)",
+         f"{_num(build['waves_mean'], 1)} ({_num(build['critical_path_seconds_mean'])})"],
+        ["degraded summaries / failed cells (all instances)",
+         f"{build['degraded_total']} / {build['failed_cells_total']}"],
+        ["query latency mean, s", _num(query["query_seconds_mean"], 3)],
+        ["query latency per stage, s", stages or "–"],
+        ["query LLM calls / question (retrieval and answers)", _num(query["llm_calls_per_question"], 1)],
+        ["query tokens / question: prompt / cached / completion",
+         " / ".join(_num(query[f"{k}_per_question"], 0) for k in TOKENS)],
+        ["failed records", str(query["errors"])],
+    ]
+
+
+def _category_table(judges: Mapping[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for label, j in judges.items():
+        if not j["per_category"]:
+            continue
+        k = max(int(n) for n in j["per_category_pass_at_k"])
+        head = ["category", "questions", "pass@1"] + ([f"pass@{k}"] if k > 1 else [])
+        rows = [
+            [c, str(j["per_category_questions"][c]), _pct(v)]
+            + ([_pct(j["per_category_pass_at_k"][str(k)][c])] if k > 1 else [])
+            for c, v in j["per_category"].items()
+        ]
+        lines += ["", f"Accuracy by category, judge {label}:", "", *_table(head, rows)]
+    return lines
+
+
+def markdown(block: Mapping[str, Any]) -> str:
+    title = (f"## {block['method']} on {block['dataset']} "
+             f"(backbone {block['backbone']}, seed {block['seed']})")
+    rows = [["questions", str(block["questions"])]]
+    rows += _accuracy_rows(block["judges"])
+    rows += _recall_rows(block["retrieval"], str(block["dataset"]))
+    rows += _cost_rows(block["build"], block["query"])
+    lines = [title, "", *_table(["metric", "value"], rows), *_category_table(block["judges"])]
+    return "\n".join(lines) + "\n"

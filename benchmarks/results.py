@@ -1,0 +1,257 @@
+"""Files of one run directory: run.json, records, judgments, builds, the call log and the stores.
+
+Every JSONL file is append-only and written one whole line per `write` call, flushed at once, so an
+interrupted run leaves at most one torn last line; readers skip it and writers terminate it first.
+A run directory is deterministic, so running the same configuration again resumes it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from memforest.llm.calllog import CallLog, CallRecord
+
+SCHEMA_VERSION = 1
+REPO_DIR = Path(__file__).resolve().parent.parent
+PACKAGES = (
+    "memforest", "hydra-core", "omegaconf", "numpy", "faiss-cpu", "faiss-gpu-cu12", "torch",
+    "sentence-transformers", "transformers", "llama-cpp-python", "vllm", "httpx", "wandb",
+)
+log = logging.getLogger(__name__)
+
+
+class RunConflictError(RuntimeError):
+    """The run directory holds results of a different configuration."""
+
+
+# ---------------------------------------------------------------- JSONL
+
+
+class JsonlWriter:
+    """Appends one JSON object per line; each line is written and flushed in a single call."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._file = path.open("a", encoding="utf-8")
+        if path.stat().st_size and not _ends_with_newline(path):
+            self._file.write("\n")  # terminate a line torn by an interruption
+            self._file.flush()
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        line = json.dumps(row, ensure_ascii=False, default=str) + "\n"
+        with self._lock:
+            self._file.write(line)
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """All complete rows of a JSONL file (none if it does not exist); torn lines are skipped."""
+    if not path.exists():
+        return []
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                log.warning("%s:%d: skipping a torn line", path, number)
+    return rows
+
+
+def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- call log
+
+
+class RunCallLog(CallLog):
+    """A CallLog whose records also carry the harness context (instance, phase, question)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.context: dict[str, Any] = {}
+
+    def add(self, record: CallRecord) -> None:
+        record.tags = {**self.context, **record.tags}
+        super().add(record)
+
+
+# ---------------------------------------------------------------- provenance
+
+
+def git_info(repo: Path = REPO_DIR) -> dict[str, Any]:
+    """The commit of the code that produced a run, and whether the work tree had changes."""
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=30)
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    try:
+        sha = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        return {"sha": None, "dirty": None}
+    return {"sha": sha or None, "dirty": dirty if sha else None}
+
+
+def package_versions(names: Iterable[str] = PACKAGES) -> dict[str, str]:
+    """Installed versions of the packages that can change a result (absent ones are left out)."""
+    out = {"python": platform.python_version()}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+# ---------------------------------------------------------------- the run directory
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def safe_name(text: str) -> str:
+    """A file-name-safe form of an id (instance ids, judge labels)."""
+    return _UNSAFE.sub("_", text).strip("._")[:150] or "_"
+
+
+class RunFiles:
+    """The files of one run directory, opened for appending."""
+
+    def __init__(self, run_dir: str | Path, create: bool = True) -> None:
+        self.dir = Path(run_dir)
+        if create:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        self.run_json = self.dir / "run.json"
+        self.records_path = self.dir / "records.jsonl"
+        self.judgments_path = self.dir / "judgments.jsonl"
+        self.builds_path = self.dir / "builds.jsonl"
+        self.calls_path = self.dir / "llm_calls.jsonl"
+        self.summary_path = self.dir / "summary.md"
+        self.stores = self.dir / "stores"
+        self._writers: dict[Path, JsonlWriter] = {}
+        self._calls: RunCallLog | None = None
+
+    # ---- writers
+
+    def _writer(self, path: Path) -> JsonlWriter:
+        if path not in self._writers:
+            self._writers[path] = JsonlWriter(path)
+        return self._writers[path]
+
+    def add_record(self, row: Mapping[str, Any]) -> None:
+        self._writer(self.records_path).write(row)
+
+    def add_judgment(self, row: Mapping[str, Any], path: Path | None = None) -> None:
+        self._writer(path or self.judgments_path).write(row)
+
+    def add_build(self, row: Mapping[str, Any]) -> None:
+        self._writer(self.builds_path).write(row)
+
+    @property
+    def call_log(self) -> RunCallLog:
+        if self._calls is None:
+            self._calls = RunCallLog(self.calls_path)
+        return self._calls
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+        self._writers.clear()
+        if self._calls is not None:
+            self._calls.close()
+
+    # ---- readers
+
+    def records(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.records_path)
+
+    def builds(self) -> dict[str, dict[str, Any]]:
+        """The last build row of each instance."""
+        return {str(row["instance_id"]): row for row in read_jsonl(self.builds_path)}
+
+    def judgment_files(self) -> list[Path]:
+        return sorted(self.dir.glob("judgments*.jsonl"))
+
+    def judgments(self) -> list[dict[str, Any]]:
+        return [row for path in self.judgment_files() for row in read_jsonl(path)]
+
+    # ---- stores
+
+    def store_dir(self, instance_id: str) -> Path:
+        return self.stores / safe_name(instance_id)
+
+    def mark_store_complete(self, instance_id: str, build_id: str) -> None:
+        (self.store_dir(instance_id) / "COMPLETE").write_text(build_id, encoding="utf-8")
+
+    def store_complete(self, instance_id: str, build_id: str) -> bool:
+        marker = self.store_dir(instance_id) / "COMPLETE"
+        return marker.exists() and marker.read_text(encoding="utf-8").strip() == build_id
+
+    def clear_store(self, instance_id: str) -> Path:
+        path = self.store_dir(instance_id)
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+        return path
+
+    def remove_store(self, instance_id: str) -> None:
+        shutil.rmtree(self.store_dir(instance_id), ignore_errors=True)
+
+    # ---- run.json
+
+    def open_run(self, meta: dict[str, Any], fingerprint: dict[str, Any]) -> dict[str, Any]:
+        """Write run.json for a new run; for an existing one, check the fingerprint and log this start."""
+        invocation = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv[1:],
+                      "git": meta.get("git"), "config": meta.get("config")}
+        if self.run_json.exists():
+            run = json.loads(self.run_json.read_text(encoding="utf-8"))
+            if run.get("fingerprint") != fingerprint:
+                raise RunConflictError(_conflict_message(self.dir, run.get("fingerprint"), fingerprint))
+        else:
+            run = {"schema_version": SCHEMA_VERSION, **meta, "fingerprint": fingerprint, "invocations": []}
+        run["invocations"].append(invocation)
+        write_json_atomic(self.run_json, run)
+        return run
+
+    def load_run(self) -> dict[str, Any]:
+        if not self.run_json.exists():
+            raise FileNotFoundError(f"{self.run_json} not found: is {self.dir} a run directory?")
+        return json.loads(self.run_json.read_text(encoding="utf-8"))
+
+
+def _conflict_message(run_dir: Path, old: Any, new: dict[str, Any]) -> str:
+    changed = sorted(k for k in set(new) | set(old or {}) if (old or {}).get(k) != new.get(k))
+    return (
+        f"{run_dir} holds a run of another configuration (differs in: {', '.join(changed)}). "
+        "Choose another experiment_name (or seed), or remove the directory."
+    )

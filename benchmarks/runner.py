@@ -1,0 +1,377 @@
+"""The benchmark loop. Per instance: build (or reopen) the memory, then per question retrieve once,
+answer `attempts` times and judge, writing every result the moment it exists.
+
+The runner takes a plain, resolved configuration mapping (the Hydra app converts it); it knows
+nothing of Hydra. Finished (question, attempt) pairs and completed builds are skipped on a rerun.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from baselines.base import MemorySystem, Retrieval, SystemUnavailable
+from benchmarks import report
+from benchmarks.answering import answer_request
+from benchmarks.datasets import Dataset, Instance, Question, load_dataset
+from benchmarks.grading import chat_model, judge_rows, make_judge, make_scheduler
+from benchmarks.judging import Judge
+from benchmarks.metrics import dedupe
+from benchmarks.results import RunCallLog, RunFiles, git_info, package_versions, read_jsonl
+from benchmarks.systems import Models, attach, build_system, model_fields, needs_chat_model
+from benchmarks.wandb_logger import WandbLogger
+from memforest.config import EmbedderConfig, from_dict
+from memforest.errors import ModelError
+from memforest.llm.base import ChatModel, ChatResponse
+from memforest.llm.calllog import summarize
+from memforest.llm.factory import build_embedder
+from memforest.llm.scheduler import Scheduler
+
+Config = Mapping[str, Any]
+PairKey = tuple[str, int]
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------- the harness state
+
+
+@dataclass
+class Harness:
+    cfg: Config
+    files: RunFiles
+    dataset: Dataset
+    system: MemorySystem
+    answerer: Scheduler | None
+    judge: Judge | None
+    wandb: WandbLogger
+    records: dict[PairKey, dict[str, Any]] = field(default_factory=dict)
+    judged: set[PairKey] = field(default_factory=set)
+    builds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    closing: list[Any] = field(default_factory=list)  # schedulers and models to close, in order
+    bar: Any = None
+
+    @property
+    def call_log(self) -> RunCallLog:
+        return self.files.call_log
+
+    @property
+    def attempts(self) -> int:
+        return max(1, int(self.cfg["attempts"])) if self.answerer is not None else 1
+
+    def finished(self, key: PairKey) -> bool:
+        row = self.records.get(key)
+        if row is None or (row.get("error") and self.cfg.get("retry_errors", False)):
+            return False
+        return self.answerer is None or "response" in row
+
+    def close(self) -> None:
+        self.system.close()
+        for obj in self.closing:
+            obj.close()
+        self.wandb.finish()
+        self.files.close()
+
+
+def load_benchmark_dataset(cfg: Config) -> Dataset:
+    ids = cfg.get("instance_ids")
+    return load_dataset(str(cfg["name"]), path=cfg.get("path"), limit=cfg.get("limit"),
+                        instance_ids=list(ids) if ids is not None else None,
+                        include_adversarial=bool(cfg.get("include_adversarial", False)),
+                        cache_dir=cfg.get("cache_dir"))
+
+
+def fingerprint(cfg: Config, dataset: Dataset) -> dict[str, Any]:
+    """What must not change between the invocations that fill one run directory."""
+    emb = cfg["embedder"]
+    return {
+        "method": cfg["method"],
+        "llm_model": cfg["llm"]["model"],
+        "embedder": {k: emb.get(k) for k in ("model", "dim", "query_prefix")},
+        "dataset": dataset.name,
+        "dataset_sha256": dataset.sha256,
+        "seed": cfg["seed"],
+        "answer": {k: cfg["answer"].get(k) for k in ("max_tokens", "temperature")},
+    }
+
+
+def run_metadata(cfg: Config, dataset: Dataset) -> dict[str, Any]:
+    judge = cfg.get("judge") or {}
+    return {
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "git": git_info(),
+        "config": dict(cfg),
+        "packages": package_versions(),
+        "dataset": {"name": dataset.name, "kind": dataset.kind, "sha256": dataset.sha256,
+                    "source": dataset.source, "instances": len(dataset.instances),
+                    "questions": dataset.num_questions},
+        "models": {"llm": cfg["llm"]["model"], "embedder": cfg["embedder"]["model"],
+                   "judge": (judge.get("model") or {}).get("model") if judge.get("enabled") else None},
+    }
+
+
+def open_harness(cfg: Config, dataset: Dataset, files: RunFiles) -> Harness:
+    """Build the models the configuration needs (no chat model when nothing generates) and the system."""
+    answering = bool(cfg["answer"]["enabled"])
+    embedder = build_embedder(from_dict(EmbedderConfig, model_fields(cfg["embedder"])))
+    llm = chat_model(cfg["llm"]) if answering or needs_chat_model(cfg["method"]) else None
+    closing: list[Any] = []  # closed in this order: schedulers before their models
+    judge = open_judge(cfg, llm, files, closing) if answering else None
+    answerer = make_scheduler(llm, cfg["llm"], files.call_log) if answering and llm is not None else None
+    closing += [obj for obj in (answerer, llm, embedder) if obj is not None]
+    try:
+        system = build_system(cfg["method"], cfg["llm"], cfg["embedder"], Models(embedder, llm, files.call_log))
+    except BaseException:
+        for obj in closing:
+            obj.close()
+        raise
+    wandb = WandbLogger(cfg.get("wandb") or {}, files.dir, dict(cfg))
+    h = Harness(cfg, files, dataset, system, answerer, judge, wandb, closing=closing)
+    restore(h)
+    return h
+
+
+def open_judge(cfg: Config, llm: ChatModel | None, files: RunFiles, closing: list[Any]) -> Judge | None:
+    """The run's judge, on the backbone model when its model config is the backbone's."""
+    judge_cfg = cfg.get("judge") or {}
+    if not judge_cfg.get("enabled", False):
+        return None
+    same = llm is not None and model_fields(judge_cfg["model"]) == model_fields(cfg["llm"])
+    model = llm if same and llm is not None else chat_model(judge_cfg["model"])
+    judge, scheduler = make_judge(judge_cfg, model, files.call_log, "judge")
+    closing += [scheduler] if same else [scheduler, model]
+    return judge
+
+
+def restore(h: Harness) -> None:
+    """Load what earlier invocations finished: records, the run judge's verdicts, builds."""
+    for row in h.files.records():
+        h.records[(str(row["question_id"]), int(row["attempt"]))] = row
+    if h.judge is not None:
+        for row in read_jsonl(h.files.judgments_path):
+            if row.get("judge_id") == h.judge.judge_id:
+                h.judged.add((str(row["question_id"]), int(row["attempt"])))
+    h.builds = h.files.builds()
+
+
+# ---------------------------------------------------------------- the loop
+
+
+def run_benchmark(cfg: Config, run_dir: str | Path | None = None) -> dict[str, Any]:
+    """Run (or resume) one configuration; return the run summary, also written as summary.md."""
+    files = RunFiles(run_dir or cfg["run_dir"])
+    dataset = load_benchmark_dataset(cfg["dataset"])
+    files.open_run(run_metadata(cfg, dataset), fingerprint(cfg, dataset))
+    try:
+        h = open_harness(cfg, dataset, files)
+    except SystemUnavailable as exc:
+        return skipped(files, cfg, str(exc))
+    progress = bool(cfg.get("progress", True))
+    try:
+        pending = sum(not h.finished((q.question_id, a)) for _, q in dataset.questions() for a in range(h.attempts))
+        h.bar = tqdm(total=pending, desc="questions", unit="q", position=1, disable=not progress, leave=False)
+        for instance in tqdm(dataset.instances, desc="instances", unit="inst", position=0, disable=not progress):
+            run_instance(h, instance)
+        h.bar.close()
+        summary = report.write_summary(files, cfg)
+        h.wandb.log_summary(summary)
+    finally:
+        h.close()
+    print(summary["markdown"])
+    return summary
+
+
+def skipped(files: RunFiles, cfg: Config, reason: str) -> dict[str, Any]:
+    """A system that cannot run here: say why, in the log and in summary.md, and carry on (sweeps)."""
+    log.warning("%s skipped: %s", cfg["method"]["name"], reason)
+    text = f"## {cfg['method']['name']} on {cfg['dataset']['name']}: skipped\n\n{reason}\n"
+    files.summary_path.write_text(text, encoding="utf-8")
+    files.close()
+    print(text)
+    return {"skipped": reason, "markdown": text}
+
+
+def pending_pairs(h: Harness, instance: Instance) -> list[tuple[Question, list[int]]]:
+    out = []
+    for question in instance.questions:
+        attempts = [a for a in range(h.attempts) if not h.finished((question.question_id, a))]
+        if attempts:
+            out.append((question, attempts))
+    return out
+
+
+def run_instance(h: Harness, instance: Instance) -> None:
+    pending = pending_pairs(h, instance)
+    if pending:
+        build = ensure_memory(h, instance)
+        try:
+            for question, attempts in pending:
+                if build.get("error"):
+                    rows = failed_rows(h, instance, question, attempts, f"build: {build['error']}", build)
+                else:
+                    rows = ask(h, instance, question, attempts, build)
+                for row in rows:
+                    h.files.add_record(row)
+                    h.records[(row["question_id"], row["attempt"])] = row
+                    h.bar.update(1)
+                h.wandb.log_records(rows)
+        finally:
+            h.system.close()
+            h.call_log.context = {}
+        if not h.cfg.get("keep_stores", True):
+            h.files.remove_store(instance.instance_id)
+    judge_instance(h, instance)
+
+
+def ensure_memory(h: Harness, instance: Instance) -> dict[str, Any]:
+    """The instance's completed build, reopened; else a fresh build from an empty store."""
+    iid = instance.instance_id
+    prior = h.builds.get(iid)
+    reusable = prior is not None and not prior.get("error") and h.files.store_complete(iid, str(prior["build_id"]))
+    if reusable and attach(h.system, iid, h.files.store_dir(iid), instance.sessions):
+        return prior  # type: ignore[return-value]
+    return build_memory(h, instance, h.files.clear_store(iid))
+
+
+def build_memory(h: Harness, instance: Instance, workdir: Path) -> dict[str, Any]:
+    iid = instance.instance_id
+    h.call_log.context = {"instance": iid, "phase": "build"}
+    mark = len(h.call_log)
+    h.system.reset(iid, workdir)
+    start = time.perf_counter()
+    error, stats = None, {}
+    try:
+        stats = h.system.ingest(instance.sessions)
+    except ModelError as exc:
+        error = str(exc)
+        log.error("build of %s failed: %s", iid, exc)
+    seconds = time.perf_counter() - start
+    calls = [r for r in h.call_log.since(mark) if r.tags.get("instance") == iid]
+    h.call_log.context = {}
+    row = {
+        "build_id": uuid.uuid4().hex, "instance_id": iid, "method": h.cfg["method"]["name"],
+        "dataset": h.dataset.name, "sessions": len(instance.sessions), "turns": instance.num_turns,
+        "build_seconds": round(seconds, 4), "turns_per_second": round(instance.num_turns / seconds, 3),
+        "llm": summarize(calls), "system": stats, "error": error,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    if error is None:
+        h.files.mark_store_complete(iid, row["build_id"])
+    h.files.add_build(row)
+    h.builds[iid] = row
+    h.wandb.log_build(row)
+    return row
+
+
+# ---------------------------------------------------------------- one question
+
+
+def question_fields(h: Harness, instance: Instance, question: Question, build: Config) -> dict[str, Any]:
+    return {
+        "method": h.cfg["method"]["name"], "dataset": h.dataset.name, "instance_id": instance.instance_id,
+        "question_id": question.question_id, "category": question.category,
+        "abstention": question.abstention, "question": question.question, "answer": question.answer,
+        "question_date": question.question_date.isoformat() if question.question_date else None,
+        "evidence_sessions": list(question.evidence_sessions),
+        "evidence_turns": list(question.evidence_turns), "build_id": build.get("build_id"),
+    }
+
+
+def failed_rows(h: Harness, instance: Instance, question: Question, attempts: Sequence[int], error: str,
+                build: Config) -> list[dict[str, Any]]:
+    base = question_fields(h, instance, question, build)
+    extra = {"response": ""} if h.answerer is not None else {}
+    return [{**base, "attempt": a, **extra, "error": error} for a in attempts]
+
+
+def ask(h: Harness, instance: Instance, question: Question, attempts: Sequence[int],
+        build: Config) -> list[dict[str, Any]]:
+    """Retrieve once, then answer each pending attempt; one record per attempt."""
+    h.call_log.context = {"instance": instance.instance_id, "phase": "retrieve", "question": question.question_id}
+    mark = len(h.call_log)
+    start = time.perf_counter()
+    try:
+        retrieval = h.system.retrieve(question.question, question.question_date)
+    except ModelError as exc:
+        return failed_rows(h, instance, question, attempts, f"retrieval: {exc}", build)
+    seconds = time.perf_counter() - start
+    base = {**question_fields(h, instance, question, build), **retrieval_fields(retrieval),
+            "latency": {**retrieval.latency, "retrieve": round(seconds, 6)},
+            "retrieval_llm": summarize(h.call_log.since(mark)), "query_seconds": round(seconds, 6)}
+    if h.answerer is None:
+        return [{**base, "attempt": 0}]
+    h.call_log.context["phase"] = "answer"
+    return answer_attempts(h, question, base, attempts)
+
+
+def retrieval_fields(retrieval: Retrieval) -> dict[str, Any]:
+    """Evidence ranked by score (ties and unscored items keep the system's order) and its dataset ids.
+    The id lists are left out when the system exposes no provenance, so no recall is computed."""
+    items = list(enumerate(retrieval.evidence))
+    if all(e.score is not None for _, e in items):
+        items.sort(key=lambda pair: (-float(pair[1].score or 0.0), pair[0]))
+    ranked = [e for _, e in items]
+    out: dict[str, Any] = {
+        "context": retrieval.context,
+        "retrieved": [{"time": e.time, "score": e.score, "session_ids": e.session_ids, "turn_ids": e.turn_ids}
+                     for e in ranked],
+    }
+    if not ranked or any(e.session_ids for e in ranked):
+        out["retrieved_session_ids"] = dedupe(s for e in ranked for s in e.session_ids)
+    if not ranked or any(e.turn_ids for e in ranked):
+        out["retrieved_turn_ids"] = dedupe(t for e in ranked for t in e.turn_ids)
+    return out
+
+
+def answer_attempts(h: Harness, question: Question, base: dict[str, Any],
+                    attempts: Sequence[int]) -> list[dict[str, Any]]:
+    """Answer with the shared prompt (reference date = question date); attempt 0 is greedy."""
+    answer_cfg, seed = h.cfg["answer"], int(h.cfg["seed"])
+    requests = [
+        answer_request(h.dataset.kind, question.question, question.question_date, base["context"],
+                       max_tokens=int(answer_cfg["max_tokens"]), seed=seed * 1000 + a,
+                       temperature=0.0 if a == 0 else float(answer_cfg["temperature"]))
+        for a in attempts
+    ]
+    assert h.answerer is not None
+    start = time.perf_counter()
+    results = h.answerer.run(requests, tags={"op": "answer"})
+    seconds = time.perf_counter() - start
+    rows = []
+    for a, request, result in zip(attempts, requests, results, strict=True):
+        row = {**base, "attempt": a, "answer_prompt_id": request.prompt_id,
+               "answer_prompt_version": request.prompt_version, "temperature": request.temperature,
+               "seed": request.seed, "latency": {**base["latency"], "answer": round(seconds, 6)},
+               "query_seconds": round(base["query_seconds"] + seconds, 6)}
+        if isinstance(result, ChatResponse):
+            row.update(response=result.text.strip(), answer_usage=asdict(result.usage), model=result.model)
+        else:
+            row.update(response="", error=f"answer: {result}")
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------- judging
+
+
+def judge_instance(h: Harness, instance: Instance) -> None:
+    if h.judge is None:
+        return
+    rows = [row for q in instance.questions for a in range(h.attempts)
+            if (row := h.records.get((q.question_id, a))) is not None and "response" in row
+            and (q.question_id, a) not in h.judged]
+    if not rows:
+        return
+    h.call_log.context = {"instance": instance.instance_id, "phase": "judge"}
+    for verdict in judge_rows(h.judge, rows):
+        h.files.add_judgment(verdict.to_dict())
+        h.judged.add((verdict.question_id, verdict.attempt))
+    h.call_log.context = {}
+
+

@@ -1,0 +1,288 @@
+"""The benchmark harness end to end on the sample dataset, with the scripted model and hash embedder."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from baselines.base import SystemUnavailable
+from benchmarks import grading, runner, systems
+from benchmarks.app import compose_config, main, plain
+from benchmarks.datasets import load_dataset
+from benchmarks.results import RunFiles, read_jsonl
+from memforest.llm import testing
+from memforest.llm.base import ChatRequest
+
+FAKE_MODELS = ["llm.backend=scripted", "embedder.backend=hash", "embedder.dim=256"]
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def harness_responder(request: ChatRequest) -> Any:
+    """The scripted model's rules, plus answers (the first note) and judges (gold words in the response)."""
+    text = request.messages[-1]["content"]
+    if request.prompt_id.startswith("answer."):
+        notes = [line for line in text.split("\n\n")[0].splitlines()[1:] if line.strip()]
+        return notes[0] if notes else "I do not know."
+    if request.prompt_id.startswith("judge."):
+        gold = re.search(r"(?:Reference answer|Gold answer|Rubric|Note): (.*)", text)
+        response = re.search(r"Response to grade: (.*)", text)
+        words = set(re.findall(r"\w+", (gold.group(1) if gold else "").lower()))
+        hit = bool(words) and words <= set(re.findall(r"\w+", (response.group(1) if response else "").lower()))
+        if request.json_schema is not None:
+            return {"reason": "scripted", "label": "CORRECT" if hit else "WRONG"}
+        return "yes" if hit else "no"
+    return testing.rule_responder(request)
+
+
+@pytest.fixture(autouse=True)
+def scripted_harness_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = testing.ScriptedChatModel.__init__
+
+    def init(self: testing.ScriptedChatModel, responder: Any = None, **kwargs: Any) -> None:
+        original(self, responder or harness_responder, **kwargs)
+
+    monkeypatch.setattr(testing.ScriptedChatModel, "__init__", init)
+
+
+def config(tmp_path: Path, *overrides: str) -> dict[str, Any]:
+    return plain(compose_config([*FAKE_MODELS, f"output_root={tmp_path}", "progress=false", *overrides]))
+
+
+def run_dir_of(cfg: dict[str, Any]) -> Path:
+    return Path(cfg["run_dir"])
+
+
+def answer_calls(path: Path) -> list[dict[str, Any]]:
+    return [row for row in read_jsonl(path) if row["stage"] == "answer"]
+
+
+# ---------------------------------------------------------------- configs
+
+GROUPS = sorted(p.name for p in (Path(__file__).parent.parent / "configs").iterdir() if p.is_dir())
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (Path(__file__).parent.parent / "configs" / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize(("group", "option"), [(g, o) for g in GROUPS for o in options(g)])
+def test_every_config_group_composes_and_instantiates(group: str, option: str, tmp_path: Path) -> None:
+    cfg = plain(compose_config([f"{group}={option}", f"output_root={tmp_path}"]))
+    assert cfg["run_dir"].endswith(f"{cfg['method']['name']}/{cfg['llm']['name']}/seed{cfg['seed']}")
+    mf = systems.memforest_config(cfg["method"], cfg["llm"], cfg["embedder"])
+    assert mf.llm.model == cfg["llm"]["model"] and mf.embedder.dim == cfg["embedder"]["dim"]
+    grading.check_judge_config(cfg["judge"])
+    load_dataset(cfg["dataset"]["name"], path=FIXTURES / ("locomo_tiny.json" if cfg["dataset"]["name"] == "locomo"
+                                                         else "longmemeval_tiny.json"), limit=1)
+    if group == "method":
+        cfg = config(tmp_path, f"method={option}")
+        embedder = testing.HashEmbedder(256)
+        llm = testing.ScriptedChatModel() if systems.needs_chat_model(cfg["method"]) else None
+        try:
+            system = systems.build_system(cfg["method"], cfg["llm"], cfg["embedder"],
+                                          systems.Models(embedder, llm, RunFiles(tmp_path).call_log))
+        except SystemUnavailable as exc:  # a baseline that cannot run here says why
+            assert option in str(exc)
+            return
+        assert system.name == option
+        system.close()
+
+
+def test_model_groups_name_the_issue_backbones() -> None:
+    ids = {o: plain(compose_config([f"llm={o}"]))["llm"] for o in options("llm")}
+    assert ids["qwen3_4b"]["model"] == "Qwen/Qwen3-4B-Instruct-2507"
+    assert ids["qwen3_30b_a3b_server"]["backend"] == "openai"
+    assert ids["qwen3_30b_a3b_server"]["name"] == "qwen3_30b_a3b"
+    assert ids["gemma4_12b"]["backend"] == "vllm"
+    assert plain(compose_config(["dataset=locomo"]))["judge"]["id"] == "locomo-generous"
+    assert plain(compose_config(["dataset=locomo", "judge=strict"]))["judge"]["id"] == "strict"
+    judge_llm = plain(compose_config(["+llm@judge.model=qwen3_4b_server"]))["judge"]["model"]
+    assert judge_llm["backend"] == "openai"
+
+
+# ---------------------------------------------------------------- runs
+
+
+def test_full_run_on_the_sample_writes_every_file(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    summary = runner.run_benchmark(cfg)
+    out = run_dir_of(cfg)
+    assert out == tmp_path / "default/sample/memforest_embed/smollm2_cpu/seed0"
+    run = json.loads((out / "run.json").read_text())
+    assert run["schema_version"] == 1 and len(run["dataset"]["sha256"]) == 64
+    assert run["config"]["llm"]["backend"] == "scripted" and "numpy" in run["packages"]
+    records, verdicts, builds = (read_jsonl(out / f) for f in ("records.jsonl", "judgments.jsonl", "builds.jsonl"))
+    assert len(records) == 6 and len(verdicts) == 6 and len(builds) == 6
+    assert all(r["response"] and r["retrieved_session_ids"] for r in records)
+    assert all(b["llm"]["calls"] > 0 and b["turns_per_second"] > 0 for b in builds)
+    calls = read_jsonl(out / "llm_calls.jsonl")
+    assert {c["tags"]["phase"] for c in calls} == {"build", "answer", "judge"}
+    assert all(c["tags"]["instance"] for c in calls)
+    correct = sum(v["correct"] for v in verdicts)
+    judge = summary["judges"]["longmemeval (scripted)"]
+    assert judge["accuracy"] == pytest.approx(correct / 6)
+    text = (out / "summary.md").read_text()
+    assert "session recall_any@5" in text and "build seconds / instance" in text
+
+
+def test_interrupted_run_resumes_without_redoing_finished_pairs(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = config(tmp_path, "attempts=2")
+    original = RunFiles.add_record
+    written: list[int] = []
+
+    def add_record(self: RunFiles, row: dict[str, Any]) -> None:
+        if len(written) == 5:
+            raise KeyboardInterrupt  # the job is killed while writing the sixth record
+        written.append(1)
+        original(self, row)
+
+    monkeypatch.setattr(RunFiles, "add_record", add_record)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_benchmark(cfg)
+    out = run_dir_of(cfg)
+    before = len(answer_calls(out / "llm_calls.jsonl"))
+    assert len(read_jsonl(out / "records.jsonl")) == 5 and len(read_jsonl(out / "builds.jsonl")) == 3
+    monkeypatch.setattr(RunFiles, "add_record", original)
+    runner.run_benchmark(cfg)
+    records = read_jsonl(out / "records.jsonl")
+    pairs = [(r["question_id"], r["attempt"]) for r in records]
+    assert len(pairs) == len(set(pairs)) == 12
+    assert len(answer_calls(out / "llm_calls.jsonl")) - before == 12 - 5
+    builds = read_jsonl(out / "builds.jsonl")
+    assert len(builds) == 6  # the third instance's completed store was reopened, not rebuilt
+    assert {r["build_id"] for r in records} == {b["build_id"] for b in builds}
+    by_question: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_question.setdefault(r["question_id"], []).append(r)
+    for first, second in by_question.values():  # the reopened store retrieves exactly what the fresh one did
+        assert first["retrieved_turn_ids"] == second["retrieved_turn_ids"]
+        assert first["retrieved_session_ids"] == second["retrieved_session_ids"]
+    assert len(read_jsonl(out / "judgments.jsonl")) == 12
+
+
+def test_incomplete_store_is_rebuilt_from_scratch(tmp_path: Path) -> None:
+    cfg = config(tmp_path, "dataset.limit=1", "answer.enabled=false")
+    runner.run_benchmark(cfg)
+    out = run_dir_of(cfg)
+    files = RunFiles(out)
+    iid = next(iter(files.builds()))
+    (files.store_dir(iid) / "COMPLETE").unlink()
+    (out / "records.jsonl").unlink()
+    runner.run_benchmark(cfg)
+    assert len(read_jsonl(out / "builds.jsonl")) == 2
+    assert (files.store_dir(iid) / "COMPLETE").read_text() == read_jsonl(out / "builds.jsonl")[-1]["build_id"]
+
+
+def test_rejudging_writes_new_verdicts_without_touching_memory(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = config(tmp_path)
+    runner.run_benchmark(cfg)
+    out = run_dir_of(cfg)
+    records_before = (out / "records.jsonl").read_bytes()
+    stores_before = sorted((p, p.stat().st_mtime_ns) for p in (out / "stores").rglob("*"))
+
+    def no_memory(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("re-judging must not build a memory system")
+
+    monkeypatch.setattr(systems, "build_system", no_memory)
+    monkeypatch.setattr(runner, "build_system", no_memory)
+    monkeypatch.setattr(sys, "argv", ["memforest-bench", "judge", str(out), "judge=strict"])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == 0
+    verdicts = read_jsonl(out / "judgments.strict.scripted.jsonl")
+    assert len(verdicts) == 6 and {v["judge_id"] for v in verdicts} == {"strict"}
+    assert {v["prompt_id"] for v in verdicts} <= {"judge.strict", "judge.abstention"}
+    assert (out / "records.jsonl").read_bytes() == records_before
+    assert sorted((p, p.stat().st_mtime_ns) for p in (out / "stores").rglob("*")) == stores_before
+    assert "strict (scripted)" in (out / "summary.md").read_text()
+
+
+def test_generator_free_method_runs_without_a_chat_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_chat_model(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("no chat model may be built")
+
+    monkeypatch.setattr(grading, "build_chat_model", no_chat_model)
+    monkeypatch.setattr("memforest.api.build_chat_model", no_chat_model)
+    cfg = config(tmp_path, "method=memforest_sessions", "answer.enabled=false", "judge.enabled=false")
+    summary = runner.run_benchmark(cfg)
+    out = run_dir_of(cfg)
+    records = read_jsonl(out / "records.jsonl")
+    assert len(records) == 6 and not any("response" in r for r in records)
+    assert not (out / "llm_calls.jsonl").read_text().strip()
+    assert all(b["llm"]["calls"] == 0 and b["system"]["new_facts"] == 0 for b in read_jsonl(out / "builds.jsonl"))
+    assert summary["retrieval"]["session"]["questions"] == 5  # the abstention question has no gold
+    assert summary["judges"] == {}
+
+
+def test_locomo_runs_report_evidence_recall(tmp_path: Path) -> None:
+    cfg = config(tmp_path, "dataset=locomo", f"dataset.path={FIXTURES / 'locomo_tiny.json'}", "attempts=2")
+    summary = runner.run_benchmark(cfg)
+    assert "evidence recall@5 (dia ids)" in summary["markdown"]
+    judge = next(iter(summary["judges"].values()))
+    assert set(judge["pass_at_k"]) == {"1", "2"}
+    verdicts = read_jsonl(run_dir_of(cfg) / "judgments.jsonl")
+    assert {v["judge_id"] for v in verdicts} == {"locomo-generous"}
+
+
+def test_hydra_app_runs_the_quick_experiment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["memforest-bench", "experiment=quick", *FAKE_MODELS, "progress=false"])
+    main()
+    out = tmp_path / "results/quick/sample/memforest_embed/smollm2_cpu/seed0"
+    assert len(read_jsonl(out / "records.jsonl")) == 2
+    assert (tmp_path / "results/hydra").is_dir()
+
+
+def test_an_unavailable_system_is_reported_as_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def unavailable(*args: Any, **kwargs: Any) -> None:
+        raise SystemUnavailable("memforest_embed: not installed here")
+
+    monkeypatch.setattr(runner, "build_system", unavailable)
+    cfg = config(tmp_path, "dataset.limit=1")
+    assert runner.run_benchmark(cfg)["skipped"] == "memforest_embed: not installed here"
+    assert "skipped" in (run_dir_of(cfg) / "summary.md").read_text()
+
+
+def test_a_run_directory_refuses_another_configuration(tmp_path: Path) -> None:
+    runner.run_benchmark(config(tmp_path, "dataset.limit=1", "answer.enabled=false"))
+    with pytest.raises(RuntimeError, match="another configuration"):
+        runner.run_benchmark(config(tmp_path, "dataset.limit=1", "answer.enabled=false", "embedder.dim=128"))
+
+
+def test_wandb_stays_optional(tmp_path: Path) -> None:
+    from benchmarks.wandb_logger import WandbLogger
+
+    assert "wandb" not in sys.modules
+    WandbLogger({"enabled": False}, tmp_path, {}).log_summary({"accuracy": 1.0})
+    if "wandb" not in sys.modules:
+        try:
+            import wandb  # noqa: F401
+        except ImportError:
+            with pytest.raises(RuntimeError, match="memforest\\[wandb\\]"):
+                WandbLogger({"enabled": True}, tmp_path, {})
+
+
+@pytest.mark.slow
+def test_sample_instance_with_the_embedded_cpu_stack(tmp_path: Path) -> None:
+    cfg = plain(compose_config([f"output_root={tmp_path}", "progress=false", "dataset.limit=1"]))
+    summary = runner.run_benchmark(cfg)
+    assert summary["build"]["instances"] == 1 and summary["query"]["questions"] == 1
+
+
+def test_rejudge_config_follows_the_run_unless_told_otherwise(tmp_path: Path) -> None:
+    from benchmarks.app import judge_config
+
+    stored = config(tmp_path, "dataset=locomo")
+    stored["llm"]["model"] = "the-run-backbone"
+    judge = judge_config(stored, [])
+    assert judge["id"] == "locomo-generous" and judge["model"]["model"] == "the-run-backbone"
+    other = judge_config(stored, ["judge=strict", "llm=qwen3_30b_a3b_server"])
+    assert other["id"] == "strict" and other["model"]["model"] == "Qwen/Qwen3-30B-A3B-Instruct-2507"
+    assert other["model"]["seed"] == stored["seed"]
