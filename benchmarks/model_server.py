@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import numpy as np
 
+from benchmarks.loopback import LoopbackServer
 from memforest.llm.base import (
     ChatModel,
     ChatRequest,
@@ -36,7 +36,7 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-class ModelServer:
+class ModelServer(LoopbackServer):
     """Serves `embedder` and/or `chat` on `host:port` (0 = a free port)."""
 
     def __init__(self, embedder: Embedder | None = None, chat: ChatModel | None = None, *,
@@ -47,29 +47,7 @@ class ModelServer:
         self.embedder, self.chat = embedder, chat
         self.model_name = model_name or (chat.name if chat is not None else embedder.name)  # type: ignore[union-attr]
         self.token_counter = token_counter
-        self._server = ThreadingHTTPServer((host, port), _handler_for(self))
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
-        self.base_url = f"http://{host}:{self._server.server_address[1]}/v1"
-
-    def __enter__(self) -> ModelServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def start(self) -> ModelServer:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._server.serve_forever, name="model-server", daemon=True)
-            self._thread.start()
-        return self
-
-    def close(self) -> None:
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(timeout=10)
-            self._thread = None
-        self._server.server_close()
+        self._listen(host, port, _handler_for(self))
 
     def embeddings(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if self.embedder is None:

@@ -16,18 +16,19 @@ import itertools
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
 
+from benchmarks.loopback import LoopbackServer
 from memforest.llm.calllog import CallLog, CallRecord
 
 ROUTES = {"/chat/completions": "chat", "/completions": "chat", "/embeddings": "embed", "/models": "models"}
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "host"}
 
 
-class LoggingProxy:
+class LoggingProxy(LoopbackServer):
     """A loopback HTTP server forwarding the OpenAI routes and logging each call into `call_log`.
 
     `phase` and `system` may be changed between requests; each record carries the values current when
@@ -57,29 +58,10 @@ class LoggingProxy:
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._in_flight = 0
-        self._server = ThreadingHTTPServer((host, port), _handler_for(self))
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
-        self.base_url = f"http://{host}:{self._server.server_address[1]}/v1"
-
-    def __enter__(self) -> LoggingProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def start(self) -> LoggingProxy:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._server.serve_forever, name="logging-proxy", daemon=True)
-            self._thread.start()
-        return self
+        self._listen(host, port, _handler_for(self))
 
     def close(self) -> None:
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(timeout=10)
-            self._thread = None
-        self._server.server_close()
+        super().close()
         self._client.close()
 
     # ------------------------------------------------------------------ one request
@@ -166,6 +148,7 @@ def _handler_for(proxy: LoggingProxy) -> type[BaseHTTPRequestHandler]:
                 self._passthrough(method, route, raw)
                 return
             body, request, tags = proxy.prepare(route, raw)
+            tags = {**tags, "system": proxy.system, "phase": proxy.phase}  # as they are when the request arrives
             in_flight, started = proxy.enter(), time.time()
             status, usage, finish, error = 502, None, None, None
             try:

@@ -105,7 +105,8 @@ def test_proxy_forwards_and_records_usage(fake_upstream: str) -> None:
     assert resp.status_code == 200 and resp.json()["choices"][0]["message"]["content"] == "hi"
     assert emb.status_code == 200 and len(emb.json()["data"]) == 2
     assert models.status_code == 200
-    chat_rec, embed_rec = log.records  # /models is forwarded but not a model call
+    assert len(log.records) == 2  # /models is forwarded but not a model call
+    chat_rec, embed_rec = sorted(log.records, key=lambda r: r.stage)
     assert (chat_rec.stage, chat_rec.tags["phase"], chat_rec.tags["system"]) == ("chat", "ingest", "fake-system")
     assert (chat_rec.prompt_tokens, chat_rec.cached_prompt_tokens, chat_rec.completion_tokens) == (11, 3, 5)
     assert chat_rec.finish_reason == "stop" and chat_rec.error is None and chat_rec.end >= chat_rec.start
