@@ -11,9 +11,9 @@ import itertools
 import json
 import threading
 import time
-from dataclasses import replace
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from memforest.errors import ModelError
