@@ -47,6 +47,8 @@ class EmbedderConfig:
     dim: int = 384
     batch_size: int = 64
     device: str = "cpu"
+    threads: int = 0  # torch threads while encoding on the CPU; 0 = every core
+    dtype: str = "float32"  # float32 | bfloat16 (autocast on the CPU)
     query_prefix: str = ""  # e.g. an instruction prefix for Qwen3-Embedding queries
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"

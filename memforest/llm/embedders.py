@@ -42,6 +42,7 @@ class SentenceTransformerEmbedder:
     def __init__(self, cfg: EmbedderConfig) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
+            import torch
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise ConfigError("sentence-transformers is not installed: pip install 'memforest[cpu]'") from exc
@@ -49,6 +50,10 @@ class SentenceTransformerEmbedder:
         self.cfg = cfg
         self.name = cfg.model
         self._lock = threading.Lock()
+        self._torch = torch
+        self._threads = cfg.threads or os.cpu_count() or 1
+        if cfg.dtype not in ("float32", "bfloat16"):
+            raise ConfigError(f"embedder dtype {cfg.dtype!r}: use float32 or bfloat16")
         self._model: Any = SentenceTransformer(path, device=cfg.device)
         getter = (
             getattr(self._model, "get_embedding_dimension", None)
@@ -62,7 +67,10 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: Sequence[str], kind: EmbedKind = "passage") -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
+        torch = self._torch
+        with self._lock, torch.autocast("cpu", torch.bfloat16, enabled=self.cfg.dtype == "bfloat16"):
+            # OpenMP thread counts are shared with faiss (one thread for single-query search)
+            torch.set_num_threads(self._threads)
             vectors = self._model.encode(
                 _with_prefix(texts, kind, self.cfg.query_prefix),
                 batch_size=self.cfg.batch_size,
