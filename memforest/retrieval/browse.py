@@ -96,12 +96,14 @@ def llm_browse(
     units: dict[NodeKey, float] = {}
     frontiers: list[list[NodeKey]] = []
     for tree_id, query in plans:
-        root = (tree_id, snap.state.trees[tree_id].tree.root)
-        if _level(snap, root) <= stop_level:  # type: ignore[arg-type]
-            units[root] = max(units.get(root, -1.0), float(snap.state.nodes[root].embedding @ qvec_of[query]))  # type: ignore[index]
+        root_id = snap.state.trees[tree_id].tree.root
+        assert root_id is not None, f"{tree_id} is empty"
+        root = (tree_id, root_id)
+        if _level(snap, root) <= stop_level:
+            units[root] = max(units.get(root, -1.0), float(snap.state.nodes[root].embedding @ qvec_of[query]))
             frontiers.append([])
         else:
-            frontiers.append([root])  # type: ignore[list-item]
+            frontiers.append([root])
     path: list[dict[str, Any]] = []
     depth = 0
     while any(frontiers):
