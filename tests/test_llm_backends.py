@@ -6,9 +6,6 @@ import importlib.util
 import json
 import os
 import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -136,39 +133,12 @@ def test_llamacpp_truncation_is_invalid_output_in_place(llama_pool: LlamaCppChat
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A llama_cpp.server on a free loopback port, serving the packaged GGUF; yields its /v1 URL."""
-    port = free_port()
+    from benchmarks.llama_server import LlamaCppServer
+
     log_path = tmp_path_factory.mktemp("server") / "server.log"
-    command = [
-        sys.executable, "-m", "llama_cpp.server",
-        "--model", packaged_gguf_path(), "--model_alias", LLMConfig().model,
-        "--host", "127.0.0.1", "--port", str(port),
-        "--n_threads", "1", "--n_threads_batch", "1", "--n_ctx", "2048",
-        "--interrupt_requests", "false",
-    ]  # fmt: skip
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited with {proc.returncode}:\n{log_path.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{base_url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"server not ready in 90 s:\n{log_path.read_text()[-2000:]}")
-            time.sleep(0.3)
-        yield base_url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+    with LlamaCppServer(packaged_gguf_path(), LLMConfig().model, n_ctx=2048, log_path=log_path,
+                        ready_timeout_s=90) as server:
+        yield server.base_url
 
 
 @pytest.fixture
