@@ -55,5 +55,12 @@ class MemorySystem(Protocol):
         """Release models, servers and files."""
 
 
+class Reattachable(Protocol):
+    """Optional: a system whose finished store can be reopened, so a resumed run skips its build."""
+
+    def attach(self, instance_id: str, workdir: Path, sessions: Sequence[Session]) -> None:
+        """Open the memory that an earlier `reset` + `ingest` left under `workdir`."""
+
+
 def render_evidence(items: Sequence[EvidenceItem]) -> str:
     return "\n".join(f"[{e.time}] {' '.join(e.text.split())}" if e.time else " ".join(e.text.split()) for e in items)

@@ -115,4 +115,5 @@ def answer_request(
         max_tokens=max_tokens,
         temperature=temperature,
         seed=seed,
+        allow_truncation=True,
     )

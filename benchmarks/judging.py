@@ -314,7 +314,8 @@ class Judge:
                 messages=({"role": "user", "content": text},),
                 stage="judge",
                 prompt_id="judge.longmemeval.official",
-                max_tokens=10,
+                max_tokens=10,  # as the official evaluation script: only whether "yes" appears matters
+                allow_truncation=True,
             )
             return PreparedRequest(request, "contains_yes", source, sha)
         prompt = self.prompt_for(item)
@@ -327,6 +328,7 @@ class Judge:
             prompt_version=prompt.version,
             json_schema=schema,
             max_tokens=self.max_tokens,
+            allow_truncation=schema is None,
         )
         return PreparedRequest(request, prompt.output, "builtin", None)
 

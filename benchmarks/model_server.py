@@ -89,7 +89,7 @@ class ModelServer(LoopbackServer):
             stage="served", prompt_id="external", json_schema=schema,
             max_tokens=int(request.get("max_tokens") or request.get("max_completion_tokens") or 512),
             temperature=float(request.get("temperature") or 0.0), top_p=float(request.get("top_p") or 1.0),
-            seed=request.get("seed"))
+            seed=request.get("seed"), allow_truncation=True)  # as any server: the client sees finish_reason
         [result] = self.chat.generate([chat_request])
         if isinstance(result, Exception):
             status = 503 if isinstance(result, TransientModelError) else 500

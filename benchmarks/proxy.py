@@ -12,7 +12,6 @@ the stream when the server sends it (else the record has zero tokens and `tags["
 
 from __future__ import annotations
 
-import itertools
 import json
 import threading
 import time
@@ -55,7 +54,6 @@ class LoggingProxy(LoopbackServer):
         self.phase: str | None = None
         self.max_tokens_cap = max_tokens_cap
         self._client = httpx.Client(timeout=timeout_s)
-        self._ids = itertools.count()
         self._lock = threading.Lock()
         self._in_flight = 0
         self._listen(host, port, _handler_for(self))
@@ -102,7 +100,7 @@ class LoggingProxy(LoopbackServer):
         usage = usage or {}
         details = usage.get("prompt_tokens_details") or {}
         self.call_log.add(CallRecord(
-            id=next(self._ids), stage=ROUTES[route], prompt_id=f"external:{route.strip('/')}", prompt_version=0,
+            id=self.call_log.next_id(), stage=ROUTES[route], prompt_id=f"external:{route.strip('/')}", prompt_version=0,
             wave=0, level=0, start=started, end=time.time(),
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             cached_prompt_tokens=int(details.get("cached_tokens") or 0),

@@ -90,19 +90,8 @@ def _memforest_needs_llm(method: Config) -> bool:
     return bool(method.get("generate", True)) or method.get("mode", "embed") == "planner"
 
 
-class ReattachableMemForest(MemForestSystem):
-    """MemForestSystem that can reopen a finished store, restoring its dataset-id maps."""
-
-    def attach(self, instance_id: str, workdir: Path, sessions: Sequence[Session]) -> None:
-        self.reset(instance_id, workdir)
-        for session in sessions:
-            sid = self._safe_id(session.session_id)
-            for index, turn in enumerate(session.turns):
-                self._turn_ids[(sid, index)] = turn.turn_id
-
-
 def _build_memforest(method: Config, llm: Config, embedder: Config, models: Models) -> MemorySystem:
-    return ReattachableMemForest(
+    return MemForestSystem(
         memforest_config(method, llm, embedder),
         models.llm,
         models.embedder,

@@ -72,7 +72,7 @@ def test_invalid_json_gets_bounded_retries():
     assert isinstance(out, ModelError)
     assert len(calls) == 3
     (rec,) = sched.log.records
-    assert rec.retries == 2 and "invalid JSON" in rec.error
+    assert rec.retries == 2 and "not valid JSON" in rec.error
     with pytest.raises(ModelError):
         sched.run_strict([req(1)])
 
@@ -92,6 +92,24 @@ def test_truncation_is_a_failure_and_fatal_errors_are_not_retried():
     assert isinstance(fatal, ModelError)
     fatal_rec = next(r for r in sched.log.records if r.stage == "fatal")
     assert fatal_rec.retries == 0
+
+
+def test_free_text_may_be_truncated_when_the_request_allows_it():
+    from dataclasses import replace
+
+    from memforest.llm.base import ChatResponse
+
+    class Model(ScriptedChatModel):
+        def _one(self, request):
+            return ChatResponse("The answer is Lis", finish_reason="length")
+
+    sched = Scheduler(Model(), concurrency=1, json_retries=2)
+    free = replace(req(0, stage="answer", schema=None), allow_truncation=True)
+    kept, strict = sched.run([free, req(1, stage="answer", schema=None)])
+    assert not isinstance(kept, ModelError) and kept.text == "The answer is Lis"
+    assert isinstance(strict, ModelError) and "truncated" in str(strict)
+    by_stage = [r for r in sched.log.records if r.error is None]
+    assert len(by_stage) == 1 and by_stage[0].retries == 0
 
 
 def test_batched_backend_gets_whole_waves():
@@ -157,3 +175,25 @@ def test_retries_after_invalid_output_resample():
     assert not isinstance(out, ModelError)
     assert seen[0] == (0.0, None) and seen[1][0] >= 0.7 and seen[1][1] is not None
     assert sched.log.records[0].retries == 1
+
+
+def test_schedulers_sharing_a_log_number_calls_and_waves_uniquely(tmp_path):
+    path = tmp_path / "calls.jsonl"
+    log = CallLog(path)
+    first = Scheduler(ScriptedChatModel(lambda r: {"x": 1}), concurrency=2, log=log)
+    second = Scheduler(ScriptedChatModel(lambda r: {"x": 2}), concurrency=2, log=log)
+    first.run([req(i) for i in range(3)])
+    second.run([req(i) for i in range(3)])
+    ids = [r.id for r in log.records]
+    assert sorted(ids) == list(range(1, 7))
+    assert len({r.wave for r in log.records}) == 4  # two waves each, none shared
+    log.close()
+    with path.open("a") as f:
+        f.write('{"id": 99, "wa')  # a line torn by a crash
+    reopened = CallLog(path)
+    Scheduler(ScriptedChatModel(lambda r: {"x": 3}), log=reopened).run([req(0)])
+    assert reopened.records[0].id == 7 and reopened.records[0].wave == 5
+    reopened.close()
+    lines = path.read_text().splitlines()
+    assert lines[-2] == '{"id": 99, "wa' and json.loads(lines[-1])["id"] == 7
+    assert [r.id for r in read_log(path)] == [*range(1, 7), 7]

@@ -46,6 +46,15 @@ class MemForestSystem:
                                 call_log=self.log, generate=self.generate)
         self._turn_ids, self._session_ids = {}, {}
 
+    def attach(self, instance_id: str, workdir: Path, sessions: Sequence[Session]) -> None:
+        """Reopen the finished store of an instance instead of rebuilding it (a resumed run), restoring
+        the maps from stored ids back to the dataset's session and turn ids."""
+        self.reset(instance_id, workdir)
+        for session in sessions:
+            sid = self._safe_id(session.session_id)
+            for index, turn in enumerate(session.turns):
+                self._turn_ids[(sid, index)] = turn.turn_id
+
     def ingest(self, sessions: Sequence[Session]) -> dict[str, Any]:
         assert self.forest is not None, "reset() first"
         payload = []

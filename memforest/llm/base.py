@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+import json
+
 import numpy as np
 
 Message = dict[str, str]
@@ -24,6 +26,7 @@ class ChatRequest:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int | None = None
+    allow_truncation: bool = False  # free text (answers): a reply cut at max_tokens is kept as it is
 
     def sampling(self) -> dict[str, Any]:
         """OpenAI-style sampling arguments (max_tokens, temperature, top_p, seed when set)."""
@@ -60,6 +63,22 @@ class TransientModelError(Exception):
 
 class InvalidOutputError(Exception):
     """The model answered, but not with what was asked (truncated, invalid JSON)."""
+
+
+def check_response(request: ChatRequest, response: ChatResponse) -> ChatResponse | InvalidOutputError:
+    """The response, or an InvalidOutputError if it was truncated (unless the request allows it) or is
+    not the JSON asked for."""
+    if response.finish_reason == "length" and not request.allow_truncation:
+        return InvalidOutputError(
+            f"{request.stage}: output truncated at max_tokens={request.max_tokens} "
+            f"({response.usage.completion_tokens} tokens)"
+        )
+    if request.json_schema is not None:
+        try:
+            json.loads(response.text, strict=False)
+        except ValueError as exc:
+            return InvalidOutputError(f"{request.stage}: output is not valid JSON: {exc}")
+    return response
 
 
 @runtime_checkable

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import logging
 import threading
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -36,16 +40,34 @@ class CallRecord:
 
 
 class CallLog:
-    """Thread-safe collector of call records, mirrored to a JSONL file when a path is given."""
+    """Thread-safe collector of call records, mirrored to a JSONL file when a path is given.
+
+    The log hands out call and wave ids, so that every scheduler and proxy writing to one log numbers
+    its records uniquely; a log reopened on an existing file continues after the ids already there."""
 
     def __init__(self, path: str | Path | None = None) -> None:
         self._lock = threading.Lock()
         self.records: list[CallRecord] = []
         self.path = Path(path) if path else None
         self._file = None
+        last_id = last_wave = 0
         if self.path:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():
+                last_id, last_wave = _last_ids(self.path)
             self._file = self.path.open("a", encoding="utf-8", buffering=1)
+            if self._file.tell() and not _ends_with_newline(self.path):
+                self._file.write("\n")  # end a line torn by a crash, so the next record starts clean
+        self._ids = itertools.count(last_id + 1)
+        self._waves = itertools.count(last_wave + 1)
+
+    def next_id(self) -> int:
+        with self._lock:
+            return next(self._ids)
+
+    def next_wave(self) -> int:
+        with self._lock:
+            return next(self._waves)
 
     def add(self, record: CallRecord) -> None:
         with self._lock:
@@ -67,12 +89,39 @@ class CallLog:
                 self._file = None
 
 
+def _last_ids(path: Path) -> tuple[int, int]:
+    """The largest call and wave ids in a JSONL call log; a torn last line (a crash mid-write) is skipped."""
+    last_id = last_wave = 0
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            last_id = max(last_id, int(row.get("id") or 0))
+            last_wave = max(last_wave, int(row.get("wave") or 0))
+    return last_id, last_wave
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as f:
+        f.seek(-1, 2)
+        return f.read(1) == b"\n"
+
+
 def read_log(path: str | Path) -> list[CallRecord]:
-    out = []
+    """The records of a JSONL call log; lines torn by a crash are skipped with a warning."""
+    out, torn = [], 0
     with Path(path).open(encoding="utf-8") as f:
         for line in f:
-            if line.strip():
+            if not line.strip():
+                continue
+            try:
                 out.append(CallRecord(**json.loads(line)))
+            except (ValueError, TypeError):
+                torn += 1
+    if torn:
+        logger.warning("%s: skipped %d torn line(s)", path, torn)
     return out
 
 

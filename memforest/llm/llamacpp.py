@@ -14,8 +14,7 @@ from typing import Any
 
 from memforest.config import LLMConfig
 from memforest.errors import ConfigError
-from memforest.llm.base import ChatRequest, ChatResponse, Usage
-from memforest.llm.openai_compat import check_response
+from memforest.llm.base import ChatRequest, ChatResponse, Usage, check_response
 
 INSTALL_HINT = "pip install 'memforest[cpu]'"
 

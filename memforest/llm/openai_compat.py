@@ -16,6 +16,7 @@ from memforest.llm.base import (
     InvalidOutputError,
     TransientModelError,
     Usage,
+    check_response,
 )
 
 if TYPE_CHECKING:
@@ -24,21 +25,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 BASE_URL_ENV = "MEMFOREST_LLM_BASE_URL"
-
-
-def check_response(request: ChatRequest, response: ChatResponse) -> ChatResponse | Exception:
-    """The response, or an InvalidOutputError if it was truncated or is not the JSON asked for."""
-    if response.finish_reason == "length":
-        return InvalidOutputError(
-            f"{request.stage}: output truncated at max_tokens={request.max_tokens} "
-            f"({response.usage.completion_tokens} tokens)"
-        )
-    if request.json_schema is not None:
-        try:
-            json.loads(response.text, strict=False)
-        except ValueError as exc:
-            return InvalidOutputError(f"{request.stage}: output is not valid JSON: {exc}")
-    return response
 
 
 def http_error(exc: Exception) -> Exception:

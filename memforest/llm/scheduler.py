@@ -7,7 +7,6 @@ labelled with their dependency `level`.
 
 from __future__ import annotations
 
-import itertools
 import json
 import threading
 import time
@@ -24,6 +23,7 @@ from memforest.llm.base import (
     InvalidOutputError,
     TransientModelError,
     Usage,
+    check_response,
 )
 from memforest.llm.calllog import CallLog, CallRecord
 
@@ -44,8 +44,6 @@ class Scheduler:
         self.max_retries = max_retries
         self.json_retries = json_retries
         self.backoff_s = backoff_s
-        self._ids = itertools.count(1)
-        self._waves = itertools.count(1)
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="memforest-llm")
         self.busy_seconds = 0.0  # wall time spent inside `run`, summed over calls
@@ -71,7 +69,7 @@ class Scheduler:
         for start in range(0, len(requests), self.concurrency):
             wave = requests[start : start + self.concurrency]
             with self._lock:
-                wave_id = next(self._waves)
+                wave_id = self.log.next_wave()
             if self.model.batched:
                 results.extend(self._run_batched(wave, wave_id, level, tags or {}))
             else:
@@ -100,10 +98,7 @@ class Scheduler:
             result = self.model.generate([attempt])[0]
             if isinstance(result, ChatResponse):
                 usage += result.usage
-                try:
-                    _check(request, result)
-                except InvalidOutputError as e:
-                    result = e
+                result = check_response(request, result)
             kind = _failure_kind(result)
             if kind is None:
                 assert isinstance(result, ChatResponse)
@@ -137,10 +132,7 @@ class Scheduler:
             for i, out in zip(pending, outs):
                 if isinstance(out, ChatResponse):
                     usages[i] += out.usage
-                    try:
-                        _check(wave[i], out)
-                    except InvalidOutputError as e:
-                        out = e
+                    out = check_response(wave[i], out)
                 results[i] = out
                 kind = _failure_kind(out)
                 limit = self.max_retries if kind == "transient" else self.json_retries
@@ -176,7 +168,7 @@ class Scheduler:
     ) -> None:
         self.log.add(
             CallRecord(
-                id=next(self._ids),
+                id=self.log.next_id(),
                 stage=request.stage,
                 prompt_id=request.prompt_id,
                 prompt_version=request.prompt_version,
@@ -204,16 +196,6 @@ def resample(request: ChatRequest, attempt: int) -> ChatRequest:
     retries sample (temperature at least RETRY_TEMPERATURE) with a seed that differs per attempt."""
     return replace(request, temperature=max(request.temperature, RETRY_TEMPERATURE),
                    seed=(request.seed or 0) + attempt)
-
-
-def _check(request: ChatRequest, response: ChatResponse) -> None:
-    if response.finish_reason == "length":
-        raise InvalidOutputError("output truncated at max_tokens")
-    if request.json_schema is not None:
-        try:
-            json.loads(response.text, strict=False)
-        except ValueError as e:
-            raise InvalidOutputError(f"invalid JSON: {e}") from None
 
 
 def _failure_kind(result: object) -> str | None:
