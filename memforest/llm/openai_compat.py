@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Sequence
@@ -13,7 +12,6 @@ from memforest.errors import ConfigError
 from memforest.llm.base import (
     ChatRequest,
     ChatResponse,
-    InvalidOutputError,
     TransientModelError,
     Usage,
     check_response,
