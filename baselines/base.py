@@ -33,6 +33,7 @@ class Retrieval:
     evidence: list[EvidenceItem]
     latency: dict[str, float] = field(default_factory=dict)
     trace: dict[str, Any] = field(default_factory=dict)
+    ranked: bool = True  # False: the evidence is everything kept, in time order (no recall@k is reported)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -5,6 +5,7 @@
     memforest-bench judge RUN_DIR [overrides...]   re-judge the stored answers of a run, e.g.
         memforest-bench judge results/main/longmemeval_s/memforest_embed/qwen3_4b/seed0 \
             judge=strict llm=qwen3_30b_a3b_server
+    memforest-bench compare RUN_DIR...             stored runs side by side (a sweep prints this itself)
 
 The configs live in the repository's top-level `configs/`, outside the Python package: the app finds
 them relative to this file, which works from a source checkout or an editable install (a wheel install
@@ -21,10 +22,13 @@ from typing import Any
 
 import hydra
 from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 USAGE = "usage: memforest-bench judge RUN_DIR [judge=<name>] [llm=<judge model>] [judge.<key>=<value>...]"
+RUN_DIR_MARKER = "run_dir.txt"  # in each Hydra job directory: where that job's results are
 
 
 def plain(cfg: DictConfig) -> dict[str, Any]:
@@ -38,7 +42,41 @@ def plain(cfg: DictConfig) -> dict[str, Any]:
 def run_app(cfg: DictConfig) -> None:
     from benchmarks.runner import run_benchmark
 
-    run_benchmark(plain(cfg))
+    resolved = plain(cfg)
+    job_dir = Path(HydraConfig.get().runtime.output_dir)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / RUN_DIR_MARKER).write_text(str(Path(resolved["run_dir"]).resolve()) + "\n", encoding="utf-8")
+    run_benchmark(resolved)
+
+
+class SweepComparison(Callback):
+    """At the end of a multirun, one table of every job's run side by side, printed and written to
+    `comparison.md` in the sweep directory. Reads the jobs' files only, so it also works when the jobs
+    ran elsewhere (a SLURM launcher)."""
+
+    def __init__(self) -> None:
+        self.sweep_dir: Path | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.sweep_dir = Path(str(config.hydra.sweep.dir))  # resolved once, as the launcher does
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from benchmarks.report import comparison_markdown
+
+        if self.sweep_dir is None:
+            return
+        markers = sorted(self.sweep_dir.glob(f"*/{RUN_DIR_MARKER}"), key=lambda p: _job_number(p.parent.name))
+        run_dirs = [Path(m.read_text(encoding="utf-8").strip()) for m in markers]
+        run_dirs = [d for d in dict.fromkeys(run_dirs) if (d / "run.json").exists()]
+        if not run_dirs:
+            return
+        text = comparison_markdown(run_dirs)
+        (self.sweep_dir / "comparison.md").write_text(text, encoding="utf-8")
+        print(text)
+
+
+def _job_number(name: str) -> tuple[int, str]:
+    return (int(name), name) if name.isdigit() else (1 << 30, name)
 
 
 def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
@@ -79,10 +117,26 @@ def judge_command(argv: Sequence[str]) -> int:
     return 0
 
 
+def compare_command(argv: Sequence[str]) -> int:
+    from benchmarks.report import comparison_markdown
+
+    if not argv or any(a.startswith("-") for a in argv):
+        print("usage: memforest-bench compare RUN_DIR...", file=sys.stderr)
+        return 2
+    try:
+        print(comparison_markdown([Path(a) for a in argv]))
+    except FileNotFoundError as exc:
+        print(f"memforest-bench compare: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main() -> None:
-    """Console entry point: `judge` is handled before Hydra parses the command line."""
+    """Console entry point: `judge` and `compare` are handled before Hydra parses the command line."""
     if len(sys.argv) > 1 and sys.argv[1] == "judge":
         sys.exit(judge_command(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "compare":
+        sys.exit(compare_command(sys.argv[2:]))
     run_app()
 
 

@@ -1,8 +1,10 @@
-"""The summary of one run directory, computed from its files only, and its markdown table."""
+"""The summary of one run directory, computed from its files only, and its markdown table; and the
+side-by-side table of several run directories (a sweep)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from statistics import fmean
 from typing import Any
 
@@ -30,6 +32,7 @@ def build_figures(builds: Sequence[Row]) -> dict[str, Any]:
         "build_seconds_total": seconds,
         "turns_per_second": turns / seconds if seconds > 0 else None,
         "llm_calls_mean": _mean([float(x.get("calls", 0)) for x in llm]),
+        "embedding_calls_mean": _mean([float(x.get("embedding_calls", 0)) for x in llm]),
         "waves_mean": _mean([float(x.get("waves", 0)) for x in llm]),
         "critical_path_seconds_mean": _mean([float(x.get("critical_path_seconds", 0.0)) for x in llm]),
     }
@@ -151,6 +154,8 @@ def _cost_rows(build: Mapping[str, Any], query: Mapping[str, Any]) -> list[list[
         ["build seconds / instance", _num(build["build_seconds_mean"])],
         ["source turns / second", _num(build["turns_per_second"])],
         ["write LLM calls / instance", _num(build["llm_calls_mean"], 1)],
+        *([["write embedding requests / instance (proxied)", _num(build["embedding_calls_mean"], 1)]]
+          if build.get("embedding_calls_mean") else []),
         ["write tokens / instance: prompt / cached / completion",
          " / ".join(_num(build[f"{k}_mean"], 0) for k in TOKENS)],
         ["write waves / instance (critical path s)",
@@ -191,3 +196,47 @@ def markdown(block: Mapping[str, Any]) -> str:
     rows += _cost_rows(block["build"], block["query"])
     lines = [title, "", *_table(["metric", "value"], rows), *_category_table(block["judges"])]
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- several runs side by side
+
+COMPARISON_HEAD = ("method", "backbone", "seed", "questions", "accuracy", "recall@5", "recall@10",
+                   "build s / inst", "write LLM calls / inst", "write tokens / inst (prompt / cached / completion)",
+                   "query s", "query LLM calls / q")
+
+
+def comparison_row(run_dir: str | Path) -> list[str]:
+    """One run directory as a row of the comparison table, recomputed from its files."""
+    files = RunFiles(run_dir, create=False)
+    cfg = files.load_run()["config"]
+    names = [cfg["method"]["name"], cfg["llm"]["name"], str(cfg["seed"])]
+    if files.skipped_path.exists():
+        reason = files.skipped_path.read_text(encoding="utf-8").strip()
+        return [*names, "skipped: " + reason.replace("|", "/"), *["–"] * (len(COMPARISON_HEAD) - 4)]
+    block = summarize_run(files, cfg)
+    judges = list(block["judges"].values())
+    accuracy = _pct(judges[0]["accuracy"]) if judges else "–"
+    retrieval = block["retrieval"]
+    session, turn = retrieval.get("session") or {}, retrieval.get("turn") or {}
+    if cfg["dataset"]["name"] == "locomo":
+        recall = [turn.get(f"recall@{k}") for k in (5, 10)]
+    else:
+        recall = [session.get(f"recall_any@{k}") for k in (5, 10)]
+    build, query = block["build"], block["query"]
+    return [*names, str(block["questions"]), accuracy, _pct(recall[0]), _pct(recall[1]),
+            _num(build["build_seconds_mean"]), _num(build["llm_calls_mean"], 1),
+            " / ".join(_num(build[f"{k}_mean"], 0) for k in TOKENS),
+            _num(query["query_seconds_mean"], 3), _num(query["llm_calls_per_question"], 1)]
+
+
+def comparison_markdown(run_dirs: Iterable[str | Path]) -> str:
+    """The side-by-side table of several runs, grouped by dataset; accuracy is the first judge's pass@1,
+    recall is session recall_any@k on LongMemEval and evidence recall@k (dia ids) on LoCoMo."""
+    by_dataset: dict[str, list[list[str]]] = {}
+    for run_dir in run_dirs:
+        dataset = RunFiles(run_dir, create=False).load_run()["config"]["dataset"]["name"]
+        by_dataset.setdefault(dataset, []).append(comparison_row(run_dir))
+    lines: list[str] = []
+    for dataset, rows in by_dataset.items():
+        lines += [f"## {dataset}: {len(rows)} runs side by side", "", *_table(COMPARISON_HEAD, rows), ""]
+    return "\n".join(lines)

@@ -157,6 +157,7 @@ class RunFiles:
         self.builds_path = self.dir / "builds.jsonl"
         self.calls_path = self.dir / "llm_calls.jsonl"
         self.summary_path = self.dir / "summary.md"
+        self.skipped_path = self.dir / "SKIPPED"  # the reason a system could not run here
         self.stores = self.dir / "stores"
         self._writers: dict[Path, JsonlWriter] = {}
         self._calls: RunCallLog | None = None

@@ -168,6 +168,7 @@ def run_benchmark(cfg: Config, run_dir: str | Path | None = None) -> dict[str, A
     files = RunFiles(run_dir or cfg["run_dir"])
     dataset = load_benchmark_dataset(cfg["dataset"])
     files.open_run(run_metadata(cfg, dataset), fingerprint(cfg, dataset))
+    files.skipped_path.unlink(missing_ok=True)
     try:
         h = open_harness(cfg, dataset, files)
     except SystemUnavailable as exc:
@@ -192,6 +193,7 @@ def skipped(files: RunFiles, cfg: Config, reason: str) -> dict[str, Any]:
     log.warning("%s skipped: %s", cfg["method"]["name"], reason)
     text = f"## {cfg['method']['name']} on {cfg['dataset']['name']}: skipped\n\n{reason}\n"
     files.summary_path.write_text(text, encoding="utf-8")
+    files.skipped_path.write_text(reason + "\n", encoding="utf-8")
     files.close()
     print(text)
     return {"skipped": reason, "markdown": text}
@@ -322,6 +324,8 @@ def retrieval_fields(retrieval: Retrieval) -> dict[str, Any]:
         "retrieved": [{"time": e.time, "score": e.score, "session_ids": e.session_ids, "turn_ids": e.turn_ids}
                      for e in ranked],
     }
+    if not retrieval.ranked:
+        return out  # the whole (truncated) history: recall@k would only measure its order
     if not ranked or any(e.session_ids for e in ranked):
         out["retrieved_session_ids"] = dedupe(s for e in ranked for s in e.session_ids)
     if not ranked or any(e.turn_ids for e in ranked):

@@ -240,6 +240,28 @@ def test_hydra_app_runs_the_quick_experiment(tmp_path: Path, monkeypatch: pytest
     assert (tmp_path / "results/hydra").is_dir()
 
 
+def test_a_sweep_ends_with_one_table_of_its_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["memforest-bench", "-m", "method=memforest_embed,flat_rag,full_context",
+                                      *FAKE_MODELS, "progress=false", "dataset.limit=2"])
+    main()
+    sweeps = list((tmp_path / "results/hydra/multirun").glob("*/*/comparison.md"))
+    assert len(sweeps) == 1
+    table = sweeps[0].read_text()
+    assert table in capsys.readouterr().out
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| memforest") or
+            line.startswith("| flat_rag") or line.startswith("| full_context")]
+    assert [r[0].strip("| ") for r in rows] == ["memforest_embed", "flat_rag", "full_context"]
+    assert all(r[3] == "2" for r in rows)  # questions
+    assert rows[0][5] != "–" and rows[1][5] != "–" and rows[2][5] == "–"  # full_context has no ranked evidence
+    assert float(rows[0][8]) > 0 and float(rows[1][8]) == 0  # write LLM calls: memforest extracts, flat_rag not
+    from benchmarks.report import comparison_markdown
+
+    run_dirs = [Path(m.read_text().strip()) for m in sorted(sweeps[0].parent.glob("*/run_dir.txt"))]
+    assert comparison_markdown(run_dirs) == table  # `memforest-bench compare` recomputes it from the files
+
+
 def test_an_unavailable_system_is_reported_as_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def unavailable(*args: Any, **kwargs: Any) -> None:
         raise SystemUnavailable("memforest_embed: not installed here")
@@ -248,6 +270,9 @@ def test_an_unavailable_system_is_reported_as_skipped(tmp_path: Path, monkeypatc
     cfg = config(tmp_path, "dataset.limit=1")
     assert runner.run_benchmark(cfg)["skipped"] == "memforest_embed: not installed here"
     assert "skipped" in (run_dir_of(cfg) / "summary.md").read_text()
+    from benchmarks.report import comparison_markdown
+
+    assert "skipped: memforest_embed: not installed here" in comparison_markdown([run_dir_of(cfg)])
 
 
 def test_a_run_directory_refuses_another_configuration(tmp_path: Path) -> None:

@@ -197,3 +197,18 @@ def test_schedulers_sharing_a_log_number_calls_and_waves_uniquely(tmp_path):
     lines = path.read_text().splitlines()
     assert lines[-2] == '{"id": 99, "wa' and json.loads(lines[-1])["id"] == 7
     assert [r.id for r in read_log(path)] == [*range(1, 7), 7]
+
+
+def test_summary_counts_chat_calls_and_keeps_proxied_embeddings_apart():
+    from memforest.llm.calllog import CallRecord
+
+    def rec(i, stage, wave, seconds, tokens):
+        return CallRecord(i, stage, "p", 1, wave, 0, 0.0, seconds, prompt_tokens=tokens, completion_tokens=1)
+
+    records = [rec(1, "extract", 1, 2.0, 10), rec(2, "extract", 1, 3.0, 10), rec(3, "summarize", 2, 1.0, 5),
+               rec(4, "chat", 0, 4.0, 7), rec(5, "embed", 0, 0.5, 100), rec(6, "embed", 0, 0.5, 50)]
+    s = summarize(records)
+    assert (s["calls"], s["prompt_tokens"], s["completion_tokens"]) == (4, 32, 4)
+    assert (s["embedding_calls"], s["embedding_tokens"]) == (2, 150)
+    assert s["waves"] == 2 and s["critical_path_seconds"] == 4.0  # the unwaved proxied call is not a wave
+    assert s["by_stage"]["embed"]["calls"] == 2 and s["by_stage"]["chat"]["waves"] == 0

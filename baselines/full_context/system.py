@@ -60,7 +60,7 @@ class FullContextSystem:
         context = "\n\n".join(f"[{e.time}]\n{e.text}" for e in evidence)
         total = sum(len(s.turns) for s in self.sessions)
         return Retrieval(context, evidence, trace={"turns_kept": len(kept), "turns_total": total,
-                                                   "truncated": len(kept) < total})
+                                                   "truncated": len(kept) < total}, ranked=False)
 
     def close(self) -> None:
         self.sessions = []

@@ -125,13 +125,20 @@ def read_log(path: str | Path) -> list[CallRecord]:
     return out
 
 
+EMBEDDING_STAGES = frozenset({"embed", "models"})  # proxied embedding and model-list requests
+
+
 def summarize(records: Iterable[CallRecord]) -> dict[str, Any]:
     """Calls, waves, tokens by stage, wall time and critical path of a set of call records.
 
-    The critical path is the chain of waves: each wave waits for its slowest call, so its length
-    in seconds is the sum over waves of the longest call in that wave."""
+    The totals count chat (LLM) calls only; embedding requests seen by the logging proxy are listed by
+    stage and counted apart (`embedding_calls`, `embedding_tokens`). The critical path is the chain of
+    waves: each wave waits for its slowest call, so its length in seconds is the sum over waves of the
+    longest call in that wave. Calls without a wave (id 0: proxied calls whose grouping is unknown)
+    are left out of the waves and the critical path."""
     recs = list(records)
     by_stage: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    waves_by_stage: dict[str, set[int]] = defaultdict(set)
     wave_longest: dict[int, float] = {}
     for r in recs:
         s = by_stage[r.stage]
@@ -142,20 +149,23 @@ def summarize(records: Iterable[CallRecord]) -> dict[str, Any]:
         s["cached_prompt_tokens"] += r.cached_prompt_tokens
         s["completion_tokens"] += r.completion_tokens
         s["call_seconds"] += r.latency
-        wave_longest[r.wave] = max(wave_longest.get(r.wave, 0.0), r.latency)
-    waves_by_stage: dict[str, set[int]] = defaultdict(set)
-    for r in recs:
-        waves_by_stage[r.stage].add(r.wave)
-    for stage, waves in waves_by_stage.items():
-        by_stage[stage]["waves"] = len(waves)
+        if r.wave and r.stage not in EMBEDDING_STAGES:
+            waves_by_stage[r.stage].add(r.wave)
+            wave_longest[r.wave] = max(wave_longest.get(r.wave, 0.0), r.latency)
+    for stage, s in by_stage.items():
+        s["waves"] = len(waves_by_stage.get(stage, ()))
+    chat = [s for stage, s in by_stage.items() if stage not in EMBEDDING_STAGES]
     total = {
-        key: sum(s[key] for s in by_stage.values())
+        key: sum(s[key] for s in chat)
         for key in ("calls", "failed", "retries", "prompt_tokens", "cached_prompt_tokens",
                     "completion_tokens", "call_seconds")
     }
+    embedding = [s for stage, s in by_stage.items() if stage in EMBEDDING_STAGES]
     wall = (max(r.end for r in recs) - min(r.start for r in recs)) if recs else 0.0
     return {
         **{k: int(v) if k != "call_seconds" else round(v, 3) for k, v in total.items()},
+        "embedding_calls": int(sum(s["calls"] for s in embedding)),
+        "embedding_tokens": int(sum(s["prompt_tokens"] for s in embedding)),
         "waves": len(wave_longest),
         "wall_seconds": round(wall, 3),
         "critical_path_seconds": round(sum(wave_longest.values()), 3),
@@ -172,7 +182,7 @@ def format_summary(summary: dict[str, Any]) -> str:
             "completion_tokens", "call_seconds")
     heads = ("stage", "calls", "waves", "failed", "retries", "prompt", "cached", "completion", "call_s")
     rows = [[stage, *[str(s.get(c, 0)) for c in cols]] for stage, s in summary["by_stage"].items()]
-    rows.append(["total", *[str(summary.get(c, 0)) for c in cols]])
+    rows.append(["total (chat)", *[str(summary.get(c, 0)) for c in cols]])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
     lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(heads, widths)))]
     for r in rows:
