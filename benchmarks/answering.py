@@ -9,23 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from benchmarks.datasets.records import DAY_NAMES, MONTH_NAMES
 from memforest.llm.base import ChatRequest, Message
-
-_DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-_MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
 
 
 @dataclass(frozen=True)
@@ -74,7 +59,7 @@ ANSWER_PROMPTS: dict[str, AnswerPrompt] = {"longmemeval": LONGMEMEVAL_ANSWER, "l
 def format_reference_date(moment: datetime) -> str:
     """`Tuesday, 30 May 2023, 23:40`, independent of the locale."""
     return (
-        f"{_DAYS[moment.weekday()]}, {moment.day} {_MONTHS[moment.month - 1]} {moment.year}, {moment:%H:%M}"
+        f"{DAY_NAMES[moment.weekday()]}, {moment.day} {MONTH_NAMES[moment.month - 1]} {moment.year}, {moment:%H:%M}"
     )
 
 

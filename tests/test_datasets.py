@@ -14,6 +14,7 @@ from benchmarks.answering import build_answer_messages
 from benchmarks.datasets import DatasetUnavailableError, load_dataset, resolve_file, sha256_file
 from benchmarks.datasets import download as download_module
 from benchmarks.datasets.locomo import extract_dia_ids
+from benchmarks.datasets.locomo import format_date as locomo_format
 from benchmarks.datasets.locomo import parse_date as locomo_date
 from benchmarks.datasets.longmemeval import format_date, parse_date
 from benchmarks.datasets.records import sanitize_text
@@ -37,6 +38,11 @@ def test_longmemeval_dates_round_trip() -> None:
     assert parse_date("2023/05/30") == datetime(2023, 5, 30)
     with pytest.raises(ValueError):
         parse_date("30 May 2023")
+
+
+def test_locomo_dates_round_trip() -> None:
+    for text in ("1:56 pm on 8 May, 2023", "12:05 am on 31 December, 2022", "12:30 pm on 1 July, 2023"):
+        assert locomo_format(locomo_date(text)) == text
 
 
 def test_longmemeval_fixture() -> None:

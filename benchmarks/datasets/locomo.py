@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .records import (
+    MONTH_NAMES,
     Dataset,
     Instance,
     Question,
@@ -41,7 +42,7 @@ ADVERSARIAL = 5
 DIA_ID = re.compile(r"D\d+:\d+")
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})", re.IGNORECASE)
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_MONTHS = tuple(name[:3].lower() for name in MONTH_NAMES)
 
 
 def parse_date(text: str) -> datetime:
@@ -52,6 +53,13 @@ def parse_date(text: str) -> datetime:
     hour, minute, meridiem, day, month, year = match.groups()
     hour24 = int(hour) % 12 + (12 if meridiem.lower() == "pm" else 0)
     return datetime(int(year), _MONTHS.index(month[:3].lower()) + 1, int(day), hour24, int(minute))
+
+
+def format_date(moment: datetime) -> str:
+    """Inverse of `parse_date`: `1:56 pm on 8 May, 2023`, independent of the locale."""
+    hour = moment.hour % 12 or 12
+    meridiem = "am" if moment.hour < 12 else "pm"
+    return f"{hour}:{moment.minute:02d} {meridiem} on {moment.day} {MONTH_NAMES[moment.month - 1]}, {moment.year}"
 
 
 def extract_dia_ids(evidence: Any) -> tuple[str, ...]:

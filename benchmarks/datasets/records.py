@@ -14,6 +14,11 @@ from typing import Any, Literal, TypeVar
 DatasetKind = Literal["longmemeval", "locomo"]
 T = TypeVar("T")
 
+# English names, independent of the process locale (dataset dates and prompts are in English).
+MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+               "October", "November", "December")
+DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
 _SPECIAL_TOKEN = re.compile(r"<\|([A-Za-z0-9_]+)\|>")
 
 

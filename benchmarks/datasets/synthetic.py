@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from .locomo import format_date as format_locomo_date
 from .longmemeval import format_date
 
 LONGMEMEVAL_TYPE_COUNTS: dict[str, int] = {
@@ -33,20 +34,6 @@ LONGMEMEVAL_ABSTENTION_COUNTS: dict[str, int] = {
 LONGMEMEVAL_INT_COUNTS: dict[str, int] = {"multi-session": 20, "temporal-reasoning": 12}
 LOCOMO_CATEGORY_COUNTS: dict[int, int] = {1: 282, 2: 321, 3: 96, 4: 841, 5: 446}
 LOCOMO_CONVERSATIONS = 10
-_MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
 
 
 def write_json(records: list[dict[str, Any]], path: str | Path) -> Path:
@@ -101,18 +88,12 @@ def longmemeval_shaped(sessions: int = 2, turns: int = 2) -> list[dict[str, Any]
     return records
 
 
-def _locomo_date(moment: datetime) -> str:
-    hour = moment.hour % 12 or 12
-    meridiem = "am" if moment.hour < 12 else "pm"
-    return f"{hour}:{moment.minute:02d} {meridiem} on {moment.day} {_MONTHS[moment.month - 1]}, {moment.year}"
-
-
 def _conversation(sample: int, sessions: int, turns: int) -> dict[str, Any]:
     names = (f"Ari{sample}", f"Bea{sample}")
     conversation: dict[str, Any] = {"speaker_a": names[0], "speaker_b": names[1]}
     start = datetime(2023, 5, 8, 13, 56)
     for n in range(1, sessions + 1):
-        conversation[f"session_{n}_date_time"] = _locomo_date(start + timedelta(days=9 * n, minutes=7 * n))
+        conversation[f"session_{n}_date_time"] = format_locomo_date(start + timedelta(days=9 * n, minutes=7 * n))
         conversation[f"session_{n}"] = [
             {
                 "speaker": names[t % 2],
@@ -122,7 +103,7 @@ def _conversation(sample: int, sessions: int, turns: int) -> dict[str, Any]:
             for t in range(turns)
         ]
     # The real file has date keys with no session behind them.
-    conversation[f"session_{sessions + 1}_date_time"] = _locomo_date(
+    conversation[f"session_{sessions + 1}_date_time"] = format_locomo_date(
         start + timedelta(days=9 * (sessions + 1))
     )
     return conversation
