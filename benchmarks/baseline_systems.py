@@ -66,6 +66,18 @@ def _mem0(method: Config, llm: Config, embedder: Config, models: Models) -> Memo
         url, model, url, emb, dims, name=str(method["name"]), **options(method)))
 
 
+def _mem0_v2(method: Config, llm: Config, embedder: Config, models: Models) -> MemorySystem:
+    """Mem0 2.x in the environment of `method.python`, probed once here like the other workers."""
+    from baselines.mem0 import mem0_v2_system
+
+    python, name = method.get("python"), str(method["name"])
+    probe = mem0_v2_system(python, "http://127.0.0.1:9/v1", "probe", "http://127.0.0.1:9/v1", "probe", 1, name=name,
+                           **options(method))
+    probe.close()
+    return proxied(method, llm, embedder, models, lambda url, model, emb, dims: mem0_v2_system(
+        python, url, model, url, emb, dims, name=name, **options(method)))
+
+
 def _mempalace(method: Config, llm: Config, embedder: Config, models: Models) -> MemorySystem:
     from baselines.mempalace import MemPalaceSystem
 
@@ -137,8 +149,8 @@ def register_baselines() -> None:
     from baselines.evermemos import evermemos_system
     from baselines.lightmem import lightmem_system
 
-    served = {"mem0": _mem0, "mempalace": _mempalace, "zep_local": _zep_local, "memoryos": _memoryos,
-              "lightmem": _worker(lightmem_system), "evermemos": _worker(evermemos_system)}
+    served = {"mem0": _mem0, "mem0_v2": _mem0_v2, "mempalace": _mempalace, "zep_local": _zep_local,
+              "memoryos": _memoryos, "lightmem": _worker(lightmem_system), "evermemos": _worker(evermemos_system)}
     for kind, build in served.items():
         register(kind, SystemSpec(build, _served_chat_model))
     register("full_context", SystemSpec(_full_context, _no_chat_model))

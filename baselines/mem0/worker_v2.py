@@ -1,0 +1,219 @@
+"""Mem0 2.x worker: runs in an environment with PyPI `mem0ai>=2,<3`, which has the same package name as
+the Mem0 1.x of this project's environment, and answers the protocol of baselines/worker.py. It imports
+the standard library and mem0 only.
+
+hello options: `llm_base_url`, `llm_model`, `embed_base_url`, `embed_model`, `embed_dims`, `api_key`,
+`temperature`, `max_tokens`, `top_k`, `batch_turns`, `threshold` (all sent by `mem0_v2_system`).
+
+As for the 1.x adapter: embedded Qdrant (and Mem0's SQLite history) under each instance's workdir;
+chat and embeddings through the OpenAI-compatible endpoints given (the harness's logging proxy);
+sessions added `batch_turns` turns at a time with metadata {session_id, session_date, turn_ids}.
+Mem0 2.x's extraction prompt has an "Observation Date" and a "Current Date", both the wall-clock day
+unless the caller gives them (its own `timestamp` argument is refused outside the hosted platform);
+each add runs with the session's day in both, and the session time is each new memory's `created_at`.
+
+Mem0 2.x ranks by embedding similarity, plus BM25 when fastembed can load its model and entity
+boosts when spaCy's `en_core_web_sm` is installed; `hello` reports whether those two packages are.
+When that spaCy model is absent the worker tells Mem0 so up front, so that Mem0 does not try to
+download it.
+One add whose model output Mem0 cannot use (an exception other than Mem0's own errors or the
+endpoint's) is counted in `failed_adds`, with the first such error, and the ingest goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import re
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+_spec = importlib.util.spec_from_file_location(
+    "worker_protocol", Path(__file__).resolve().parents[1] / "worker.py"
+)
+assert _spec is not None and _spec.loader is not None
+protocol = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(protocol)
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+@contextlib.contextmanager
+def observation_day(day: str) -> Iterator[None]:
+    """Mem0's extraction prompt with `day` as its observation and current date, for one add."""
+    import mem0.memory.main as main
+
+    original = main.generate_additive_extraction_prompt
+    main.generate_additive_extraction_prompt = functools.partial(original, current_date=day, timestamp=day)
+    try:
+        yield
+    finally:
+        main.generate_additive_extraction_prompt = original
+
+
+def optional_features() -> dict[str, bool]:
+    """Whether the packages of Mem0 2.x's optional ranking signals are installed; a missing spaCy
+    model is marked as failed to load, so that Mem0 does not try to download it."""
+    spacy_model = (
+        importlib.util.find_spec("spacy") is not None
+        and importlib.util.find_spec("en_core_web_sm") is not None
+    )
+    if not spacy_model:
+        import mem0.utils.spacy_models as spacy_models
+
+        spacy_models._load_failed_full = spacy_models._load_failed_lemma = True
+    return {"spacy_model": spacy_model, "fastembed": importlib.util.find_spec("fastembed") is not None}
+
+
+def batches(items: list[Any], size: int) -> Iterator[list[Any]]:
+    step = size if size > 0 else max(len(items), 1)
+    for start in range(0, len(items), step):
+        yield items[start : start + step]
+
+
+def message(turn: dict[str, Any]) -> dict[str, str]:
+    text = f"{turn['speaker']}: {turn['content']}" if turn.get("speaker") else turn["content"]
+    return {"role": "assistant" if turn["role"] == "assistant" else "user", "content": text}
+
+
+class Mem0Worker:
+    def __init__(self) -> None:
+        self.options: dict[str, Any] = {}
+        self.memory: Any = None
+        self.user = "user"
+        self.passed_through: tuple[type[BaseException], ...] = ()
+
+    def hello(self, options: dict[str, Any]) -> dict[str, Any]:
+        import mem0  # fails here when the environment has no mem0ai
+        import openai
+        from mem0.exceptions import MemoryError as Mem0Error
+
+        version = str(mem0.__version__)
+        if version.split(".")[0] != "2":
+            raise RuntimeError(
+                f"mem0ai {version} is installed in this environment; this worker needs mem0ai>=2,<3"
+            )
+        self.options = options
+        self.passed_through = (Mem0Error, openai.APIError)
+        return {"name": "mem0", "mem0ai": version, **optional_features()}
+
+    def reset(self, instance_id: str, workdir: str) -> dict[str, Any]:
+        from mem0 import Memory
+
+        self.close()
+        o, root = self.options, Path(workdir)
+        self.user = _UNSAFE.sub("_", instance_id) or "user"
+        self.memory = Memory.from_config(
+            {
+                "llm": {
+                    "provider": "openai",
+                    "config": {
+                        "model": o["llm_model"],
+                        "openai_base_url": o["llm_base_url"],
+                        "api_key": o.get("api_key", "local"),
+                        "temperature": o.get("temperature", 0.0),
+                        "max_tokens": o.get("max_tokens", 2000),
+                    },
+                },
+                "embedder": {
+                    "provider": "openai",
+                    "config": {
+                        "model": o["embed_model"],
+                        "openai_base_url": o["embed_base_url"],
+                        "api_key": o.get("api_key", "local"),
+                        "embedding_dims": o["embed_dims"],
+                    },
+                },
+                "vector_store": {
+                    "provider": "qdrant",
+                    "config": {
+                        "collection_name": "mem0",
+                        "embedding_model_dims": o["embed_dims"],
+                        "path": str(root / "qdrant"),
+                        "on_disk": True,
+                    },
+                },
+                "history_db_path": str(root / "history.db"),
+            }
+        )
+        return {}
+
+    def add_batch(self, session: dict[str, Any], turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        when = datetime.fromisoformat(session["timestamp"])
+        metadata = {
+            "session_id": session["session_id"],
+            "session_date": when.strftime("%Y-%m-%d %H:%M"),
+            "turn_ids": [t["turn_id"] for t in turns],
+            "created_at": when.isoformat(),
+        }
+        with observation_day(when.strftime("%Y-%m-%d")):
+            result = self.memory.add([message(t) for t in turns], user_id=self.user, metadata=metadata)
+        return list((result or {}).get("results", []))
+
+    def ingest(self, sessions: list[dict[str, Any]]) -> dict[str, Any]:
+        assert self.memory is not None, "reset first"
+        wall, cpu = time.perf_counter(), time.process_time()
+        adds, failed, memories, first_error = 0, 0, 0, None
+        for session in sessions:
+            turns = [t for t in session["turns"] if t["content"].strip()]
+            for batch in batches(turns, int(self.options.get("batch_turns", 2))):
+                adds += 1
+                try:
+                    memories += len(self.add_batch(session, batch))
+                except self.passed_through:
+                    raise
+                except Exception as exc:  # model output that Mem0 does not guard against
+                    failed += 1
+                    first_error = first_error or f"{type(exc).__name__}: {exc}"
+        stats = {
+            "adds": adds,
+            "failed_adds": failed,
+            "memories_added": memories,
+            "ingest_wall_seconds": round(time.perf_counter() - wall, 4),
+            "ingest_cpu_seconds": round(time.process_time() - cpu, 4),
+        }
+        return {**stats, "first_add_error": first_error} if first_error else stats
+
+    def retrieve(self, question: str, when: str | None) -> dict[str, Any]:
+        assert self.memory is not None, "reset first"
+        wall, cpu = time.perf_counter(), time.process_time()
+        found = self.memory.search(
+            question,
+            top_k=int(self.options.get("top_k", 10)),
+            filters={"user_id": self.user},
+            threshold=float(self.options.get("threshold", 0.0)),
+        )
+        trace = {
+            "query_wall_seconds": round(time.perf_counter() - wall, 4),
+            "query_cpu_seconds": round(time.process_time() - cpu, 4),
+        }
+        evidence = []
+        for item in found.get("results", []):
+            meta = item.get("metadata") or {}
+            evidence.append(
+                {
+                    "text": item.get("memory", ""),
+                    "time": meta.get("session_date"),
+                    "score": item.get("score"),
+                    "session_ids": [meta["session_id"]] if meta.get("session_id") else [],
+                    "turn_ids": [str(t) for t in meta.get("turn_ids") or []],
+                }
+            )
+        return {"evidence": evidence, "trace": trace}
+
+    def close(self) -> dict[str, Any]:
+        memory, self.memory = self.memory, None
+        if memory is not None:
+            client = getattr(getattr(memory, "vector_store", None), "client", None)
+            if client is not None:
+                client.close()  # releases the embedded Qdrant's lock on its folder
+            memory.close()
+        return {}
+
+
+if __name__ == "__main__":
+    protocol.serve(Mem0Worker())
