@@ -6,6 +6,10 @@ a Retrieval returned), never content."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +22,9 @@ from baselines.evermemos import evermemos_system
 from baselines.flat_rag import FlatRAGSystem
 from baselines.full_context import FullContextSystem
 from baselines.lightmem import lightmem_system
+from baselines.mem0 import mem0_v2_system
+from baselines.mem0.system_v2 import WORKER as MEM0_V2_WORKER
+from baselines.worker import QUIET_ENV
 from benchmarks.datasets.records import Session, Turn
 from benchmarks.serving import ProxiedSystem, ServingStack
 from memforest.config import EmbedderConfig
@@ -83,6 +90,25 @@ def test_workers_without_a_checkout_are_unavailable(tmp_path: Path) -> None:
         evermemos_system("/usr/bin/python3", None, "http://127.0.0.1:1/v1", MODEL)
     with pytest.raises(SystemUnavailable, match="system config"):
         evermemos_system("/usr/bin/python3", str(tmp_path), "http://127.0.0.1:1/v1", MODEL)
+
+
+def test_mem0_v2_without_an_interpreter_is_skipped_with_install_hint(tmp_path: Path) -> None:
+    from benchmarks import runner
+    from benchmarks.app import compose_config, plain
+
+    cfg = plain(compose_config(["method=mem0_v2", "llm.backend=scripted", "embedder.backend=hash", "embedder.dim=64",
+                                "dataset.limit=1", f"output_root={tmp_path}", "progress=false"]))
+    reason = runner.run_benchmark(cfg)["skipped"]
+    assert reason.startswith("mem0_v2: no interpreter configured (method.python)")
+    assert 'pip install "mem0ai>=2,<3"' in reason and "method.python=" in reason
+    assert (Path(cfg["run_dir"]) / "SKIPPED").read_text().strip() == reason
+
+
+@pytest.mark.integration
+@installed("mem0")
+def test_mem0_v2_refuses_an_environment_with_mem0_1() -> None:
+    with pytest.raises(SystemUnavailable, match=r"mem0ai 1\.[0-9.]+ is installed .* needs mem0ai>=2,<3"):
+        mem0_v2_system(sys.executable, "http://127.0.0.1:9/v1", MODEL, "http://127.0.0.1:9/v1", EMBED_MODEL, DIMS)
 
 
 def test_missing_package_is_unavailable_with_hint(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -249,3 +275,87 @@ def test_memoryos(stack: ServingStack, tmp_path: Path) -> None:
     assert_accounted(records, "ingest", "embed")
     assert_accounted(records, "query", "embed")
     assert {r.model for r in calls(records, "ingest", "chat")} == {MODEL}
+
+
+# ---------------------------------------------------------------- Mem0 2.x, in its own environment
+
+
+def mem0_v2_python() -> str:
+    """The interpreter named by MEMFOREST_MEM0_V2_PYTHON, when it has mem0ai 2.x; else the test is skipped."""
+    python = os.environ.get("MEMFOREST_MEM0_V2_PYTHON")
+    if not python:
+        pytest.skip("MEMFOREST_MEM0_V2_PYTHON is not set (the interpreter of an environment with mem0ai>=2,<3)")
+    probe = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('mem0ai'))"],
+                           capture_output=True, text=True, timeout=60, check=False)
+    version = probe.stdout.strip()
+    if probe.returncode != 0 or not version.startswith("2."):
+        pytest.skip(f"MEMFOREST_MEM0_V2_PYTHON={python} has no mem0ai 2.x ({version or probe.stderr.strip()[-200:]})")
+    return python
+
+
+@pytest.mark.integration
+def test_mem0_v2_prompt_date_is_the_session_date() -> None:
+    script = f"""
+import importlib.util
+spec = importlib.util.spec_from_file_location("worker_v2", {str(MEM0_V2_WORKER)!r})
+worker = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(worker)
+import mem0.memory.main as main
+with worker.observation_day("2021-07-04"):
+    inside = main.generate_additive_extraction_prompt(new_messages="user: hi")
+outside = main.generate_additive_extraction_prompt(new_messages="user: hi")
+assert "## Observation Date\\n2021-07-04" in inside and "## Current Date\\n2021-07-04" in inside, inside
+assert "2021-07-04" not in outside, outside
+"""
+    done = subprocess.run([mem0_v2_python(), "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **QUIET_ENV}, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.fixture
+def long_context_stack(stack: ServingStack, tmp_path: Path) -> Iterator[ServingStack]:
+    """Mem0 2.x's extraction system prompt alone is about 8.6k SmolLM2 tokens: a 16k context, as
+    configs/method/mem0_v2.yaml asks of the embedded model (past its 8k training length, which is
+    fine for checking structure)."""
+    serving = ServingStack(CallLog(tmp_path / "calls.jsonl"), "tests", llm_model=MODEL, embedder=stack.embedder,
+                           n_ctx=16384, threads=1,
+                           max_tokens_cap=64, log_dir=tmp_path / "serving")
+    with serving:
+        yield serving
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_mem0_v2(long_context_stack: ServingStack, tmp_path: Path) -> None:
+    stack = long_context_stack
+    system = mem0_v2_system(mem0_v2_python(), stack.base_url, MODEL, stack.base_url, EMBED_MODEL, DIMS,
+                            log_path=tmp_path / "worker.log")
+    assert system.info["name"] == "mem0" and system.info["mem0ai"].startswith("2.")
+    stats, result, records = run_system(stack, system, tmp_path / "store")
+    assert stats["adds"] == 2 and 0 <= stats["failed_adds"] <= 2 and "worker_cpu_seconds" in stats
+    assert isinstance(result, Retrieval) and len(result.evidence) <= 10
+    days = {"s1": "2023-03-01 09:00", "s2": "2023-04-02 09:00"}
+    for item in result.evidence:
+        assert len(item.session_ids) == 1 and item.time == days[item.session_ids[0]]
+        assert item.turn_ids == [f"{item.session_ids[0]}:0", f"{item.session_ids[0]}:1"]
+    # Every stored memory carries the provenance that evidence is mapped back with, and the session's time.
+    stored = stored_memories(tmp_path / "store" / "qdrant")
+    assert len(stored) == stats["memories_added"]
+    for payload in stored:
+        sid = payload["session_id"]
+        assert payload["session_date"] == days[sid] and payload["turn_ids"] == [f"{sid}:0", f"{sid}:1"]
+        assert payload["created_at"] == days[sid].replace(" ", "T") + ":00" and payload["user_id"] == "instance-1"
+    assert_accounted(records, "ingest", "chat")
+    assert_accounted(records, "ingest", "embed")
+    assert_accounted(records, "query", "embed")
+    assert (tmp_path / "store" / "history.db").exists()
+
+
+def stored_memories(qdrant: Path) -> list[dict]:
+    """The payloads of the memories Mem0 2.x stored, read by the Qdrant client of its own environment."""
+    script = ("import json, sys\nfrom qdrant_client import QdrantClient\n"
+              "points, _ = QdrantClient(path=sys.argv[1]).scroll('mem0', limit=10000, with_payload=True)\n"
+              "print(json.dumps([p.payload for p in points]))")
+    done = subprocess.run([mem0_v2_python(), "-c", script, str(qdrant)], capture_output=True, text=True, timeout=120,
+                          check=True)
+    return json.loads(done.stdout)
