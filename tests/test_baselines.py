@@ -333,6 +333,7 @@ def test_mem0_v2(long_context_stack: ServingStack, tmp_path: Path) -> None:
     assert system.info["name"] == "mem0" and system.info["mem0ai"].startswith("2.")
     stats, result, records = run_system(stack, system, tmp_path / "store")
     assert stats["adds"] == 2 and 0 <= stats["failed_adds"] <= 2 and "worker_cpu_seconds" in stats
+    assert stats["mem0ai"] == system.info["mem0ai"]  # the build records the version of the other environment
     assert isinstance(result, Retrieval) and len(result.evidence) <= 10
     days = {"s1": "2023-03-01 09:00", "s2": "2023-04-02 09:00"}
     for item in result.evidence:

@@ -16,6 +16,7 @@ Mem0 2.x ranks by embedding similarity, plus BM25 when fastembed can load its mo
 boosts when spaCy's `en_core_web_sm` is installed; `hello` reports whether those two packages are.
 When that spaCy model is absent the worker tells Mem0 so up front, so that Mem0 does not try to
 download it.
+Build statistics carry the mem0ai version, which this project's own package list cannot see.
 One add whose model output Mem0 cannot use (an exception other than Mem0's own errors or the
 endpoint's) is counted in `failed_adds`, with the first such error, and the ingest goes on.
 """
@@ -84,7 +85,7 @@ class Mem0Worker:
     def __init__(self) -> None:
         self.options: dict[str, Any] = {}
         self.memory: Any = None
-        self.user = "user"
+        self.user, self.version = "user", ""
         self.passed_through: tuple[type[BaseException], ...] = ()
 
     def hello(self, options: dict[str, Any]) -> dict[str, Any]:
@@ -97,7 +98,7 @@ class Mem0Worker:
             raise RuntimeError(
                 f"mem0ai {version} is installed in this environment; this worker needs mem0ai>=2,<3"
             )
-        self.options = options
+        self.options, self.version = options, version
         self.passed_through = (Mem0Error, openai.APIError)
         return {"name": "mem0", "mem0ai": version, **optional_features()}
 
@@ -170,6 +171,7 @@ class Mem0Worker:
                     failed += 1
                     first_error = first_error or f"{type(exc).__name__}: {exc}"
         stats = {
+            "mem0ai": self.version,
             "adds": adds,
             "failed_adds": failed,
             "memories_added": memories,
