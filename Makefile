@@ -1,4 +1,4 @@
-# The project's vocabulary: run, test, bench, lint, paper.
+# The project's vocabulary: run, test, bench, lint.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -11,7 +11,7 @@ export TOKENIZERS_PARALLELISM = false
 # CPU build of torch; a bare `torch` requirement would pull a multi-GB CUDA build.
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: run test bench lint paper clean-venv
+.PHONY: run test bench lint clean-venv
 
 $(VENV)/.installed-cpu: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
