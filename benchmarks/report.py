@@ -205,10 +205,8 @@ COMPARISON_HEAD = ("method", "backbone", "seed", "questions", "accuracy", "recal
                    "query s", "query LLM calls / q")
 
 
-def comparison_row(run_dir: str | Path) -> list[str]:
-    """One run directory as a row of the comparison table, recomputed from its files."""
-    files = RunFiles(run_dir, create=False)
-    cfg = files.load_run()["config"]
+def comparison_row(files: RunFiles, cfg: Row) -> list[str]:
+    """One run directory (its files and stored config) as a row of the comparison table."""
     names = [cfg["method"]["name"], cfg["llm"]["name"], str(cfg["seed"])]
     if files.skipped_path.exists():
         reason = files.skipped_path.read_text(encoding="utf-8").strip()
@@ -234,8 +232,9 @@ def comparison_markdown(run_dirs: Iterable[str | Path]) -> str:
     recall is session recall_any@k on LongMemEval and evidence recall@k (dia ids) on LoCoMo."""
     by_dataset: dict[str, list[list[str]]] = {}
     for run_dir in run_dirs:
-        dataset = RunFiles(run_dir, create=False).load_run()["config"]["dataset"]["name"]
-        by_dataset.setdefault(dataset, []).append(comparison_row(run_dir))
+        files = RunFiles(run_dir, create=False)
+        cfg = files.load_run()["config"]
+        by_dataset.setdefault(cfg["dataset"]["name"], []).append(comparison_row(files, cfg))
     lines: list[str] = []
     for dataset, rows in by_dataset.items():
         lines += [f"## {dataset}: {len(rows)} runs side by side", "", *_table(COMPARISON_HEAD, rows), ""]
