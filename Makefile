@@ -32,7 +32,7 @@ test: $(VENV)/.installed-dev
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed-dev
-	$(PY) -m benchmarks.bench
+	$(PY) -m benchmarks.micro
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check memforest baselines benchmarks analysis tests

@@ -9,7 +9,38 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from benchmarks.datasets.records import Session
+
+@dataclass(frozen=True)
+class Turn:
+    """One message as a memory system receives it. `speaker` names the person for multi-party data
+    (LoCoMo), else None. No gold labels: which turns answer a question stays with the question."""
+
+    role: str
+    content: str
+    timestamp: datetime | None
+    turn_id: str
+    speaker: str | None = None
+
+
+@dataclass(frozen=True)
+class Session:
+    session_id: str
+    timestamp: datetime
+    turns: tuple[Turn, ...]
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """What a library baseline talks to: one OpenAI-compatible base URL serving chat completions and
+    embeddings (the harness's logging proxy), the model names to ask for, and the context length the
+    backbone is served with."""
+
+    base_url: str
+    chat_model: str
+    embed_model: str
+    embed_dim: int
+    context_tokens: int
+    api_key: str = "local"
 
 
 class SystemUnavailable(RuntimeError):

@@ -11,8 +11,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from baselines.base import SystemUnavailable
-from benchmarks.datasets.records import Session, Turn
+from baselines.base import SystemUnavailable, Turn
 
 # Telemetry off and no hub downloads, for every library an adapter imports.
 QUIET_ENV = {
@@ -55,11 +54,6 @@ def speaker_of(turn: Turn) -> str:
 
 def render_turn(turn: Turn) -> str:
     return f"{speaker_of(turn)}: {' '.join(turn.content.split())}"
-
-
-def render_session(session: Session, turns: Sequence[Turn] | None = None) -> str:
-    body = "\n".join(render_turn(t) for t in (session.turns if turns is None else turns))
-    return f"[{day(session.timestamp)}]\n{body}"
 
 
 def chat_role(turn: Turn) -> str:

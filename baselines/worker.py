@@ -37,8 +37,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from baselines.base import Retrieval
-    from benchmarks.datasets.records import Session
+    from baselines.base import Retrieval, Session
 
 OPS = ("hello", "reset", "ingest", "retrieve", "close")
 QUIET_ENV = {"ANONYMIZED_TELEMETRY": "False", "MEM0_TELEMETRY": "False", "GRAPHITI_TELEMETRY_ENABLED": "false",

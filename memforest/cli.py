@@ -5,12 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from memforest.errors import MemForestError
-
-Command = Callable[[argparse.Namespace], int]
-_COMMANDS: dict[str, Command] = {}
 
 
 def _cmd_calls(args: argparse.Namespace) -> int:

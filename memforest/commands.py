@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+import yaml
 
-from memforest.config import MemForestConfig, from_dict
-from memforest.errors import InputError
+from memforest.config import MemForestConfig, dotted_overrides, from_dict, with_overrides
+from memforest.errors import ConfigError, InputError
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -61,16 +61,32 @@ def _store_parser(
 
 
 def load_config(path: str | None, overrides: list[str]) -> MemForestConfig:
-    base: Any = OmegaConf.create({})
-    if path:
-        if not Path(path).exists():
-            raise InputError(f"config file {path} does not exist")
-        base = OmegaConf.load(path)
-    for item in overrides:
-        if "=" not in item:
-            raise InputError(f"override {item!r} is not KEY=VALUE")
-    merged = OmegaConf.merge(base, OmegaConf.from_dotlist(overrides))
-    return from_dict(MemForestConfig, OmegaConf.to_container(merged, resolve=True))  # type: ignore[arg-type]
+    """MemForestConfig from an optional YAML/JSON file of overrides, then `-o KEY=VALUE` items."""
+    base = from_dict(MemForestConfig, _read_config_file(path) if path else {})
+    return with_overrides(base, dotted_overrides(overrides, _yaml_scalar))
+
+
+def _read_config_file(path: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (FileNotFoundError, IsADirectoryError):
+        raise InputError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"config file {path} cannot be read: {e}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {path} is not valid YAML: {' '.join(str(e).split())}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of options")
+    return data
+
+
+def _yaml_scalar(text: str) -> Any:
+    try:
+        return yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError:
+        return text
 
 
 def open_forest(args: argparse.Namespace, generate: bool = True) -> Any:
@@ -115,7 +131,7 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from memforest.inspect import describe, format_text
+    from memforest.describe import describe, format_text
 
     with open_forest(args, generate=False) as forest:
         desc = describe(forest.snapshot(args.user).state, args.tree)

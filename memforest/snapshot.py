@@ -32,9 +32,5 @@ class Snapshot:
             out.setdefault(fid, []).extend(sorted(f"session:{s}" for s in fact.sessions))
         return out
 
-    @cached_property
-    def cell_tree(self) -> dict[str, str]:
-        return {cid: f"session:{c.session_id}" for cid, c in self.state.cells.items()}
-
     def embedding(self, key: NodeKey) -> np.ndarray:
         return self.state.nodes[key].embedding

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 ROLES = ("user", "assistant")
 ORIGINS = ("user", "assistant", "mixed", "unknown")
 SEMANTIC_ROLES = ("event", "state", "preference", "constraint", "plan", "detail", "reference")
-FAMILIES = ("session", "entity", "scene")
 
 
 @dataclass(frozen=True)

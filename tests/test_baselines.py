@@ -16,17 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from baselines.base import MemorySystem, Retrieval, SystemUnavailable
+from baselines.base import Endpoints, MemorySystem, Retrieval, Session, SystemUnavailable, Turn
 from baselines.common import PhaseClock
 from baselines.evermemos import evermemos_system
 from baselines.flat_rag import FlatRAGSystem
 from baselines.full_context import FullContextSystem
 from baselines.lightmem import lightmem_system
-from baselines.mem0 import mem0_v2_system
-from baselines.mem0.system_v2 import WORKER as MEM0_V2_WORKER
+from baselines.mem0 import mem0_additive_system
+from baselines.mem0.additive import WORKER as MEM0_ADDITIVE_WORKER
 from baselines.worker import QUIET_ENV
-from benchmarks.datasets.records import Session, Turn
-from benchmarks.serving import ProxiedSystem, ServingStack
+from benchmarks.serving.stack import ProxiedSystem, ServingStack
 from memforest.config import EmbedderConfig
 from memforest.errors import ModelError
 from memforest.llm.calllog import CallLog, CallRecord
@@ -56,13 +55,15 @@ def installed(module: str) -> pytest.MarkDecorator:
 
 
 def test_full_context_keeps_the_newest_turns_within_budget(tmp_path: Path) -> None:
-    system = FullContextSystem(max_tokens=25, count_tokens=lambda text: len(text.split()))
+    system = FullContextSystem(context_tokens=45, answer_tokens=10, prompt_tokens=10,
+                               count_tokens=lambda text: len(text.split()))
+    assert system.max_tokens == 25
     system.reset("i", tmp_path)
     assert system.ingest(list(reversed(sessions()))) == {"sessions": 2, "turns": 4}
     result = system.retrieve("where do I live?", None)
     assert result.trace["truncated"] and result.trace["turns_kept"] < 4
     assert result.evidence[-1].turn_ids[-1] == "s2:1"  # newest kept, oldest cut
-    whole = FullContextSystem()
+    whole = FullContextSystem(context_tokens=8192, answer_tokens=256)
     whole.reset("i", tmp_path)
     whole.ingest(sessions())
     everything = whole.retrieve("q", None)
@@ -81,34 +82,38 @@ def test_flat_rag_ranks_turns_and_keeps_ids(tmp_path: Path) -> None:
     assert result.evidence[0].turn_ids == ["s1:0"] and (tmp_path / "vectors.npy").exists()
 
 
+def endpoints(url: str = "http://127.0.0.1:1/v1", context_tokens: int = 8192) -> Endpoints:
+    return Endpoints(url, MODEL, EMBED_MODEL, DIMS, context_tokens)
+
+
 def test_workers_without_a_checkout_are_unavailable(tmp_path: Path) -> None:
     with pytest.raises(SystemUnavailable, match="no LightMem checkout"):
-        lightmem_system(None, None, "http://127.0.0.1:1/v1", MODEL)
+        lightmem_system(endpoints())
     with pytest.raises(SystemUnavailable, match="no Python interpreter"):
-        lightmem_system(None, str(tmp_path), "http://127.0.0.1:1/v1", MODEL)
+        lightmem_system(endpoints(), checkout=str(tmp_path))
     with pytest.raises(SystemUnavailable, match="no EverMemOS checkout"):
-        evermemos_system("/usr/bin/python3", None, "http://127.0.0.1:1/v1", MODEL)
+        evermemos_system(endpoints(), python="/usr/bin/python3")
     with pytest.raises(SystemUnavailable, match="system config"):
-        evermemos_system("/usr/bin/python3", str(tmp_path), "http://127.0.0.1:1/v1", MODEL)
+        evermemos_system(endpoints(), python="/usr/bin/python3", checkout=str(tmp_path))
 
 
-def test_mem0_v2_without_an_interpreter_is_skipped_with_install_hint(tmp_path: Path) -> None:
-    from benchmarks import runner
-    from benchmarks.app import compose_config, plain
+def test_mem0_additive_without_an_interpreter_is_skipped_with_install_hint(tmp_path: Path) -> None:
+    from benchmarks.harness import runner
+    from benchmarks.harness.app import compose_config, plain
 
-    cfg = plain(compose_config(["method=mem0_v2", "llm.backend=scripted", "embedder.backend=hash", "embedder.dim=64",
+    cfg = plain(compose_config(["method=mem0_additive", "llm.backend=scripted", "embedder.backend=hash", "embedder.dim=64",
                                 "dataset.limit=1", f"output_root={tmp_path}", "progress=false"]))
     reason = runner.run_benchmark(cfg)["skipped"]
-    assert reason.startswith("mem0_v2: no interpreter configured (method.python)")
-    assert 'pip install "mem0ai>=2,<3"' in reason and "method.python=" in reason
+    assert reason.startswith("mem0_additive: no interpreter configured (method.system.python)")
+    assert 'pip install "mem0ai>=2,<3"' in reason and "method.system.python=" in reason
     assert (Path(cfg["run_dir"]) / "SKIPPED").read_text().strip() == reason
 
 
 @pytest.mark.integration
 @installed("mem0")
-def test_mem0_v2_refuses_an_environment_with_mem0_1() -> None:
+def test_mem0_additive_refuses_an_environment_with_mem0_1() -> None:
     with pytest.raises(SystemUnavailable, match=r"mem0ai 1\.[0-9.]+ is installed .* needs mem0ai>=2,<3"):
-        mem0_v2_system(sys.executable, "http://127.0.0.1:9/v1", MODEL, "http://127.0.0.1:9/v1", EMBED_MODEL, DIMS)
+        mem0_additive_system(endpoints("http://127.0.0.1:9/v1"), python=sys.executable)
 
 
 def test_missing_package_is_unavailable_with_hint(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,7 +121,7 @@ def test_missing_package_is_unavailable_with_hint(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     with pytest.raises(SystemUnavailable, match=r"memforest\[mem0\]"):
-        Mem0System("http://x/v1", MODEL, "http://x/v1", EMBED_MODEL, DIMS)
+        Mem0System(endpoints("http://x/v1"))
 
 
 @installed("mem0")
@@ -148,7 +153,7 @@ def test_proxied_system_tags_phases_and_restarts(tmp_path: Path) -> None:
     log = CallLog()
     stack = ServingStack(log, "mempalace", llm_model=MODEL, llm_base_url="http://127.0.0.1:9/v1",
                          embedder=HashEmbedder(dim=64))
-    system = ProxiedSystem("mempalace", lambda url: MemPalaceSystem(url, "hash"), stack)
+    system = ProxiedSystem("mempalace", lambda url: MemPalaceSystem(Endpoints(url, MODEL, "hash", 64, 8192)), stack)
     for round_ in range(2):  # the harness closes a system between instances
         system.reset(f"i{round_}", tmp_path / f"i{round_}")
         system.ingest(sessions())
@@ -156,7 +161,8 @@ def test_proxied_system_tags_phases_and_restarts(tmp_path: Path) -> None:
         system.close()
         assert not stack.running
     assert {r.tags["phase"] for r in log.records} == {"ingest", "query"}
-    broken = ProxiedSystem("broken", lambda url: FullContextSystem(max_tokens="x"), stack)  # type: ignore[arg-type]
+    broken = ProxiedSystem("broken", lambda url: FullContextSystem(8192, 256, count_tokens=lambda text: "x"),  # type: ignore[arg-type,return-value]
+                           stack)
     broken.reset("i", tmp_path / "b")
     broken.ingest(sessions())
     with pytest.raises(ModelError, match="broken: TypeError"):
@@ -215,7 +221,7 @@ def assert_accounted(records: list[CallRecord], phase: str, stage: str) -> None:
 def test_mem0(stack: ServingStack, tmp_path: Path) -> None:
     from baselines.mem0 import Mem0System
 
-    system = Mem0System(stack.base_url, MODEL, stack.base_url, EMBED_MODEL, DIMS)
+    system = Mem0System(endpoints(stack.base_url))
     stats, result, records = run_system(stack, system, tmp_path)
     assert stats["adds"] == 2 and isinstance(result, Retrieval)
     assert_accounted(records, "ingest", "chat")
@@ -229,7 +235,7 @@ def test_mem0(stack: ServingStack, tmp_path: Path) -> None:
 def test_mempalace(stack: ServingStack, tmp_path: Path) -> None:
     from baselines.mempalace import MemPalaceSystem
 
-    stats, result, records = run_system(stack, MemPalaceSystem(stack.base_url, EMBED_MODEL), tmp_path)
+    stats, result, records = run_system(stack, MemPalaceSystem(endpoints(stack.base_url)), tmp_path)
     assert stats["documents"] == 2 and len(result.evidence) == 2
     assert {tuple(e.session_ids) for e in result.evidence} == {("s1",), ("s2",)}
     assert result.evidence[0].turn_ids and not calls(records, "ingest", "chat")  # no LLM on write
@@ -249,7 +255,7 @@ def test_zep_local_on_kuzu(stack: ServingStack, tmp_path: Path, monkeypatch: pyt
 
     # Graphiti retries malformed output 4 times with 5-120 s random waits; keep its retries, drop the waits.
     monkeypatch.setattr(LLMClient._generate_response_with_retry.retry, "wait", tenacity.wait_none())
-    system = ZepLocalSystem(stack.base_url, MODEL, stack.base_url, EMBED_MODEL, DIMS)
+    system = ZepLocalSystem(endpoints(stack.base_url))
     stats, result, records = run_system(stack, system, tmp_path)
     assert stats["episodes"] + stats["failed_episodes"] == 2 and isinstance(result, Retrieval)
     assert set(result.trace["counts"]) == {"edges", "nodes", "episodes", "communities"}
@@ -263,12 +269,9 @@ def test_zep_local_on_kuzu(stack: ServingStack, tmp_path: Path, monkeypatch: pyt
 @installed("memoryos")
 def test_memoryos(stack: ServingStack, tmp_path: Path) -> None:
     from baselines.memoryos import MemoryOSSystem
-    from memforest.llm.embedders import OpenAIEmbedder
 
-    embedder = OpenAIEmbedder(EmbedderConfig(backend="openai", base_url=stack.base_url, model=EMBED_MODEL, dim=DIMS))
-    system = MemoryOSSystem(stack.base_url, MODEL, embedder)
+    system = MemoryOSSystem(endpoints(stack.base_url))
     stats, result, records = run_system(stack, system, tmp_path)
-    embedder.close()
     assert stats["qa_pairs"] == 2 and stats["mid_term_sessions"] >= 1  # the short-term queue was flushed
     assert isinstance(result, Retrieval)
     assert_accounted(records, "ingest", "chat")
@@ -280,24 +283,24 @@ def test_memoryos(stack: ServingStack, tmp_path: Path) -> None:
 # ---------------------------------------------------------------- Mem0 2.x, in its own environment
 
 
-def mem0_v2_python() -> str:
-    """The interpreter named by MEMFOREST_MEM0_V2_PYTHON, when it has mem0ai 2.x; else the test is skipped."""
-    python = os.environ.get("MEMFOREST_MEM0_V2_PYTHON")
+def mem0_additive_python() -> str:
+    """The interpreter named by MEMFOREST_MEM0_ADDITIVE_PYTHON, when it has mem0ai 2.x; else the test is skipped."""
+    python = os.environ.get("MEMFOREST_MEM0_ADDITIVE_PYTHON")
     if not python:
-        pytest.skip("MEMFOREST_MEM0_V2_PYTHON is not set (the interpreter of an environment with mem0ai>=2,<3)")
+        pytest.skip("MEMFOREST_MEM0_ADDITIVE_PYTHON is not set (the interpreter of an environment with mem0ai>=2,<3)")
     probe = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('mem0ai'))"],
                            capture_output=True, text=True, timeout=60, check=False)
     version = probe.stdout.strip()
     if probe.returncode != 0 or not version.startswith("2."):
-        pytest.skip(f"MEMFOREST_MEM0_V2_PYTHON={python} has no mem0ai 2.x ({version or probe.stderr.strip()[-200:]})")
+        pytest.skip(f"MEMFOREST_MEM0_ADDITIVE_PYTHON={python} has no mem0ai 2.x ({version or probe.stderr.strip()[-200:]})")
     return python
 
 
 @pytest.mark.integration
-def test_mem0_v2_prompt_date_is_the_session_date() -> None:
+def test_mem0_additive_prompt_date_is_the_session_date() -> None:
     script = f"""
 import importlib.util
-spec = importlib.util.spec_from_file_location("worker_v2", {str(MEM0_V2_WORKER)!r})
+spec = importlib.util.spec_from_file_location("additive_worker", {str(MEM0_ADDITIVE_WORKER)!r})
 worker = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(worker)
 import mem0.memory.main as main
@@ -307,7 +310,7 @@ outside = main.generate_additive_extraction_prompt(new_messages="user: hi")
 assert "## Observation Date\\n2021-07-04" in inside and "## Current Date\\n2021-07-04" in inside, inside
 assert "2021-07-04" not in outside, outside
 """
-    done = subprocess.run([mem0_v2_python(), "-c", script], capture_output=True, text=True, timeout=300,
+    done = subprocess.run([mem0_additive_python(), "-c", script], capture_output=True, text=True, timeout=300,
                           env={**os.environ, **QUIET_ENV}, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
 
@@ -315,7 +318,7 @@ assert "2021-07-04" not in outside, outside
 @pytest.fixture
 def long_context_stack(stack: ServingStack, tmp_path: Path) -> Iterator[ServingStack]:
     """Mem0 2.x's extraction system prompt alone is about 8.6k SmolLM2 tokens: a 16k context, as
-    configs/method/mem0_v2.yaml asks of the embedded model (past its 8k training length, which is
+    configs/method/mem0_additive.yaml asks of the embedded model (past its 8k training length, which is
     fine for checking structure)."""
     serving = ServingStack(CallLog(tmp_path / "calls.jsonl"), "tests", llm_model=MODEL, embedder=stack.embedder,
                            n_ctx=16384, threads=1,
@@ -326,10 +329,10 @@ def long_context_stack(stack: ServingStack, tmp_path: Path) -> Iterator[ServingS
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_mem0_v2(long_context_stack: ServingStack, tmp_path: Path) -> None:
+def test_mem0_additive(long_context_stack: ServingStack, tmp_path: Path) -> None:
     stack = long_context_stack
-    system = mem0_v2_system(mem0_v2_python(), stack.base_url, MODEL, stack.base_url, EMBED_MODEL, DIMS,
-                            log_path=tmp_path / "worker.log")
+    system = mem0_additive_system(endpoints(stack.base_url, 16384), python=mem0_additive_python(),
+                                  log_path=tmp_path / "worker.log")
     assert system.info["name"] == "mem0" and system.info["mem0ai"].startswith("2.")
     stats, result, records = run_system(stack, system, tmp_path / "store")
     assert stats["adds"] == 2 and 0 <= stats["failed_adds"] <= 2 and "worker_cpu_seconds" in stats
@@ -357,6 +360,6 @@ def stored_memories(qdrant: Path) -> list[dict]:
     script = ("import json, sys\nfrom qdrant_client import QdrantClient\n"
               "points, _ = QdrantClient(path=sys.argv[1]).scroll('mem0', limit=10000, with_payload=True)\n"
               "print(json.dumps([p.payload for p in points]))")
-    done = subprocess.run([mem0_v2_python(), "-c", script, str(qdrant)], capture_output=True, text=True, timeout=120,
+    done = subprocess.run([mem0_additive_python(), "-c", script, str(qdrant)], capture_output=True, text=True, timeout=120,
                           check=True)
     return json.loads(done.stdout)

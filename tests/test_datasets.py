@@ -10,7 +10,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmarks.answering import build_answer_messages
 from benchmarks.datasets import DatasetUnavailableError, load_dataset, resolve_file, sha256_file
 from benchmarks.datasets import download as download_module
 from benchmarks.datasets.locomo import extract_dia_ids
@@ -25,6 +24,7 @@ from benchmarks.datasets.synthetic import (
     longmemeval_shaped,
     write_json,
 )
+from benchmarks.harness.answering import build_answer_messages
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LME = FIXTURES / "longmemeval_tiny.json"
@@ -160,7 +160,7 @@ def test_sample_file_is_current_and_well_formed() -> None:
         assert 4 <= len(instance.sessions) <= 8
         assert all(4 <= len(s.turns) <= 10 for s in instance.sessions)
         question = instance.questions[0]
-        flagged = {t.turn_id.rsplit(":", 1)[0] for s in instance.sessions for t in s.turns if t.has_answer}
+        flagged = {t.rsplit(":", 1)[0] for q in instance.questions for t in q.evidence_turns}
         assert flagged == set(question.evidence_sessions) and question.evidence_turns
         assert len(question.evidence_sessions) < len(instance.sessions)  # filler exists
     ids = Counter(i.instance_id for i in data.instances)

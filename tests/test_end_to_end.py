@@ -9,7 +9,7 @@ import pytest
 from memforest.api import MemForest
 from memforest.config import MemForestConfig
 from memforest.demo import QUESTION, example_sessions
-from memforest.inspect import describe
+from memforest.describe import describe
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,42 +10,13 @@ from typing import Any
 import pytest
 
 from baselines.base import SystemUnavailable
-from benchmarks import grading, runner, systems
-from benchmarks.app import compose_config, main, plain
-from benchmarks.datasets import load_dataset
-from benchmarks.results import RunFiles, read_jsonl
-from memforest.llm import testing
-from memforest.llm.base import ChatRequest
+from benchmarks.harness import runner, systems
+from benchmarks.harness.app import compose_config, main, plain
+from benchmarks.harness.results import RunFiles, read_jsonl
 
-FAKE_MODELS = ["llm.backend=scripted", "embedder.backend=hash", "embedder.dim=256"]
+FAKE_MODELS = ["llm.backend=scripted", "llm.responder=responders:harness_responder", "embedder.backend=hash",
+               "embedder.dim=256"]
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def harness_responder(request: ChatRequest) -> Any:
-    """The scripted model's rules, plus answers (the first note) and judges (gold words in the response)."""
-    text = request.messages[-1]["content"]
-    if request.prompt_id.startswith("answer."):
-        notes = [line for line in text.split("\n\n")[0].splitlines()[1:] if line.strip()]
-        return notes[0] if notes else "I do not know."
-    if request.prompt_id.startswith("judge."):
-        gold = re.search(r"(?:Reference answer|Gold answer|Rubric|Note): (.*)", text)
-        response = re.search(r"Response to grade: (.*)", text)
-        words = set(re.findall(r"\w+", (gold.group(1) if gold else "").lower()))
-        hit = bool(words) and words <= set(re.findall(r"\w+", (response.group(1) if response else "").lower()))
-        if request.json_schema is not None:
-            return {"reason": "scripted", "label": "CORRECT" if hit else "WRONG"}
-        return "yes" if hit else "no"
-    return testing.rule_responder(request)
-
-
-@pytest.fixture(autouse=True)
-def scripted_harness_rules(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = testing.ScriptedChatModel.__init__
-
-    def init(self: testing.ScriptedChatModel, responder: Any = None, **kwargs: Any) -> None:
-        original(self, responder or harness_responder, **kwargs)
-
-    monkeypatch.setattr(testing.ScriptedChatModel, "__init__", init)
 
 
 def config(tmp_path: Path, *overrides: str) -> dict[str, Any]:
@@ -59,50 +29,6 @@ def run_dir_of(cfg: dict[str, Any]) -> Path:
 
 def answer_calls(path: Path) -> list[dict[str, Any]]:
     return [row for row in read_jsonl(path) if row["stage"] == "answer"]
-
-
-# ---------------------------------------------------------------- configs
-
-GROUPS = sorted(p.name for p in (Path(__file__).parent.parent / "configs").iterdir() if p.is_dir())
-
-
-def options(group: str) -> list[str]:
-    return sorted(p.stem for p in (Path(__file__).parent.parent / "configs" / group).glob("*.yaml"))
-
-
-@pytest.mark.parametrize(("group", "option"), [(g, o) for g in GROUPS for o in options(g)])
-def test_every_config_group_composes_and_instantiates(group: str, option: str, tmp_path: Path) -> None:
-    cfg = plain(compose_config([f"{group}={option}", f"output_root={tmp_path}"]))
-    assert cfg["run_dir"].endswith(f"{cfg['method']['name']}/{cfg['llm']['name']}/seed{cfg['seed']}")
-    mf = systems.memforest_config(cfg["method"], cfg["llm"], cfg["embedder"])
-    assert mf.llm.model == cfg["llm"]["model"] and mf.embedder.dim == cfg["embedder"]["dim"]
-    grading.check_judge_config(cfg["judge"])
-    load_dataset(cfg["dataset"]["name"], path=FIXTURES / ("locomo_tiny.json" if cfg["dataset"]["name"] == "locomo"
-                                                         else "longmemeval_tiny.json"), limit=1)
-    if group == "method":
-        cfg = config(tmp_path, f"method={option}")
-        embedder = testing.HashEmbedder(256)
-        llm = testing.ScriptedChatModel() if systems.needs_chat_model(cfg["method"]) else None
-        try:
-            system = systems.build_system(cfg["method"], cfg["llm"], cfg["embedder"],
-                                          systems.Models(embedder, llm, RunFiles(tmp_path).call_log))
-        except SystemUnavailable as exc:  # a baseline that cannot run here says why
-            assert option in str(exc)
-            return
-        assert system.name == option
-        system.close()
-
-
-def test_model_groups_name_the_issue_backbones() -> None:
-    ids = {o: plain(compose_config([f"llm={o}"]))["llm"] for o in options("llm")}
-    assert ids["qwen3_4b"]["model"] == "Qwen/Qwen3-4B-Instruct-2507"
-    assert ids["qwen3_30b_a3b_server"]["backend"] == "openai"
-    assert ids["qwen3_30b_a3b_server"]["name"] == "qwen3_30b_a3b"
-    assert ids["gemma4_12b"]["backend"] == "vllm"
-    assert plain(compose_config(["dataset=locomo"]))["judge"]["id"] == "locomo-generous"
-    assert plain(compose_config(["dataset=locomo", "judge=strict"]))["judge"]["id"] == "strict"
-    judge_llm = plain(compose_config(["+llm@judge.model=qwen3_4b_server"]))["judge"]["model"]
-    assert judge_llm["backend"] == "openai"
 
 
 # ---------------------------------------------------------------- runs
@@ -208,7 +134,7 @@ def test_generator_free_method_runs_without_a_chat_model(tmp_path: Path, monkeyp
     def no_chat_model(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("no chat model may be built")
 
-    monkeypatch.setattr(grading, "build_chat_model", no_chat_model)
+    monkeypatch.setattr("benchmarks.harness.models.build_chat_model", no_chat_model)
     monkeypatch.setattr("memforest.api.build_chat_model", no_chat_model)
     cfg = config(tmp_path, "method=memforest_sessions", "answer.enabled=false", "judge.enabled=false")
     summary = runner.run_benchmark(cfg)
@@ -256,7 +182,7 @@ def test_a_sweep_ends_with_one_table_of_its_runs(tmp_path: Path, monkeypatch: py
     assert all(r[3] == "2" for r in rows)  # questions
     assert rows[0][5] != "–" and rows[1][5] != "–" and rows[2][5] == "–"  # full_context has no ranked evidence
     assert float(rows[0][8]) > 0 and float(rows[1][8]) == 0  # write LLM calls: memforest extracts, flat_rag not
-    from benchmarks.report import comparison_markdown
+    from benchmarks.harness.report import comparison_markdown
 
     run_dirs = [Path(m.read_text().strip()) for m in sorted(sweeps[0].parent.glob("*/run_dir.txt"))]
     assert comparison_markdown(run_dirs) == table  # `memforest-bench compare` recomputes it from the files
@@ -270,7 +196,7 @@ def test_an_unavailable_system_is_reported_as_skipped(tmp_path: Path, monkeypatc
     cfg = config(tmp_path, "dataset.limit=1")
     assert runner.run_benchmark(cfg)["skipped"] == "memforest_embed: not installed here"
     assert "skipped" in (run_dir_of(cfg) / "summary.md").read_text()
-    from benchmarks.report import comparison_markdown
+    from benchmarks.harness.report import comparison_markdown
 
     assert "skipped: memforest_embed: not installed here" in comparison_markdown([run_dir_of(cfg)])
 
@@ -282,7 +208,7 @@ def test_a_run_directory_refuses_another_configuration(tmp_path: Path) -> None:
 
 
 def test_wandb_stays_optional(tmp_path: Path) -> None:
-    from benchmarks.wandb_logger import WandbLogger
+    from benchmarks.harness.wandb_logger import WandbLogger
 
     assert "wandb" not in sys.modules
     WandbLogger({"enabled": False}, tmp_path, {}).log_summary({"accuracy": 1.0})
@@ -302,12 +228,12 @@ def test_sample_instance_with_the_embedded_cpu_stack(tmp_path: Path) -> None:
 
 
 def test_rejudge_config_follows_the_run_unless_told_otherwise(tmp_path: Path) -> None:
-    from benchmarks.app import judge_config
+    from benchmarks.harness.app import judge_config
 
     stored = config(tmp_path, "dataset=locomo")
     stored["llm"]["model"] = "the-run-backbone"
     judge = judge_config(stored, [])
-    assert judge["id"] == "locomo-generous" and judge["model"]["model"] == "the-run-backbone"
+    assert judge["judge_id"] == "locomo-generous" and judge["model"]["model"] == "the-run-backbone"
     other = judge_config(stored, ["judge=strict", "llm=qwen3_30b_a3b_server"])
-    assert other["id"] == "strict" and other["model"]["model"] == "Qwen/Qwen3-30B-A3B-Instruct-2507"
+    assert other["judge_id"] == "strict" and other["model"]["model"] == "Qwen/Qwen3-30B-A3B-Instruct-2507"
     assert other["model"]["seed"] == stored["seed"]

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from baselines.base import EvidenceItem, Retrieval
-from benchmarks import report
-from benchmarks.metrics import summarize
-from benchmarks.results import JsonlWriter, RunConflictError, RunFiles, read_jsonl
-from benchmarks.runner import retrieval_fields
+from benchmarks.harness import report
+from benchmarks.harness.metrics import summarize
+from benchmarks.harness.results import JsonlWriter, RunConflictError, RunFiles, read_jsonl
+from benchmarks.harness.runner import retrieval_fields
 
 
 def test_jsonl_skips_a_torn_line_and_terminates_it_before_appending(tmp_path: Path) -> None:

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.datasets import load_dataset
-from benchmarks.judging import (
-    DEFAULT_JUDGE,
+from benchmarks.judging.judges import (
     Judge,
     JudgeItem,
     load_official_longmemeval,
@@ -21,6 +20,11 @@ from benchmarks.judging import (
     parse_yes_no,
 )
 from memforest.llm.base import ChatRequest, ChatResponse
+
+
+def judge_on(model: object, judge_id: str = "longmemeval", official_dir: Path | None = None,
+             max_tokens: int = 192) -> Judge:
+    return Judge(model, judge_id, official_dir, max_tokens)  # type: ignore[arg-type]
 
 
 class FakeJudgeModel:
@@ -94,7 +98,7 @@ def test_parse_label() -> None:
 
 def test_longmemeval_judge_picks_type_prompts() -> None:
     model = FakeJudgeModel(_text("yes"))
-    judge = Judge(model)
+    judge = judge_on(model)
     items = [
         _item("temporal-reasoning"),
         _item("knowledge-update"),
@@ -135,16 +139,15 @@ def test_json_judges_and_unparsable_output() -> None:
     model = FakeJudgeModel(
         lambda r: ChatResponse(text='{"reason": "ok", "label": "WRONG"}', model="served-name")
     )
-    verdicts = Judge(model, "locomo-generous").judge(
+    verdicts = judge_on(model, "locomo-generous").judge(
         [_item("single-hop"), _item("adversarial", abstention=True)]
     )
     assert verdicts[0].prompt_id == "judge.locomo.generous" and verdicts[0].judge_model == "served-name"
     assert not verdicts[0].correct and verdicts[0].parsed
     assert model.calls[0][0].json_schema is not None and model.calls[0][1].json_schema is None
     assert verdicts[1].prompt_id == "judge.abstention" and not verdicts[1].parsed
-    strict = Judge(FakeJudgeModel(_text("CORRECT")), "strict").judge([_item()])[0]
+    strict = judge_on(FakeJudgeModel(_text("CORRECT")), "strict").judge([_item()])[0]
     assert strict.prompt_id == "judge.strict" and strict.correct
-    assert DEFAULT_JUDGE == {"longmemeval": "longmemeval", "locomo": "locomo-generous"}
 
 
 def test_failures_become_recorded_errors() -> None:
@@ -156,7 +159,7 @@ def test_failures_become_recorded_errors() -> None:
     items = [_item(qid=f"q{i}") for i in range(5)]
     items[3] = JudgeItem("q3", "bad question", "x", "y", "multi-session")
     model = FakeJudgeModel(flaky, batched=False, max_concurrency=3)
-    verdicts = Judge(model).judge(items)
+    verdicts = judge_on(model).judge(items)
     assert [v.question_id for v in verdicts] == ["q0", "q1", "q2", "q3", "q4"]
     assert all(len(call) == 1 for call in model.calls) and len(model.calls) == 5
     assert verdicts[3].error == "TimeoutError: judge timed out" and not verdicts[3].correct
@@ -166,7 +169,7 @@ def test_failures_become_recorded_errors() -> None:
     def explode(request: ChatRequest) -> ChatResponse:
         raise ConnectionError("down")
 
-    crashed = Judge(FakeJudgeModel(explode)).judge([_item(), _item(qid="q2")])
+    crashed = judge_on(FakeJudgeModel(explode)).judge([_item(), _item(qid="q2")])
     assert all(v.error == "ConnectionError: down" for v in crashed)
 
 
@@ -176,16 +179,16 @@ def test_judge_items_from_loaded_questions() -> None:
         JudgeItem.from_question(q, "Miami", attempt=0, method="m", dataset=data.name)
         for _, q in data.questions()
     ]
-    verdicts = Judge(FakeJudgeModel(_text("Yes"))).judge(items)
+    verdicts = judge_on(FakeJudgeModel(_text("Yes"))).judge(items)
     assert len(verdicts) == data.num_questions and all(v.correct for v in verdicts)
     assert sum(v.prompt_id == "judge.abstention" for v in verdicts) == 1
 
 
 def test_unknown_or_incomplete_judges() -> None:
     with pytest.raises(ValueError, match="unknown judge"):
-        Judge(FakeJudgeModel(_text("yes")), "lenient")
+        judge_on(FakeJudgeModel(_text("yes")), "lenient")
     with pytest.raises(ValueError, match="official_dir"):
-        Judge(FakeJudgeModel(_text("yes")), "longmemeval-official")
+        judge_on(FakeJudgeModel(_text("yes")), "longmemeval-official")
 
 
 OFFICIAL_STUB = """import openai
@@ -218,7 +221,7 @@ def test_official_prompt_is_read_from_a_checkout(tmp_path: Path) -> None:
     assert source.endswith("src/evaluation/evaluate_qa.py")
     assert load_official_longmemeval(checkout).sha256 == digest
     model = FakeJudgeModel(_text("Yes, it is correct."))
-    verdicts = Judge(model, "longmemeval-official", official_dir=checkout).judge(
+    verdicts = judge_on(model, "longmemeval-official", official_dir=checkout).judge(
         [_item("knowledge-update"), _item("multi-session", abstention=True)]
     )
     requests = model.calls[0]

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from conftest import RESIDENCE, make_sessions
 
+from memforest.describe import describe
 from memforest.errors import InputError, StoreError
-from memforest.inspect import describe
 
 
 def _leaf_sets(state):

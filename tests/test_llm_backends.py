@@ -133,7 +133,7 @@ def test_llamacpp_truncation_is_invalid_output_in_place(llama_pool: LlamaCppChat
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A llama_cpp.server on a free loopback port, serving the packaged GGUF; yields its /v1 URL."""
-    from benchmarks.llama_server import LlamaCppServer
+    from benchmarks.serving.llama_server import LlamaCppServer
 
     log_path = tmp_path_factory.mktemp("server") / "server.log"
     with LlamaCppServer(packaged_gguf_path(), LLMConfig().model, n_ctx=2048, log_path=log_path,

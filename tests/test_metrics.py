@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks.metrics import (
+from benchmarks.harness.metrics import (
     QuestionScore,
     abstention_accuracy,
     accuracy,

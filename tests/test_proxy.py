@@ -15,9 +15,9 @@ import httpx
 import numpy as np
 import pytest
 
-from benchmarks.llama_server import LlamaCppServer
-from benchmarks.model_server import ModelServer
-from benchmarks.proxy import LoggingProxy
+from benchmarks.serving.llama_server import LlamaCppServer
+from benchmarks.serving.model_server import ModelServer
+from benchmarks.serving.proxy import LoggingProxy
 from memforest.llm.calllog import CallLog
 from memforest.llm.llamacpp import packaged_gguf_path
 from memforest.llm.testing import HashEmbedder, ScriptedChatModel
@@ -124,7 +124,7 @@ def test_proxy_records_errors_and_concurrency(fake_upstream: str) -> None:
 
 
 def test_proxy_unreachable_upstream_is_502_and_logged() -> None:
-    from benchmarks.llama_server import free_port
+    from benchmarks.serving.llama_server import free_port
 
     log = CallLog()
     with LoggingProxy(f"http://127.0.0.1:{free_port()}/v1", log) as proxy:

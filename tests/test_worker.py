@@ -10,16 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from baselines.base import MemorySystem, Retrieval, SystemUnavailable
+from baselines.base import MemorySystem, Retrieval, Session, SystemUnavailable, Turn
 from baselines.worker import WorkerError, WorkerSystem, serve, session_payload
-from benchmarks.datasets.records import Session, Turn
 
 ECHO = Path(__file__).parent / "fixtures" / "echo_worker.py"
 
 
 def sessions() -> list[Session]:
     def turn(sid: str, i: int, role: str, text: str) -> Turn:
-        return Turn(role, text, None, f"{sid}:{i}", has_answer=(i == 0))
+        return Turn(role, text, None, f"{sid}:{i}")
 
     return [
         Session("s1", datetime(2023, 3, 1, 9), (turn("s1", 0, "user", "I adopted a grey cat called Miso."),

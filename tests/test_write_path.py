@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from conftest import RESIDENCE, make_sessions
 
+from memforest.describe import describe
 from memforest.errors import InputError, MemForestError, ModelError
-from memforest.inspect import describe
 from memforest.llm.base import TransientModelError
 from memforest.llm.testing import rule_responder
 

@@ -10,9 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from baselines.base import EvidenceItem, Retrieval, render_evidence
+from baselines.base import EvidenceItem, Retrieval, Session, render_evidence
 from baselines.common import PhaseClock, day, render_turn
-from benchmarks.datasets.records import Session
 from memforest.llm.base import Embedder
 
 

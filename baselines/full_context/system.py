@@ -7,9 +7,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from baselines.base import EvidenceItem, Retrieval
+from baselines.base import EvidenceItem, Retrieval, Session
 from baselines.common import day, render_turn
-from benchmarks.datasets.records import Session
 
 
 def approx_tokens(text: str) -> int:
@@ -18,13 +17,17 @@ def approx_tokens(text: str) -> int:
 
 
 class FullContextSystem:
-    """Keeps every turn; `retrieve` returns the newest turns that fit in `max_tokens` (whole history when
-    it fits), grouped by session in time order. No model calls, no index."""
+    """Keeps every turn; `retrieve` returns the newest turns that fit in what the backbone's context
+    leaves after the answer budget and the answer prompt (the whole history when it fits), grouped by
+    session in time order. No model calls, no index."""
 
-    def __init__(self, max_tokens: int = 100_000, count_tokens: Callable[[str], int] = approx_tokens,
-                 name: str = "full_context") -> None:
+    def __init__(self, context_tokens: int, answer_tokens: int, prompt_tokens: int = 512,
+                 count_tokens: Callable[[str], int] = approx_tokens, name: str = "full_context") -> None:
         self.name = name
-        self.max_tokens = max_tokens
+        self.max_tokens = context_tokens - answer_tokens - prompt_tokens
+        if self.max_tokens <= 0:
+            raise ValueError(f"{name}: a {context_tokens}-token context leaves no room for history after "
+                             f"{answer_tokens} answer and {prompt_tokens} prompt tokens")
         self.count_tokens = count_tokens
         self.sessions: list[Session] = []
 

@@ -17,9 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from baselines.base import EvidenceItem, Retrieval, render_evidence
+from baselines.base import Endpoints, EvidenceItem, Retrieval, Session, render_evidence
 from baselines.common import PhaseClock, chat_role, chunks, day, quiet_environment, require, safe_id
-from benchmarks.datasets.records import Session
 
 quiet_environment()  # telemetry off before the library is ever imported
 
@@ -43,16 +42,16 @@ def extraction_date(when: datetime) -> Iterator[None]:
 
 
 class Mem0System:
-    def __init__(self, llm_base_url: str, llm_model: str, embed_base_url: str, embed_model: str, embed_dims: int,
-                 *, top_k: int = 10, batch_turns: int = 2, temperature: float = 0.0, max_tokens: int = 2000,
-                 api_key: str = "local", name: str = "mem0") -> None:
+    def __init__(self, endpoints: Endpoints, *, top_k: int = 10, batch_turns: int = 2, temperature: float = 0.0,
+                 max_tokens: int = 2000, name: str = "mem0") -> None:
         require("mem0", name, "mem0")
         self.name = name
-        self.llm = {"model": llm_model, "openai_base_url": llm_base_url, "api_key": api_key,
+        e = endpoints
+        self.llm = {"model": e.chat_model, "openai_base_url": e.base_url, "api_key": e.api_key,
                     "temperature": temperature, "max_tokens": max_tokens}
-        self.embed = {"model": embed_model, "openai_base_url": embed_base_url, "api_key": api_key,
-                      "embedding_dims": embed_dims}
-        self.dims, self.top_k, self.batch_turns = embed_dims, top_k, batch_turns
+        self.embed = {"model": e.embed_model, "openai_base_url": e.base_url, "api_key": e.api_key,
+                      "embedding_dims": e.embed_dim}
+        self.dims, self.top_k, self.batch_turns = e.embed_dim, top_k, batch_turns
         self.clock = PhaseClock()
         self.memory: Any = None
         self.user = "user"

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from baselines.base import EvidenceItem, Retrieval, render_evidence
-from benchmarks.datasets.records import Session
+from baselines.base import EvidenceItem, Retrieval, Session, render_evidence
 from memforest.api import MemForest
 from memforest.config import MemForestConfig
 from memforest.llm.base import ChatModel, Embedder
@@ -26,12 +24,11 @@ class MemForestSystem:
         llm: ChatModel | None,
         embedder: Embedder,
         call_log: CallLog,
-        mode: str = "embed",
         generate: bool = True,
         name: str = "memforest",
     ) -> None:
         self.name = name
-        self.config = replace(config, query=replace(config.query, mode=mode))
+        self.config = config
         self.llm = llm
         self.embedder = embedder
         self.log = call_log

@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from baselines.base import EvidenceItem, Retrieval
+from baselines.base import Endpoints, EvidenceItem, Retrieval, Session, Turn
 from baselines.common import PhaseClock, quiet_environment, require, safe_id
-from benchmarks.datasets.records import Session, Turn
+from memforest.config import EmbedderConfig
 from memforest.llm.base import Embedder
+from memforest.llm.embedders import OpenAIEmbedder
 
 quiet_environment()  # telemetry off before the library is ever imported
 
@@ -47,15 +48,16 @@ def said(turn: Turn | None) -> str:
 
 
 class MemoryOSSystem:
-    def __init__(self, llm_base_url: str, llm_model: str, embedder: Embedder, *, top_k_sessions: int = 10,
-                 retrieval_queue_capacity: int = 10, short_term_capacity: int = 10, mid_term_capacity: int = 2000,
-                 long_term_knowledge_capacity: int = 100, heat_threshold: float = 5.0,
-                 similarity_threshold: float = 0.6, api_key: str = "local", name: str = "memoryos") -> None:
+    def __init__(self, endpoints: Endpoints, *, top_k_sessions: int = 10, retrieval_queue_capacity: int = 10,
+                 short_term_capacity: int = 10, mid_term_capacity: int = 2000, long_term_knowledge_capacity: int = 100,
+                 heat_threshold: float = 5.0, similarity_threshold: float = 0.6, name: str = "memoryos") -> None:
         require("memoryos", name, "memoryos")
         require("faiss", name, "memoryos")
         self.name = name
-        self.llm_base_url, self.llm_model, self.api_key = llm_base_url, llm_model, api_key
-        self.embedder = embedder
+        e = endpoints
+        self.llm_base_url, self.llm_model, self.api_key = e.base_url, e.chat_model, e.api_key
+        self.embedder: Embedder = OpenAIEmbedder(EmbedderConfig(backend="openai", base_url=e.base_url,
+                                                                model=e.embed_model, dim=e.embed_dim))
         self.top_k_sessions = top_k_sessions
         self.settings = dict(short_term_capacity=short_term_capacity, mid_term_capacity=mid_term_capacity,
                              long_term_knowledge_capacity=long_term_knowledge_capacity,

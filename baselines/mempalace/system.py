@@ -14,9 +14,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from baselines.base import EvidenceItem, Retrieval, render_evidence
+from baselines.base import Endpoints, EvidenceItem, Retrieval, Session, Turn, render_evidence
 from baselines.common import PhaseClock, day, quiet_environment, render_turn, require
-from benchmarks.datasets.records import Session, Turn
 
 quiet_environment()  # telemetry off before the library is ever imported
 
@@ -30,12 +29,12 @@ def document_turns(session: Session, user_only: bool) -> list[Turn]:
 
 
 class MemPalaceSystem:
-    def __init__(self, embed_base_url: str, embed_model: str, *, top_k: int = 10, user_turns_only: bool = True,
+    def __init__(self, endpoints: Endpoints, *, top_k: int = 10, user_turns_only: bool = True,
                  name: str = "mempalace") -> None:
         require("mempalace", name, "mempalace")
         require("chromadb", name, "mempalace")
         self.name = name
-        self.embed_base_url, self.embed_model = embed_base_url, embed_model
+        self.embed_base_url, self.embed_model = endpoints.base_url, endpoints.embed_model
         self.top_k, self.user_turns_only = top_k, user_turns_only
         self.clock = PhaseClock()
         self.client: Any = None

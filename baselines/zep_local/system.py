@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from baselines.base import EvidenceItem, Retrieval
+from baselines.base import Endpoints, EvidenceItem, Retrieval, Session
 from baselines.common import PhaseClock, chunks, day, quiet_environment, render_turn, require, safe_id
-from benchmarks.datasets.records import Session
 
 quiet_environment()  # telemetry off before the library is ever imported
 
@@ -46,19 +45,19 @@ def make_reranker(embedder: Any) -> Any:
 
 
 class ZepLocalSystem:
-    def __init__(self, llm_base_url: str, llm_model: str, embed_base_url: str, embed_model: str, embed_dims: int,
-                 *, limit: int = 10, episode_turns: int | None = None, max_tokens: int = 8192,
-                 temperature: float = 0.0, neo4j_uri: str | None = None, neo4j_user: str = "neo4j",
-                 neo4j_password_env: str = "NEO4J_PASSWORD", api_key: str = "local",
+    def __init__(self, endpoints: Endpoints, *, limit: int = 10, episode_turns: int | None = None,
+                 max_tokens: int = 8192, temperature: float = 0.0, neo4j_uri: str | None = None,
+                 neo4j_user: str = "neo4j", neo4j_password_env: str = "NEO4J_PASSWORD",
                  name: str = "zep_local") -> None:
         require("graphiti_core", name, "zep")
         if neo4j_uri is None:
             require("kuzu", name, "zep")
         self.name = name
-        self.llm: dict[str, Any] = dict(api_key=api_key, model=llm_model, small_model=llm_model, base_url=llm_base_url,
-                        temperature=temperature, max_tokens=max_tokens)
-        self.embed: dict[str, Any] = dict(api_key=api_key, base_url=embed_base_url, embedding_model=embed_model,
-                          embedding_dim=embed_dims)
+        e = endpoints
+        self.llm: dict[str, Any] = dict(api_key=e.api_key, model=e.chat_model, small_model=e.chat_model,
+                                        base_url=e.base_url, temperature=temperature, max_tokens=max_tokens)
+        self.embed: dict[str, Any] = dict(api_key=e.api_key, base_url=e.base_url, embedding_model=e.embed_model,
+                                          embedding_dim=e.embed_dim)
         self.limit, self.episode_turns = limit, episode_turns
         self.neo4j = (neo4j_uri, neo4j_user, neo4j_password_env)  # the password is read when connecting
         self.clock = PhaseClock()

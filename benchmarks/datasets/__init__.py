@@ -8,7 +8,7 @@ from pathlib import Path
 from .download import REMOTE_FILES, DatasetUnavailableError, resolve_file
 from .locomo import load_locomo
 from .longmemeval import load_longmemeval
-from .records import Dataset, DatasetKind, Instance, Question, Session, Turn, sanitize_text, sha256_file
+from .records import Dataset, DatasetKind, Instance, Question, sanitize_text, sha256_file
 
 DATASET_NAMES: tuple[str, ...] = ("sample", "longmemeval_s", "longmemeval_oracle", "longmemeval_m", "locomo")
 
@@ -50,8 +50,6 @@ __all__ = [
     "DatasetUnavailableError",
     "Instance",
     "Question",
-    "Session",
-    "Turn",
     "dataset_kind",
     "load_dataset",
     "load_locomo",

@@ -18,13 +18,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from baselines.base import Session, Turn
+
 from .records import (
     MONTH_NAMES,
     Dataset,
     Instance,
     Question,
-    Session,
-    Turn,
     answer_text,
     sanitize_text,
     select,

@@ -20,12 +20,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from baselines.base import Session, Turn
+
 from .records import (
     Dataset,
     Instance,
     Question,
-    Session,
-    Turn,
     answer_text,
     sanitize_text,
     select,
@@ -64,7 +64,9 @@ def parse_entry(entry: dict[str, Any]) -> Instance:
         for sid, date, turns in zip(ids, dates, raw_sessions, strict=True)
     ]
     sessions.sort(key=lambda session: session.timestamp)
-    evidence_turns = tuple(turn.turn_id for session in sessions for turn in session.turns if turn.has_answer)
+    flagged = {f"{sid}:{index}" for sid, turns in zip(ids, raw_sessions, strict=True)
+               for index, raw in enumerate(turns) if raw.get("has_answer")}
+    evidence_turns = tuple(turn.turn_id for session in sessions for turn in session.turns if turn.turn_id in flagged)
     question = Question(
         question_id=qid,
         question=sanitize_text(str(entry["question"])),
@@ -89,7 +91,6 @@ def _session(session_id: str, timestamp: datetime, raw_turns: list[dict[str, Any
             content=sanitize_text(str(raw.get("content", ""))),
             timestamp=timestamp,
             turn_id=f"{session_id}:{index}",
-            has_answer=bool(raw.get("has_answer", False)),
         )
         for index, raw in enumerate(raw_turns)
     )

@@ -1,4 +1,6 @@
-"""The record model every dataset loader produces: turns, sessions, questions, instances."""
+"""The record model every dataset loader produces: questions (with their gold answers and evidence) and
+instances (the sessions a memory is built from). Sessions and turns are the types a memory system
+receives (`baselines.base`): they carry no gold labels."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
+
+from baselines.base import Session
 
 DatasetKind = Literal["longmemeval", "locomo"]
 T = TypeVar("T")
@@ -36,25 +40,6 @@ def sha256_file(path: str | Path, chunk_size: int = 1 << 20) -> str:
         while block := handle.read(chunk_size):
             digest.update(block)
     return digest.hexdigest()
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One message. `speaker` names the person for multi-party data (LoCoMo), else None."""
-
-    role: str
-    content: str
-    timestamp: datetime | None
-    turn_id: str
-    has_answer: bool = False
-    speaker: str | None = None
-
-
-@dataclass(frozen=True)
-class Session:
-    session_id: str
-    timestamp: datetime
-    turns: tuple[Turn, ...]
 
 
 @dataclass(frozen=True)

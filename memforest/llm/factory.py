@@ -24,7 +24,7 @@ def build_chat_model(cfg: LLMConfig) -> ChatModel:
     if cfg.backend == "scripted":
         from memforest.llm.testing import ScriptedChatModel
 
-        return ScriptedChatModel(max_concurrency=cfg.concurrency)
+        return ScriptedChatModel.from_config(cfg)
     raise ConfigError(f"unknown llm backend {cfg.backend!r} (llamacpp, openai, vllm, scripted)")
 
 

@@ -6,6 +6,7 @@ the same scheduler, call log and store as the real backends. They are never a de
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import threading
@@ -16,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from memforest.config import LLMConfig
+from memforest.errors import ConfigError
 from memforest.llm.base import ChatRequest, ChatResponse, EmbedKind, Usage, normalize_rows
 
 Responder = Callable[[ChatRequest], "str | dict[str, Any] | Exception"]
@@ -44,6 +47,12 @@ class ScriptedChatModel:
         self._in_flight = 0
         self._lock = threading.Lock()
 
+    @classmethod
+    def from_config(cls, cfg: LLMConfig) -> ScriptedChatModel:
+        """`llm.backend=scripted`: `cfg.responder` names the responder as "module:function"."""
+        responder = load_responder(cfg.responder) if cfg.responder else None
+        return cls(responder, max_concurrency=cfg.concurrency)
+
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse | Exception]:
         return [self._one(r) for r in requests]
 
@@ -67,6 +76,18 @@ class ScriptedChatModel:
 
     def close(self) -> None:
         pass
+
+
+def load_responder(spec: str) -> Responder:
+    """The callable named by "module:function"."""
+    module_name, _, attr = spec.partition(":")
+    try:
+        responder = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise ConfigError(f"llm.responder {spec!r}: {e}") from None
+    if not callable(responder):
+        raise ConfigError(f"llm.responder {spec!r} is not callable")
+    return responder  # type: ignore[no-any-return]
 
 
 class HashEmbedder:

@@ -48,7 +48,7 @@ class VLLMChatModel:
             model=cfg.model,
             tensor_parallel_size=cfg.tensor_parallel_size,
             gpu_memory_utilization=cfg.gpu_memory_utilization,
-            max_model_len=cfg.max_model_len,
+            max_model_len=cfg.context_tokens,
             enable_prefix_caching=cfg.enable_prefix_caching,
             dtype=cfg.dtype,
             seed=cfg.seed,

@@ -17,7 +17,7 @@ import numpy as np
 from memforest.errors import StoreError
 from memforest.state import ChangeSet, EntityStat, NodeData, Scene, TreeInfo, UserState
 from memforest.store.schema import DDL, SCHEMA_VERSION
-from memforest.trees.memtree import MemTree, TreeInvariantError
+from memforest.trees.memtree import MemTree
 from memforest.types import Cell, Fact, Occurrence, Session, Turn
 
 
@@ -143,15 +143,6 @@ def _read_state(con: sqlite3.Connection, user: str) -> UserState:
         st.scenes[sid] = Scene(sid, domain, _vec(total), size, t_last, tree_id)
     st.pending_cells = {row[0] for row in con.execute("SELECT cell_id FROM pending_cells")}
     return st
-
-
-def validate_trees(state: UserState) -> None:
-    """Raise StoreError when a stored tree violates its invariants."""
-    for info in state.trees.values():
-        try:
-            info.tree.validate()
-        except TreeInvariantError as e:
-            raise StoreError(f"tree {info.tree_id}: {e}") from None
 
 
 def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet) -> None:

@@ -112,7 +112,6 @@ LABEL_SCHEMA: dict[str, Any] = {
     "required": ["reason", "label"],
 }
 JUDGE_IDS = ("longmemeval", "locomo-generous", "strict", "longmemeval-official")
-DEFAULT_JUDGE: dict[str, str] = {"longmemeval": "longmemeval", "locomo": "locomo-generous"}
 
 
 @dataclass(frozen=True)
@@ -281,9 +280,9 @@ class Judge:
     def __init__(
         self,
         model: ChatModel,
-        judge_id: str = "longmemeval",
-        official_dir: str | Path | None = None,
-        max_tokens: int = 192,
+        judge_id: str,
+        official_dir: str | Path | None,
+        max_tokens: int,
     ) -> None:
         if judge_id not in JUDGE_IDS:
             raise ValueError(f"unknown judge {judge_id!r}; choose one of {', '.join(JUDGE_IDS)}")

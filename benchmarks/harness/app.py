@@ -26,9 +26,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+from benchmarks.harness import schema
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 USAGE = "usage: memforest-bench judge RUN_DIR [judge=<name>] [llm=<judge model>] [judge.<key>=<value>...]"
 RUN_DIR_MARKER = "run_dir.txt"  # in each Hydra job directory: where that job's results are
+schema.register()
 
 
 def plain(cfg: DictConfig) -> dict[str, Any]:
@@ -40,7 +43,7 @@ def plain(cfg: DictConfig) -> dict[str, Any]:
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
 def run_app(cfg: DictConfig) -> None:
-    from benchmarks.runner import run_benchmark
+    from benchmarks.harness.runner import run_benchmark
 
     resolved = plain(cfg)
     job_dir = Path(HydraConfig.get().runtime.output_dir)
@@ -61,7 +64,7 @@ class SweepComparison(Callback):
         self.sweep_dir = Path(str(config.hydra.sweep.dir))  # resolved once, as the launcher does
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from benchmarks.report import comparison_markdown
+        from benchmarks.harness.report import comparison_markdown
 
         if self.sweep_dir is None:
             return
@@ -86,13 +89,16 @@ def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
 
 
 def judge_config(stored: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """The `judge` group composed with `overrides` and resolved against the run's stored configuration,
-    so that `judge.model: ${llm}` is the run's backbone, unless the overrides choose another `llm`."""
+    """The `judge` group composed with `overrides` and resolved against the run's stored configuration:
+    the judge model is the run's backbone unless the overrides choose another (`llm=...`, or
+    `+llm@judge.model=...`)."""
     composed = compose_config(overrides)
     base = OmegaConf.create(stored)
     if any(o.lstrip("+~").startswith(("llm=", "llm.")) for o in overrides):
         base.llm = composed.llm
     base.judge = OmegaConf.create(OmegaConf.to_container(composed.judge, resolve=False))
+    if base.judge.model is None:  # the backbone judges
+        base.judge.model = base.llm
     judge = OmegaConf.to_container(base.judge, resolve=True)
     assert isinstance(judge, dict)
     return {str(k): v for k, v in judge.items()}
@@ -102,8 +108,8 @@ def judge_command(argv: Sequence[str]) -> int:
     if not argv or argv[0].startswith("-") or "=" in argv[0]:
         print(USAGE, file=sys.stderr)
         return 2
-    from benchmarks.grading import rejudge_run
-    from benchmarks.results import RunFiles
+    from benchmarks.harness.rejudge import rejudge_run
+    from benchmarks.harness.results import RunFiles
 
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
     run_dir = Path(argv[0])
@@ -118,7 +124,7 @@ def judge_command(argv: Sequence[str]) -> int:
 
 
 def compare_command(argv: Sequence[str]) -> int:
-    from benchmarks.report import comparison_markdown
+    from benchmarks.harness.report import comparison_markdown
 
     if not argv or any(a.startswith("-") for a in argv):
         print("usage: memforest-bench compare RUN_DIR...", file=sys.stderr)

@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import merge_speed, retrieval, structure, write_profile
+from benchmarks.micro import merge_speed, retrieval_latency, structure, write_profile
 
 SUITES = {
     "structure": structure.main,
-    "retrieval": retrieval.main,
+    "retrieval_latency": retrieval_latency.main,
     "write_profile": write_profile.main,
     "merge": lambda: merge_speed.main([]),
 }

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.loopback import LoopbackServer
+from benchmarks.serving.loopback import LoopbackServer
 from memforest.llm.base import (
     ChatModel,
     ChatRequest,

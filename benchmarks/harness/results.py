@@ -25,7 +25,7 @@ from typing import Any
 from memforest.llm.calllog import CallLog, CallRecord
 
 SCHEMA_VERSION = 1
-REPO_DIR = Path(__file__).resolve().parent.parent
+REPO_DIR = Path(__file__).resolve().parents[2]
 PACKAGES = (
     "memforest", "hydra-core", "omegaconf", "numpy", "faiss-cpu", "faiss-gpu-cu12", "torch",
     "sentence-transformers", "transformers", "llama-cpp-python", "vllm", "httpx", "wandb",

@@ -3,7 +3,7 @@ the Mem0 1.x of this project's environment, and answers the protocol of baseline
 the standard library and mem0 only.
 
 hello options: `llm_base_url`, `llm_model`, `embed_base_url`, `embed_model`, `embed_dims`, `api_key`,
-`temperature`, `max_tokens`, `top_k`, `batch_turns`, `threshold` (all sent by `mem0_v2_system`).
+`temperature`, `max_tokens`, `top_k`, `batch_turns`, `threshold` (all sent by `mem0_additive_system`).
 
 As for the 1.x adapter: embedded Qdrant (and Mem0's SQLite history) under each instance's workdir;
 chat and embeddings through the OpenAI-compatible endpoints given (the harness's logging proxy);

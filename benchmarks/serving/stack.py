@@ -15,11 +15,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from baselines.base import MemorySystem, Retrieval
-from benchmarks.datasets.records import Session
-from benchmarks.llama_server import LlamaCppServer
-from benchmarks.model_server import ModelServer
-from benchmarks.proxy import LoggingProxy
+from baselines.base import MemorySystem, Retrieval, Session
+from benchmarks.serving.llama_server import LlamaCppServer
+from benchmarks.serving.model_server import ModelServer
+from benchmarks.serving.proxy import LoggingProxy
 from memforest.errors import ModelError
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog

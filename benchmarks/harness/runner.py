@@ -15,23 +15,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import instantiate
 from tqdm import tqdm
 
 from baselines.base import MemorySystem, Retrieval, SystemUnavailable
-from benchmarks import report
-from benchmarks.answering import answer_request
 from benchmarks.datasets import Dataset, Instance, Question, load_dataset
-from benchmarks.grading import chat_model, judge_rows, make_judge, make_scheduler
-from benchmarks.judging import Judge
-from benchmarks.metrics import dedupe
-from benchmarks.results import RunCallLog, RunFiles, git_info, package_versions, read_jsonl
-from benchmarks.systems import Models, attach, build_system, model_fields, needs_chat_model
-from benchmarks.wandb_logger import WandbLogger
-from memforest.config import EmbedderConfig, from_dict
+from benchmarks.harness import report
+from benchmarks.harness.answering import answer_request
+from benchmarks.harness.metrics import dedupe
+from benchmarks.harness.models import library_config, scheduler
+from benchmarks.harness.results import RunCallLog, RunFiles, git_info, package_versions, read_jsonl
+from benchmarks.harness.systems import Models, attach, build_system, system_settings
+from benchmarks.harness.wandb_logger import WandbLogger
+from benchmarks.judging.grading import judge_rows, make_judge
+from benchmarks.judging.judges import Judge
+from memforest.config import LLMConfig
 from memforest.errors import ModelError
 from memforest.llm.base import ChatModel, ChatResponse
 from memforest.llm.calllog import summarize
-from memforest.llm.factory import build_embedder
 from memforest.llm.scheduler import Scheduler
 
 Config = Mapping[str, Any]
@@ -107,23 +108,24 @@ def run_metadata(cfg: Config, dataset: Dataset) -> dict[str, Any]:
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "git": git_info(),
         "config": dict(cfg),
+        "system": system_settings(cfg["method"]),
         "packages": package_versions(),
         "dataset": {"name": dataset.name, "kind": dataset.kind, "sha256": dataset.sha256,
                     "source": dataset.source, "instances": len(dataset.instances),
                     "questions": dataset.num_questions},
         "models": {"llm": cfg["llm"]["model"], "embedder": cfg["embedder"]["model"],
-                   "judge": (judge.get("model") or {}).get("model") if judge.get("enabled") else None},
+                   "judge": (judge.get("model") or cfg["llm"])["model"] if judge.get("enabled") else None},
     }
 
 
 def open_harness(cfg: Config, dataset: Dataset, files: RunFiles) -> Harness:
     """Build the models the configuration needs (no chat model when nothing generates) and the system."""
     answering = bool(cfg["answer"]["enabled"])
-    embedder = build_embedder(from_dict(EmbedderConfig, model_fields(cfg["embedder"])))
-    llm = chat_model(cfg["llm"]) if answering or needs_chat_model(cfg["method"]) else None
+    embedder = instantiate(cfg["embedder"])
+    llm = instantiate(cfg["llm"]) if answering or cfg["method"]["needs_chat_model"] else None
     closing: list[Any] = []  # closed in this order: schedulers before their models
     judge = open_judge(cfg, llm, files, closing) if answering else None
-    answerer = make_scheduler(llm, cfg["llm"], files.call_log) if answering and llm is not None else None
+    answerer = scheduler(llm, cfg["llm"], files.call_log) if answering and llm is not None else None
     closing += [obj for obj in (answerer, llm, embedder) if obj is not None]
     try:
         system = build_system(cfg["method"], cfg["llm"], cfg["embedder"], Models(embedder, llm, files.call_log))
@@ -139,14 +141,15 @@ def open_harness(cfg: Config, dataset: Dataset, files: RunFiles) -> Harness:
 
 def open_judge(cfg: Config, llm: ChatModel | None, files: RunFiles, closing: list[Any]) -> Judge | None:
     """The run's judge, on the backbone model when its model config is the backbone's."""
-    judge_cfg = cfg.get("judge") or {}
-    if not judge_cfg.get("enabled", False):
+    judge_cfg = cfg["judge"]
+    if not judge_cfg["enabled"]:
         return None
-    same = llm is not None and model_fields(judge_cfg["model"]) == model_fields(cfg["llm"])
-    model = llm if same and llm is not None else chat_model(judge_cfg["model"])
-    judge, scheduler = make_judge(judge_cfg, model, files.call_log, "judge")
-    closing += [scheduler] if same else [scheduler, model]
-    return judge
+    model_cfg = judge_cfg["model"] or cfg["llm"]  # null: the backbone
+    same = llm is not None and library_config(LLMConfig, model_cfg) == library_config(LLMConfig, cfg["llm"])
+    model = llm if same and llm is not None else instantiate(model_cfg)
+    sched = scheduler(model, model_cfg, files.call_log)
+    closing += [sched] if same else [sched, model]
+    return make_judge(judge_cfg, sched, "judge")
 
 
 def restore(h: Harness) -> None:

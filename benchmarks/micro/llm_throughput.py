@@ -1,7 +1,7 @@
 """Throughput of the embedded llama.cpp backend on an extraction-like JSON call.
 
 Compares one instance with 2 threads (one request at a time) against two instances with 1 thread
-each (two requests at once). Run: `python -m benchmarks.llm_throughput [--calls 12]`.
+each (two requests at once). Run: `python -m benchmarks.micro.llm_throughput [--calls 12]`.
 """
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ def answer_request(
     question: str,
     question_date: datetime | None,
     context: str,
-    max_tokens: int = 256,
+    max_tokens: int,
     seed: int | None = None,
     temperature: float = 0.0,
 ) -> ChatRequest:

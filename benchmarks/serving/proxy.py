@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.loopback import LoopbackServer
+from benchmarks.serving.loopback import LoopbackServer
 from memforest.llm.calllog import CallLog, CallRecord
 
 ROUTES = {"/chat/completions": "chat", "/completions": "chat", "/embeddings": "embed", "/models": "models"}

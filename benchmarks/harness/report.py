@@ -8,8 +8,8 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from benchmarks.metrics import summarize
-from benchmarks.results import RunFiles
+from benchmarks.harness.metrics import summarize
+from benchmarks.harness.results import RunFiles
 
 Row = Mapping[str, Any]
 TOKENS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens")

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.synthetic_forest import build_state
+from benchmarks.micro.synthetic_forest import build_state
 from memforest.config import MemForestConfig
 from memforest.index.forest_index import ForestIndex
 from memforest.llm.testing import HashEmbedder

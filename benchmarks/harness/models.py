@@ -1,0 +1,40 @@
+"""Builders the harness's model configs name as `_target_`: the library's own configs and factories,
+so that every model knob has its default in `memforest.config` and nowhere else."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any, TypeVar
+
+from memforest.config import EmbedderConfig, LLMConfig, from_dict
+from memforest.llm.base import ChatModel, Embedder
+from memforest.llm.calllog import CallLog
+from memforest.llm.factory import build_chat_model, build_embedder
+from memforest.llm.scheduler import Scheduler
+
+T = TypeVar("T")
+
+
+def library_config(cls: type[T], node: Mapping[str, Any] | object) -> T:
+    """The library dataclass `cls` from a harness node of it (which adds `name` and `_target_`)."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    if isinstance(node, Mapping):
+        return from_dict(cls, {k: node[k] for k in names if k in node})
+    return from_dict(cls, {k: getattr(node, k) for k in names})
+
+
+def chat_model(**node: Any) -> ChatModel:
+    """`llm` group: `_target_: benchmarks.harness.models.chat_model`."""
+    return build_chat_model(library_config(LLMConfig, node))
+
+
+def embedder(**node: Any) -> Embedder:
+    """`embedder` group: `_target_: benchmarks.harness.models.embedder`."""
+    return build_embedder(library_config(EmbedderConfig, node))
+
+
+def scheduler(model: ChatModel, node: Mapping[str, Any], call_log: CallLog) -> Scheduler:
+    """A Scheduler over `model` with the concurrency and retry policy of its `llm` node."""
+    c = library_config(LLMConfig, node)
+    return Scheduler(model, c.concurrency, call_log, c.max_retries, c.json_retries, c.backoff_s)

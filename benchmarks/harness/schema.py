@@ -1,0 +1,133 @@
+"""The harness's configuration schema, registered with Hydra's ConfigStore.
+
+Library knobs keep their defaults in `memforest.config` only: the `llm` and `embedder` groups are the
+library's LLMConfig and EmbedderConfig (plus a label and a `_target_`), and a MemForest method's
+`memforest` node is a MemForestConfig. Harness knobs have their defaults here. The YAML files under
+`configs/` name a schema in their defaults list and hold only what differs from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from memforest.config import EmbedderConfig, LLMConfig, MemForestConfig
+
+
+@dataclass
+class ChatModelNode(LLMConfig):
+    """The `llm` group and a judge's `model`. `name` labels the backbone in result paths."""
+
+    name: str = MISSING
+    _target_: str = "benchmarks.harness.models.chat_model"
+
+
+@dataclass
+class EmbedderNode(EmbedderConfig):
+    name: str = MISSING
+    _target_: str = "benchmarks.harness.models.embedder"
+
+
+@dataclass
+class MemForestNode(MemForestConfig):
+    """A MemForest method's library configuration, with the run's backbone and embedder."""
+
+    llm: Any = "${llm}"
+    embedder: Any = "${embedder}"
+
+
+@dataclass
+class ServingNode:
+    """How the harness serves the backbone and the embedder to a library baseline (behind the logging
+    proxy). `context_tokens` is the context the backbone is served with (llama.cpp's n_ctx)."""
+
+    context_tokens: int = MISSING
+    threads: int = MISSING  # llama.cpp only
+    max_tokens_cap: int | None = None  # clamp every request's max_tokens (CPU smoke runs)
+
+
+@dataclass
+class MethodNode:
+    """A compared system. `system` is a `_target_` node: the adapter and its settings (those not set
+    keep the adapter's defaults; run.json records every setting the adapter was built with)."""
+
+    name: str = MISSING
+    system: Any = MISSING
+    needs_chat_model: bool = True  # on the write or retrieval path (answering builds it anyway)
+    serving: ServingNode | None = None  # library baselines, reached over HTTP
+    memforest: MemForestNode | None = None  # MemForest methods: the library configuration
+
+
+@dataclass
+class DatasetNode:
+    name: str = MISSING
+    judge: str = MISSING  # the judge id `judge=auto` uses for this dataset
+    path: str | None = None  # a local file; null = the shipped sample, the cache, or a download
+    limit: int | None = None
+    instance_ids: list[str] | None = None
+    cache_dir: str | None = None
+    include_adversarial: bool = False  # LoCoMo category 5
+
+
+@dataclass
+class JudgeNode:
+    """`_target_` builds the judge. Its model is the backbone (`model: null`) unless one is chosen,
+    e.g. `+llm@judge.model=qwen3_30b_a3b_server`."""
+
+    _target_: str = "benchmarks.judging.judges.Judge"
+    judge_id: str = "${dataset.judge}"
+    enabled: bool = True
+    official_dir: str | None = None  # a LongMemEval checkout, for id=longmemeval-official
+    max_tokens: int = 192
+    model: ChatModelNode | None = None
+
+
+@dataclass
+class AnswerNode:
+    enabled: bool = True  # false: retrieval only, no chat model for answering
+    max_tokens: int = 256
+    temperature: float = 0.7  # for attempts after the first (attempt 0 is greedy)
+
+
+@dataclass
+class WandbNode:
+    enabled: bool = False
+    mode: str = "offline"  # offline | online
+    project: str = "memforest"
+    entity: str | None = None
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BenchConfig:
+    """One run = (experiment, dataset, method, backbone, seed), in a deterministic directory."""
+
+    method: MethodNode = MISSING
+    dataset: DatasetNode = MISSING
+    llm: ChatModelNode = MISSING
+    embedder: EmbedderNode = MISSING
+    judge: JudgeNode = field(default_factory=JudgeNode)
+    answer: AnswerNode = field(default_factory=AnswerNode)
+    wandb: WandbNode = field(default_factory=WandbNode)
+    experiment_name: str = "default"
+    seed: int = 0
+    attempts: int = 1  # answer samples per question (pass@1..k)
+    output_root: str = "results"
+    run_dir: str = "${output_root}/${experiment_name}/${dataset.name}/${method.name}/${llm.name}/seed${seed}"
+    keep_stores: bool = True  # keep each instance's store (a resumed run reuses finished builds)
+    retry_errors: bool = False  # on resume, redo records whose build, retrieval or answer failed
+    progress: bool = True
+
+
+def register() -> None:
+    """Register the schemas; the YAML files refer to them by these names."""
+    store = ConfigStore.instance()
+    store.store(name="bench_schema", node=BenchConfig)
+    store.store(group="method", name="_schema", node=MethodNode)
+    store.store(group="dataset", name="_schema", node=DatasetNode)
+    store.store(group="llm", name="_schema", node=ChatModelNode)
+    store.store(group="embedder", name="_schema", node=EmbedderNode)
+    store.store(group="judge", name="_schema", node=JudgeNode)

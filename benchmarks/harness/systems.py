@@ -1,0 +1,140 @@
+"""The compared system of a run, built from its method config.
+
+`method.system` is a `_target_` node: the adapter (a `baselines` class or factory) with the settings
+that differ from its defaults. The harness binds the runtime objects the adapter's signature asks for
+(`llm`, `embedder`, `call_log`, a MemForest `config`, `name`). A library baseline (`method.serving`
+set) gets `endpoints` instead: the backbone and the embedder served over HTTP behind one logging proxy
+(`benchmarks.serving.stack`), so that its calls and tokens are counted like MemForest's.
+
+A system that cannot run here raises SystemUnavailable with the reason; the run is reported as skipped.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+
+from baselines.base import Endpoints, MemorySystem, Session, SystemUnavailable
+from benchmarks.harness.models import library_config
+from benchmarks.serving.stack import ProxiedSystem, ServingStack
+from memforest.config import EmbedderConfig, LLMConfig, MemForestConfig, from_dict
+from memforest.llm.base import ChatModel, Embedder
+from memforest.llm.calllog import CallLog
+
+Config = Mapping[str, Any]
+PROBE_URL = "http://127.0.0.1:9/v1"  # nothing listens there: adapters must not connect on construction
+
+
+@dataclass(frozen=True)
+class Models:
+    """What the harness built: the embedder, the backbone chat model when needed, the run's call log."""
+
+    embedder: Embedder
+    llm: ChatModel | None
+    call_log: CallLog
+
+
+def system_factory(method: Config) -> functools.partial[MemorySystem]:
+    """The adapter of `method.system` with the method's settings bound."""
+    try:
+        factory = instantiate(dict(method["system"]), _partial_=True, _convert_="all")
+    except InstantiationException as exc:
+        raise ValueError(f"method {method.get('name')}: {exc}") from exc
+    assert isinstance(factory, functools.partial)
+    return factory
+
+
+def system_settings(method: Config) -> dict[str, Any]:
+    """Every setting the adapter is built with, its own defaults included (recorded in run.json)."""
+    factory = system_factory(method)
+    out: dict[str, Any] = {"_target_": method["system"]["_target_"]}
+    for name, param in inspect.signature(factory.func).parameters.items():
+        if name in factory.keywords:
+            out[name] = factory.keywords[name]
+        elif param.default is not inspect.Parameter.empty and _plain(param.default):
+            out[name] = param.default
+    return out
+
+
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool, list, dict))
+
+
+def memforest_config(method: Config) -> MemForestConfig:
+    """The method's `memforest` node as the library's MemForestConfig."""
+    node = dict(method["memforest"])
+    node["llm"] = vars(library_config(LLMConfig, node["llm"]))
+    node["embedder"] = vars(library_config(EmbedderConfig, node["embedder"]))
+    return from_dict(MemForestConfig, node)
+
+
+def build_system(method: Config, llm: Config, embedder: Config, models: Models) -> MemorySystem:
+    factory = system_factory(method)
+    if method.get("serving"):
+        return served_system(method, llm, embedder, models, factory)
+    runtime: dict[str, Any] = {"llm": models.llm, "embedder": models.embedder, "call_log": models.call_log,
+                               "name": str(method["name"])}
+    if method.get("memforest") is not None:
+        runtime["config"] = memforest_config(method)
+    return factory(**_accepted(factory, runtime))
+
+
+def _accepted(factory: functools.partial[Any], runtime: dict[str, Any]) -> dict[str, Any]:
+    params = inspect.signature(factory.func).parameters
+    return {k: v for k, v in runtime.items() if k in params and k not in factory.keywords}
+
+
+def attach(system: MemorySystem, instance_id: str, workdir: Path, sessions: Sequence[Session]) -> bool:
+    """Reopen a completed store instead of rebuilding it; False when the system cannot."""
+    reopen = getattr(system, "attach", None)
+    if reopen is None:
+        return False
+    reopen(instance_id, workdir, sessions)
+    return True
+
+
+# ---------------------------------------------------------------- library baselines, served over HTTP
+
+HTTP_BACKENDS = ("llamacpp", "openai")
+
+
+def served_system(method: Config, llm: Config, embedder: Config, models: Models,
+                  factory: functools.partial[MemorySystem]) -> MemorySystem:
+    """A ProxiedSystem; the adapter is built once first against an address where nothing listens, so
+    a missing package or environment is reported before any instance is built."""
+    name, serving = str(method["name"]), method["serving"]
+
+    def endpoints(url: str) -> Endpoints:
+        return Endpoints(url, str(llm["model"]), str(embedder["model"]), int(embedder["dim"]),
+                         int(serving["context_tokens"]))
+
+    factory(endpoints(PROBE_URL), name=name).close()
+    stack = serving_stack(name, serving, llm, embedder, models)
+    return ProxiedSystem(name, lambda url: factory(endpoints(url), name=name), stack,
+                         ingest_phase="build", query_phase="retrieve")
+
+
+def serving_stack(name: str, serving: Config, llm: Config, embedder: Config, models: Models) -> ServingStack:
+    """llama.cpp serves the packaged (or `llm.model_path`) GGUF at `serving.context_tokens`; an `openai`
+    backbone is forwarded to; any other (vLLM in process, the scripted model) is served by the harness.
+    The embedder is served likewise unless it is itself an `openai` endpoint."""
+    backend = str(llm["backend"])
+    if backend not in HTTP_BACKENDS and models.llm is None:
+        raise SystemUnavailable(f"{name}: llm.backend={backend} needs the harness's chat model")
+    remote_embed = embedder["backend"] == "openai"
+    return ServingStack(
+        models.call_log, name, llm_model=str(llm["model"]),
+        llm_base_url=llm.get("base_url") if backend == "openai" else None,
+        chat=models.llm if backend not in HTTP_BACKENDS else None, gguf_path=llm.get("model_path"),
+        n_ctx=int(serving["context_tokens"]), threads=int(serving["threads"]), seed=int(llm["seed"]),
+        embedder=None if remote_embed else models.embedder,
+        embed_base_url=embedder.get("base_url") if remote_embed else None,
+        max_tokens_cap=serving.get("max_tokens_cap"),
+    )
