@@ -36,7 +36,8 @@ bench: $(VENV)/.installed-dev
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check memforest baselines benchmarks analysis tests
-	$(VENV)/bin/mypy memforest
+	$(VENV)/bin/mypy memforest baselines benchmarks analysis tests
+	$(VENV)/bin/lint-imports
 
 clean-venv:
 	rm -rf $(VENV)

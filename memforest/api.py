@@ -22,6 +22,7 @@ from memforest.llm.calllog import CallLog
 from memforest.llm.factory import build_chat_model, build_embedder
 from memforest.llm.scheduler import Scheduler
 from memforest.merge import merge_into
+from memforest.refresh import RefreshStats, refresh
 from memforest.retrieval.query import run_query
 from memforest.retrieval.results import QueryResult
 from memforest.sessions import check_id, parse_session, parse_sessions
@@ -29,7 +30,6 @@ from memforest.snapshot import Snapshot
 from memforest.state import ChangeSet, UserState
 from memforest.store.db import UserDB
 from memforest.timeutil import iso_minute, parse_time
-from memforest.trees.refresh import RefreshStats, refresh
 from memforest.types import Session
 from memforest.write import IngestReport, ingest_sessions, refresh_pending
 

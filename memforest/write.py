@@ -18,9 +18,9 @@ from memforest.facts.chunking import chunk_session
 from memforest.facts.extraction import extract
 from memforest.llm.base import Embedder
 from memforest.llm.scheduler import Scheduler
+from memforest.refresh import refresh
 from memforest.routing.router import Router
 from memforest.state import ChangeSet, UserState
-from memforest.trees.refresh import refresh
 from memforest.types import Cell, Session
 
 

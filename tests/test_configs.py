@@ -60,7 +60,7 @@ def test_every_combination_of_every_group_composes_and_resolves() -> None:
             def composed(*overrides: str, experiment: str = experiment) -> dict[str, Any]:
                 cfg = OmegaConf.to_container(compose("config", overrides=[f"experiment={experiment}", *overrides]))
                 assert isinstance(cfg, dict)
-                return cfg
+                return {str(k): v for k, v in cfg.items()}
 
             top = {k: v for k, v in composed().items() if k not in groups}
             nodes = {g: {o: composed(f"{g}={o}")[g] for o in options(g)} for g in groups}

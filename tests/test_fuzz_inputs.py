@@ -46,7 +46,7 @@ def test_ingest_inputs(forest, payload, user):
     safe_user = user if isinstance(user, str) and user.isalnum() else "u"
     before = describe(forest.snapshot("u").state)
     try:
-        forest.ingest_sessions(user, payload)  # type: ignore[arg-type]
+        forest.ingest_sessions(user, payload)
     except MemForestError as e:
         assert str(e)
         assert describe(forest.snapshot("u").state) == before
@@ -59,7 +59,7 @@ def test_ingest_inputs(forest, payload, user):
 @given(question=st.one_of(st.text(max_size=30), scalars), date=dates, mode=st.one_of(st.none(), st.text(max_size=8)))
 def test_query_inputs(forest, question, date, mode):
     try:
-        result = forest.query("u", question, date=date, mode=mode, answer=False)  # type: ignore[arg-type]
+        result = forest.query("u", question, date=date, mode=mode, answer=False)
     except MemForestError as e:
         assert str(e)
         return
@@ -77,7 +77,13 @@ def test_malformed_session_files(forest, tmp_path_factory, text, capsys):
     code = main(["ingest", "--store", str(forest.root), "--user", "u", "-o", "llm.backend=scripted",
                  "-o", "embedder.backend=hash", "-o", "embedder.dim=256", str(path)])
     err = capsys.readouterr().err
+    forest._snapshots.clear()
+    after = forest.snapshot("u").state
     if code != 0:
         assert "memforest: error:" in err and "Traceback" not in err
-        forest._snapshots.clear()
-        assert describe(forest.snapshot("u").state) == before
+        assert describe(after) == before
+        return
+    written = json.loads(text)  # success: the file held sessions, and now the store holds them too
+    assert isinstance(written, list) and written
+    assert {str(s["session_id"]) for s in written} <= set(after.sessions)
+    assert forest.check("u")["ok"]

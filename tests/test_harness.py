@@ -207,17 +207,53 @@ def test_a_run_directory_refuses_another_configuration(tmp_path: Path) -> None:
         runner.run_benchmark(config(tmp_path, "dataset.limit=1", "answer.enabled=false", "embedder.dim=128"))
 
 
-def test_wandb_stays_optional(tmp_path: Path) -> None:
+def test_wandb_stays_optional(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from benchmarks.harness.wandb_logger import WandbLogger
 
-    assert "wandb" not in sys.modules
-    WandbLogger({"enabled": False}, tmp_path, {}).log_summary({"accuracy": 1.0})
-    if "wandb" not in sys.modules:
-        try:
-            import wandb  # noqa: F401
-        except ImportError:
-            with pytest.raises(RuntimeError, match="memforest\\[wandb\\]"):
-                WandbLogger({"enabled": True}, tmp_path, {})
+    monkeypatch.setitem(sys.modules, "wandb", None)  # as if not installed: `import wandb` fails
+    WandbLogger({"enabled": False}, tmp_path, {}).log_summary({"accuracy": 1.0})  # disabled: never imported
+    with pytest.raises(RuntimeError, match="memforest\\[wandb\\]"):
+        WandbLogger({"enabled": True}, tmp_path, {})
+
+
+def test_wandb_mirrors_builds_questions_and_the_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Against a stand-in module with wandb's call shapes: init(...), run.log(dict), run.summary[k] = v,
+    run.finish()."""
+    from benchmarks.harness.wandb_logger import WandbLogger
+
+    class Run:
+        def __init__(self, **kwargs: Any) -> None:
+            self.init = kwargs
+            self.logged: list[dict[str, Any]] = []
+            self.summary: dict[str, Any] = {}
+            self.finished = False
+
+        def log(self, data: dict[str, Any]) -> None:
+            self.logged.append(data)
+
+        def finish(self) -> None:
+            self.finished = True
+
+    runs: list[Run] = []
+
+    def init(**kwargs: Any) -> Run:
+        runs.append(Run(**kwargs))
+        return runs[-1]
+
+    module = type(sys)("wandb")
+    module.init = init  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "wandb", module)
+    logger = WandbLogger({"enabled": True, "project": "p", "tags": ["t"]}, tmp_path / "a/b/c/d/e", {"seed": 1})
+    logger.log_build({"build_seconds": 2.0, "llm": {"calls": 3}})
+    logger.log_records([{"latency": {"retrieve": 0.5}}])
+    logger.log_summary({"accuracy": 0.5, "markdown": "ignored"})
+    logger.finish()
+    [run] = runs
+    assert run.init["project"] == "p" and run.init["tags"] == ["t"] and run.init["config"] == {"seed": 1}
+    assert run.init["resume"] == "allow" and run.init["name"] == "a/b/c/d/e"
+    assert run.logged == [{"build/build_seconds": 2.0, "build/llm/calls": 3.0},
+                          {"query/latency/retrieve": 0.5, "query/questions": 1.0}]
+    assert run.summary == {"accuracy": 0.5} and run.finished
 
 
 @pytest.mark.slow

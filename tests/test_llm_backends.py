@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import socket
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -112,12 +113,29 @@ def test_llamacpp_bounded_schema_gives_valid_json(llama_pool: LlamaCppChatModel)
 
 
 @pytest.mark.slow
-def test_llamacpp_two_threads_on_two_instances(llama_pool: LlamaCppChatModel) -> None:
+def test_llamacpp_two_threads_on_two_instances(llama_pool: LlamaCppChatModel,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    spans: list[tuple[int, float, float]] = []  # (instance, start, end) of each completion
+
+    def timed(index: int, complete: Any) -> Any:
+        def run(**kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return complete(**kwargs)
+            finally:
+                spans.append((index, start, time.perf_counter()))
+        return run
+
+    for index, llama in enumerate(llama_pool._instances):
+        monkeypatch.setattr(llama, "create_chat_completion", timed(index, llama.create_chat_completion))
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = [pool.submit(llama_pool.generate, [facts_request()]) for _ in range(2)]
         results = [f.result(timeout=120) for f in futures]
     for [result] in results:
         assert_valid_facts(result)
+    (a, a0, a1), (b, b0, b1) = sorted(spans, key=lambda span: span[1])
+    assert a != b  # each request on its own instance ...
+    assert b0 < a1  # ... and the two ran at the same time
 
 
 @pytest.mark.slow

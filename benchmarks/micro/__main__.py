@@ -1,4 +1,6 @@
-"""`make bench`: every speed and memory measurement, printed and written to results/bench/."""
+"""`make bench` (`python -m benchmarks.micro [SUITE...]`): every speed and memory measurement, printed
+and written to results/bench/<suite>.json. Each suite is a module of this package whose
+`main(argv) -> result` also runs alone (`python -m benchmarks.micro.<module> --help`)."""
 
 from __future__ import annotations
 
@@ -8,16 +10,18 @@ import os
 import platform
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.micro import merge_speed, retrieval_latency, structure, write_profile
+from benchmarks.micro import llm_throughput, merge_speed, retrieval_latency, structure, write_profile
 
-SUITES = {
+SUITES: dict[str, Callable[[list[str]], Any]] = {
     "structure": structure.main,
     "retrieval_latency": retrieval_latency.main,
     "write_profile": write_profile.main,
-    "merge": lambda: merge_speed.main([]),
+    "merge": merge_speed.main,
+    "llm_throughput": llm_throughput.main,
 }
 
 
@@ -40,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.suites:
         print(f"\n=== {name} ===", flush=True)
         t = time.perf_counter()
-        result = SUITES[name]()
+        result = SUITES[name]([])
         record = {"suite": name, "machine": _machine(), "seconds": round(time.perf_counter() - t, 1), "result": result}
         (out / f"{name}.json").write_text(json.dumps(record, indent=2, default=str))
     print(f"\nresults written to {out}/")

@@ -14,35 +14,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from memforest.commands import load_config
 from memforest.config import ExtractionConfig, LLMConfig
+from memforest.facts.extraction import extraction_request
 from memforest.llm.base import ChatRequest, ChatResponse, InvalidOutputError
 from memforest.llm.factory import build_chat_model
+from memforest.types import Cell
 
-MAX_FACTS = 8
-FACT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "facts": {
-            "type": "array",
-            "maxItems": MAX_FACTS,
-            "items": {
-                "type": "object",
-                "properties": {
-                    "speaker": {"type": "string", "enum": ["user", "assistant"]},
-                    "fact": {"type": "string", "maxLength": 200},
-                },
-                "required": ["speaker", "fact"],
-                "additionalProperties": False,
-            },
-        }
-    },
-    "required": ["facts"],
-    "additionalProperties": False,
-}
-SYSTEM = (
-    "You extract durable facts about the user from a short dialogue. Answer with a JSON object "
-    '{"facts": [{"speaker": ..., "fact": ...}]}, at most 8 facts, each one short sentence.'
-)
 PEOPLE = ["Maya", "Tom", "Priya", "Lukas", "Aiko", "Omar"]
 PLACES = ["Lisbon", "Denver", "Kyoto", "Leeds", "Austin", "Oslo"]
 HOBBIES = ["bouldering", "sourdough baking", "trail running", "watercolour painting"]
@@ -66,7 +44,8 @@ class Result:
 
 
 def dialogue(i: int) -> ChatRequest:
-    """The i-th of a set of distinct 2-turn dialogues (distinct so no prompt is fully cached)."""
+    """The library's extraction request for the i-th of a set of distinct 2-turn cells (distinct, so
+    that no prompt is fully cached)."""
     person, place, hobby = PEOPLE[i % 6], PLACES[(i * 5 + 1) % 6], HOBBIES[i % 4]
     user = (
         f"My sister {person} just moved to {place} for a nursing job, and I'm visiting her in "
@@ -76,19 +55,13 @@ def dialogue(i: int) -> ChatRequest:
         f"That sounds lovely! {place} has a few {hobby} groups that meet on weekends. "
         f"Would you like tips for planning the trip to see {person}?"
     )
-    text = f"USER: {user}\nASSISTANT: {assistant}"
-    return ChatRequest(
-        messages=({"role": "system", "content": SYSTEM}, {"role": "user", "content": text}),
-        stage="extract",
-        prompt_id="bench.extract",
-        json_schema=FACT_SCHEMA,
-        max_tokens=ExtractionConfig().max_tokens,
-    )
+    cell = Cell(f"c{i}", "s", i, 0, 1, 1_684_000_000.0 + 86_400 * i, f"user: {user}\nassistant: {assistant}")
+    return extraction_request(cell, ExtractionConfig())
 
 
-def run(label: str, instances: int, threads: int, requests: Sequence[ChatRequest]) -> Result:
-    """Time `requests` on a fresh pool, `instances` of them in flight at once."""
-    model = build_chat_model(LLMConfig(instances=instances, threads_per_instance=threads))
+def run(label: str, requests: Sequence[ChatRequest], cfg: LLMConfig) -> Result:
+    """Time `requests` on a fresh model of `cfg`, as many in flight as it serves at once."""
+    model = build_chat_model(cfg)
     try:
         model.generate([dialogue(len(requests) + 1)])  # warm-up, not counted
 
@@ -106,8 +79,8 @@ def run(label: str, instances: int, threads: int, requests: Sequence[ChatRequest
     outs = [out for _, out in timed]
     return Result(
         label=label,
-        instances=instances,
-        threads=threads,
+        instances=cfg.instances,
+        threads=cfg.threads_per_instance,
         calls=len(requests),
         ok=sum(isinstance(o, ChatResponse) for o in outs),
         invalid=sum(isinstance(o, InvalidOutputError) for o in outs),
@@ -131,18 +104,28 @@ def format_table(results: Sequence[Result]) -> str:
     return "\n".join(rows)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def llm_config(overrides: list[str]) -> LLMConfig:
+    return load_config(None, [f"llm.{item}" for item in overrides]).llm
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=12)
+    parser.add_argument("-o", "--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="LLMConfig overrides of both configurations, e.g. backend=scripted")
     args = parser.parse_args(argv)
     requests = [dialogue(i) for i in range(args.calls)]
     results = [
-        run("1 instance x 2 threads", 1, 2, requests),
-        run("2 instances x 1 thread", 2, 1, requests),
+        run("1 instance x 2 threads", requests, llm_config([*args.set, "instances=1", "threads_per_instance=2"])),
+        run("2 instances x 1 thread", requests, llm_config([*args.set, "instances=2", "threads_per_instance=1"])),
     ]
     print(format_table(results))
     base = results[0].calls_per_min
-    print(f"speed-up of 2x1 over 1x2: {results[1].calls_per_min / base:.2f}x")
+    speedup = results[1].calls_per_min / base
+    print(f"speed-up of 2x1 over 1x2: {speedup:.2f}x")
+    return {"results": [{"label": r.label, "calls": r.calls, "ok": r.ok, "invalid": r.invalid,
+                         "wall_s": round(r.wall_s, 3), "calls_per_min": round(r.calls_per_min, 2)} for r in results],
+            "speedup_2x1_over_1x2": round(speedup, 3)}
 
 
 if __name__ == "__main__":

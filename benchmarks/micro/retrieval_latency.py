@@ -4,6 +4,7 @@ excluding the query embedding."""
 
 from __future__ import annotations
 
+import argparse
 import time
 from typing import Any
 
@@ -14,12 +15,12 @@ from memforest.config import MemForestConfig
 from memforest.index.forest_index import ForestIndex
 from memforest.llm.testing import HashEmbedder
 from memforest.merge import merge_into
+from memforest.refresh import refresh
 from memforest.retrieval.assemble import assemble, temporal_neighbours
 from memforest.retrieval.browse import embed_browse
 from memforest.retrieval.recall import recall_trees
 from memforest.snapshot import Snapshot
 from memforest.state import ChangeSet, UserState
-from memforest.trees.refresh import refresh
 
 
 def compose(n: int, dim: int = 384, cfg: MemForestConfig | None = None) -> UserState:
@@ -62,8 +63,12 @@ def measure(n: int, queries: int = 300, seed: int = 0, cfg: MemForestConfig | No
             "browse": _percentiles(browse), "root_recall": _percentiles(roots)}
 
 
-def main() -> list[dict[str, Any]]:
-    rows = [measure(n) for n in (1, 2, 4, 8)]
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--forests", default="1,2,4,8", help="comma-separated numbers of composed forests")
+    parser.add_argument("--queries", type=int, default=300)
+    args = parser.parse_args(argv)
+    rows = [measure(int(n), queries=args.queries) for n in args.forests.split(",")]
     print("retrieval microbenchmark (top-10 embedding browse and RootIndex recall; query embedding excluded)")
     print(f"{'forests':>7} {'facts':>7} {'trees':>6} {'browse p50 ms':>14} {'browse p95 ms':>14} "
           f"{'root p50 ms':>12} {'root p95 ms':>12}")

@@ -10,6 +10,7 @@ the two columns is memory latency, not work.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import resource
 import time
@@ -123,11 +124,15 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> dict[str, list[dict[str, Any]]]:
+def main(argv: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="1000,10000,100000,1000000", help="comma-separated tree sizes")
+    args = parser.parse_args(argv)
+    sizes = tuple(int(n) for n in args.sizes.split(","))
     out = {}
     for order in ("arrival", "random"):
         t0 = time.perf_counter()
-        rows = run(order=order, validate=order == "random")
+        rows = run(sizes=sizes, order=order, validate=order == "random")
         out[order] = rows
         print(f"MemTree insertion, {order} order (no LLM: descent, splits, dirty marking, placement)")
         print(format_table(rows))

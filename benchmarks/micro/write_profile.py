@@ -3,6 +3,7 @@ else (chunking, canonical matching, routing, tree edits, SQLite commit, index up
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 import time
 from collections.abc import Sequence
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from memforest.api import MemForest
+from memforest.commands import load_config
 from memforest.config import MemForestConfig
 from memforest.demo import example_sessions
 from memforest.llm.base import Embedder, EmbedKind
@@ -56,8 +58,12 @@ def profile(cfg: MemForestConfig | None = None, sessions: list[dict] | None = No
             "timings": report.timings}
 
 
-def main() -> dict[str, Any]:
-    row = profile()
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("-o", "--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="MemForestConfig overrides (default: the embedded models)")
+    args = parser.parse_args(argv)
+    row = profile(load_config(None, args.set))
     print("ingest profile of the bundled example with the embedded models "
           f"({row['cells']} cells, {row['llm_calls']} LLM calls, {row['facts']} facts)")
     print(f"  wall {row['wall_s']} s: LLM waves {row['llm_share']:.1%}, embedding {row['embed_share']:.1%}, "

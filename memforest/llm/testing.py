@@ -87,7 +87,7 @@ def load_responder(spec: str) -> Responder:
         raise ConfigError(f"llm.responder {spec!r}: {e}") from None
     if not callable(responder):
         raise ConfigError(f"llm.responder {spec!r} is not callable")
-    return responder  # type: ignore[no-any-return]
+    return responder
 
 
 class HashEmbedder:

@@ -1,0 +1,57 @@
+"""Every suite of `make bench` runs on tiny inputs (the scripted model and hash embedder where a model
+is needed) and returns the rows it reports; the aggregator writes one JSON file per suite."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.micro import __main__ as bench
+from benchmarks.micro import llm_throughput, merge_speed, retrieval_latency, structure, write_profile
+
+FAKE = ["-o", "llm.backend=scripted", "-o", "embedder.backend=hash", "-o", "embedder.dim=64"]
+
+
+def test_structure_suite() -> None:
+    out = structure.main(["--sizes", "200,800"])
+    for order in ("arrival", "random"):
+        rows = out[order]
+        assert [r["size"] for r in rows] == [200, 800]
+        assert all(r["insert_us"] > 0 and r["height"] >= 2 for r in rows)
+    assert out["random"][-1]["validate_s"] >= 0
+
+
+def test_retrieval_latency_suite() -> None:
+    rows = retrieval_latency.main(["--forests", "1,2", "--queries", "5"])
+    assert [r["forests"] for r in rows] == [1, 2]
+    assert rows[1]["facts"] > rows[0]["facts"] and rows[1]["trees"] > rows[0]["trees"]
+    assert all(r["browse"]["p95_ms"] >= r["browse"]["p50_ms"] > 0 for r in rows)
+
+
+def test_write_profile_suite() -> None:
+    row = write_profile.main(FAKE)
+    assert row["cells"] > 0 and row["llm_calls"] > 0 and row["facts"] > 0
+    assert 0 < row["llm_s"] <= row["wall_s"] and 0 < row["embed_s"] <= row["wall_s"]
+    assert {"chunk", "extract", "route", "refresh", "commit"} <= set(row["timings"])
+
+
+def test_merge_suite() -> None:
+    rows = merge_speed.main(["--max-n", "2", *FAKE])
+    assert [r["n"] for r in rows] == [2]
+    assert rows[0]["facts_merged"] == rows[0]["facts_sequential"] > 0
+
+
+def test_llm_throughput_suite() -> None:
+    out = llm_throughput.main(["--calls", "3", "-o", "backend=scripted"])
+    assert [r["calls"] for r in out["results"]] == [3, 3]
+    assert all(r["ok"] == 3 for r in out["results"]) and out["speedup_2x1_over_1x2"] > 0
+
+
+def test_the_aggregator_writes_one_file_per_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(bench.SUITES, "structure", lambda argv: structure.main(["--sizes", "100,200"]))
+    bench.main(["structure", "--out", str(tmp_path)])
+    record = json.loads((tmp_path / "structure.json").read_text())
+    assert record["suite"] == "structure" and record["machine"]["cpus"] >= 1
+    assert [r["size"] for r in record["result"]["arrival"]] == [100, 200]
