@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from benchmarks.serving.llama_server import LlamaCppServer
+from benchmarks.serving.loopback import send_json
 from benchmarks.serving.model_server import ModelServer
 from benchmarks.serving.proxy import LoggingProxy
 from memforest.llm.calllog import CallLog
@@ -54,12 +55,7 @@ class FakeUpstream(BaseHTTPRequestHandler):
             self._json(200, {"choices": [choice], "usage": USAGE, "model": body.get("model")})
 
     def _json(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, payload)
 
     def _stream(self) -> None:
         self.send_response(200)

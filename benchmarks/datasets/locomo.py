@@ -11,7 +11,6 @@ is usually absent (empty string here) and `extra["adversarial_answer"]` keeps th
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -26,6 +25,7 @@ from .records import (
     Instance,
     Question,
     answer_text,
+    read_json_list,
     sanitize_text,
     select,
     sha256_file,
@@ -156,10 +156,7 @@ def load_locomo(
 ) -> Dataset:
     """Load a LoCoMo-format JSON list from `path` (categories 1-4 unless `include_adversarial`)."""
     path = Path(path)
-    with open(path, encoding="utf-8") as handle:
-        samples = json.load(handle)
-    if not isinstance(samples, list):
-        raise ValueError(f"{path}: expected a JSON list of conversations")
+    samples = read_json_list(path, "conversations")
     chosen = select(samples, lambda sample: str(sample["sample_id"]), limit, instance_ids)
     instances = tuple(parse_sample(sample, include_adversarial) for sample in chosen)
     return Dataset(name=name, kind="locomo", instances=instances, sha256=sha256_file(path), source=str(path))

@@ -13,7 +13,6 @@ kept, as in the benchmark.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -27,6 +26,7 @@ from .records import (
     Instance,
     Question,
     answer_text,
+    read_json_list,
     sanitize_text,
     select,
     sha256_file,
@@ -105,10 +105,7 @@ def load_longmemeval(
 ) -> Dataset:
     """Load a LongMemEval-format JSON array from `path`."""
     path = Path(path)
-    with open(path, encoding="utf-8") as handle:
-        entries = json.load(handle)
-    if not isinstance(entries, list):
-        raise ValueError(f"{path}: expected a JSON array of questions")
+    entries = read_json_list(path, "questions")
     chosen = select(entries, lambda entry: str(entry["question_id"]), limit, instance_ids)
     instances = tuple(parse_entry(entry) for entry in chosen)
     return Dataset(

@@ -5,6 +5,7 @@ receives (`baselines.base`): they carry no gold labels."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -92,6 +93,15 @@ class Dataset:
 
     def category_counts(self) -> dict[str, int]:
         return dict(Counter(question.category for _, question in self.questions()))
+
+
+def read_json_list(path: Path, what: str) -> list[Any]:
+    """The JSON array in `path`, which should hold a list of `what`."""
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a JSON list of {what}")
+    return data
 
 
 def answer_text(value: Any) -> str:

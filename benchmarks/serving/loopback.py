@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+def send_body(handler: BaseHTTPRequestHandler, status: int, data: bytes,
+              content_type: str = "application/json") -> None:
+    """One whole response with a Content-Length."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, body: Any) -> None:
+    send_body(handler, status, json.dumps(body).encode())
 
 
 class LoopbackServer:

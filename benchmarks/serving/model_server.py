@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.serving.loopback import LoopbackServer
+from benchmarks.serving.loopback import LoopbackServer, send_json
 from memforest.llm.base import (
     ChatModel,
     ChatRequest,
@@ -149,11 +149,6 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             self._reply(status, body)
 
         def _reply(self, status: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, body)
 
     return Handler

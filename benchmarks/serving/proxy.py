@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.serving.loopback import LoopbackServer
+from benchmarks.serving.loopback import LoopbackServer, send_body
 from memforest.llm.calllog import CallLog, CallRecord
 
 ROUTES = {"/chat/completions": "chat", "/completions": "chat", "/embeddings": "embed", "/models": "models"}
@@ -181,11 +181,7 @@ def _handler_for(proxy: LoggingProxy) -> type[BaseHTTPRequestHandler]:
                 self._reply(502, json.dumps({"error": {"message": str(exc)}}).encode(), "application/json")
 
         def _reply(self, status: int, data: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_body(self, status, data, content_type)
 
         def _stream(self, resp: httpx.Response) -> tuple[dict[str, Any] | None, str | None]:
             """Relay an event stream chunk by chunk, reading usage and finish reason on the way."""

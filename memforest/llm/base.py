@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -62,6 +62,22 @@ class TransientModelError(Exception):
 
 class InvalidOutputError(Exception):
     """The model answered, but not with what was asked (truncated, invalid JSON)."""
+
+
+def generate_each(
+    requests: Sequence[ChatRequest],
+    complete: Callable[[ChatRequest], ChatResponse],
+    error: Callable[[Exception], Exception] = lambda exc: exc,
+) -> list[ChatResponse | Exception]:
+    """One result per request, in order, for a backend that completes one request at a time: the
+    checked response, or what `error` makes of the exception `complete` raised."""
+    results: list[ChatResponse | Exception] = []
+    for request in requests:
+        try:
+            results.append(check_response(request, complete(request)))
+        except Exception as exc:  # one result per request
+            results.append(error(exc))
+    return results
 
 
 def check_response(request: ChatRequest, response: ChatResponse) -> ChatResponse | InvalidOutputError:

@@ -14,7 +14,7 @@ from typing import Any
 
 from memforest.config import LLMConfig
 from memforest.errors import ConfigError
-from memforest.llm.base import ChatRequest, ChatResponse, Usage, check_response
+from memforest.llm.base import ChatRequest, ChatResponse, Usage, generate_each
 
 INSTALL_HINT = "pip install 'memforest[cpu]'"
 
@@ -72,13 +72,7 @@ class LlamaCppChatModel:
         self._closed = False
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse | Exception]:
-        results: list[ChatResponse | Exception] = []
-        for request in requests:
-            try:
-                results.append(check_response(request, self._complete(request)))
-            except Exception as exc:  # one result per request
-                results.append(exc)
-        return results
+        return generate_each(requests, self._complete)
 
     def close(self) -> None:
         """Free every instance, waiting for requests in flight to finish."""

@@ -14,7 +14,7 @@ from memforest.llm.base import (
     ChatResponse,
     TransientModelError,
     Usage,
-    check_response,
+    generate_each,
 )
 
 if TYPE_CHECKING:
@@ -72,13 +72,7 @@ class OpenAIChatModel:
         self._client = make_client(cfg.base_url, BASE_URL_ENV, cfg.api_key_env, cfg.timeout_s)
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse | Exception]:
-        results: list[ChatResponse | Exception] = []
-        for request in requests:
-            try:
-                results.append(check_response(request, self._complete(request)))
-            except Exception as exc:  # one result per request
-                results.append(http_error(exc))
-        return results
+        return generate_each(requests, self._complete, http_error)
 
     def close(self) -> None:
         self._client.close()
