@@ -1,3 +1,4 @@
+import json
 import os
 
 import pytest
@@ -66,3 +67,18 @@ RESIDENCE = [
         {"role": "user", "content": "I moved from Davis and now I live in Miami."},
         {"role": "assistant", "content": "Miami is warm all year."}]},
 ]
+
+
+@pytest.fixture
+def cli_store(tmp_path, capsys):
+    """The `memforest` command line's common arguments for a store holding RESIDENCE (scripted model
+    and hash embedder), ingested through the command line itself."""
+    from memforest.cli import main
+
+    data = tmp_path / "sessions.json"
+    data.write_text(json.dumps(RESIDENCE))
+    common = ["--store", str(tmp_path / "st"), "--user", "bob", "-o", "llm.backend=scripted",
+              "-o", "embedder.backend=hash", "-o", "embedder.dim=256"]
+    assert main(["ingest", *common, str(data)]) == 0
+    capsys.readouterr()
+    return common

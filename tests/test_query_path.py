@@ -115,15 +115,10 @@ def test_queries_do_not_wait_for_an_ingest(scripted_forest):
     assert forest.snapshot("a").version == version_a + 1
 
 
-def test_cli_ask_json(tmp_path, capsys):
+def test_cli_ask_json(cli_store, capsys):
     from memforest.cli import main
 
-    data = tmp_path / "s.json"
-    data.write_text(json.dumps(RESIDENCE))
-    common = ["--store", str(tmp_path / "st"), "--user", "bob", "-o", "llm.backend=scripted",
-              "-o", "embedder.backend=hash", "-o", "embedder.dim=256"]
-    assert main(["ingest", *common, str(data)]) == 0
-    capsys.readouterr()
+    common = cli_store
     assert main(["ask", *common, "--json", "--mode", "planner", QUESTION]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["answer"] and 0 < len(out["evidence"]) <= 10

@@ -170,15 +170,10 @@ def test_ingest_session_single_form_and_errors_are_memforest_errors(scripted_for
         forest.ingest_session("u", "two", [])
 
 
-def test_cli_ingest_show_roundtrip(tmp_path, capsys):
+def test_cli_ingest_show_roundtrip(cli_store, tmp_path, capsys):
     from memforest.cli import main
 
-    data = tmp_path / "sessions.json"
-    data.write_text(json.dumps(RESIDENCE))
-    common = ["--store", str(tmp_path / "st"), "--user", "bob", "-o", "llm.backend=scripted",
-              "-o", "embedder.backend=hash", "-o", "embedder.dim=256"]
-    assert main(["ingest", *common, str(data)]) == 0
-    capsys.readouterr()
+    common = cli_store
     assert main(["show", *common, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["counts"]["sessions"] == 5 and shown["counts"]["facts"] > 0
