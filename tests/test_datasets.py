@@ -219,3 +219,19 @@ def test_answer_messages() -> None:
     assert prompt_id == "answer.locomo" and "Today's date" not in messages[1]["content"]
     with pytest.raises(ValueError):
         build_answer_messages("squad", "q", None, "c")
+
+
+def test_longmemeval_keeps_an_exact_repeat_once_and_refuses_a_conflicting_one(tmp_path: Path) -> None:
+    entries = json.loads((FIXTURES / "longmemeval_tiny.json").read_text())
+    entry = entries[0]
+    for key in ("haystack_session_ids", "haystack_dates", "haystack_sessions"):
+        entry[key].append(entry[key][0])
+    path = tmp_path / "repeat.json"
+    path.write_text(json.dumps(entries))
+    data = load_dataset("longmemeval_s", path=path)
+    assert data.duplicate_sessions_dropped == 1
+    assert len(data.instances[0].sessions) == len(entry["haystack_session_ids"]) - 1
+    entry["haystack_sessions"][-1] = [{"role": "user", "content": "something else"}]
+    path.write_text(json.dumps(entries))
+    with pytest.raises(ValueError, match="appears twice with different dates or turns"):
+        load_dataset("longmemeval_s", path=path)

@@ -273,3 +273,42 @@ def test_rejudge_config_follows_the_run_unless_told_otherwise(tmp_path: Path) ->
     other = judge_config(stored, ["judge=strict", "llm=qwen3_30b_a3b_server"])
     assert other["judge_id"] == "strict" and other["model"]["model"] == "Qwen/Qwen3-30B-A3B-Instruct-2507"
     assert other["model"]["seed"] == stored["seed"]
+
+
+def haystack_with_faults(tmp_path: Path) -> Path:
+    """The tiny LongMemEval file with an exact repeat of a session in the first haystack (kept once) and
+    an empty session in the second (which MemForest refuses: that instance fails)."""
+    entries = json.loads((FIXTURES / "longmemeval_tiny.json").read_text())
+    first, second = entries[0], entries[1]
+    for key in ("haystack_session_ids", "haystack_dates", "haystack_sessions"):
+        first[key].append(first[key][0])
+    second["haystack_session_ids"].append("empty")
+    second["haystack_dates"].append(second["haystack_dates"][0])
+    second["haystack_sessions"].append([])
+    path = tmp_path / "faulty.json"
+    path.write_text(json.dumps(entries))
+    return path
+
+
+def test_a_failing_instance_is_recorded_and_the_run_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    path = haystack_with_faults(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["memforest-bench", *FAKE_MODELS, "progress=false", "dataset=longmemeval_s",
+                                      f"dataset.path={path}"])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == 1
+    assert "1 instance(s) failed" in capsys.readouterr().err
+    out = tmp_path / "results/default/longmemeval_s/memforest_embed/smollm2_cpu/seed0"
+    run = json.loads((out / "run.json").read_text())
+    assert run["dataset"]["duplicate_sessions_dropped"] == 1
+    records = {r["question_id"]: r for r in read_jsonl(out / "records.jsonl")}
+    assert set(records) == {"tiny_q1", "tiny_q2", "tiny_q3_abs"}  # the run went on after the failure
+    assert records["tiny_q2"]["error"].startswith("build: ") and "turns" in records["tiny_q2"]["error"]
+    assert not records["tiny_q1"].get("error") and not records["tiny_q3_abs"].get("error")
+    verdicts = {v["question_id"]: v for v in read_jsonl(out / "judgments.jsonl")}
+    assert not verdicts["tiny_q2"]["correct"]  # failed questions count as wrong, never drop out
+    summary = (out / "summary.md").read_text()
+    assert "Failed instances: 1" in summary and "- tiny_q2: build:" in summary
+    assert "duplicate sessions dropped by the loader | 1" in summary

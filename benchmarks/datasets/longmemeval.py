@@ -8,7 +8,8 @@ plus `answer_session_ids`.
 Text is passed through `sanitize_text`: `<|endoftext|>` and similar special-token strings in the
 source become visible placeholders such as `<endoftext>`, so they can never reach a model as control
 tokens. Sessions are ordered by date (stable for equal dates); sessions dated after the question are
-kept, as in the benchmark.
+kept, as in the benchmark. A haystack that lists one session twice with the same date and content (13
+haystacks of longmemeval_s do) keeps it once; the same id with other content is an error.
 """
 
 from __future__ import annotations
@@ -51,14 +52,12 @@ def format_date(moment: datetime) -> str:
     return f"{moment:%Y/%m/%d} ({_WEEKDAYS[moment.weekday()]}) {moment:%H:%M}"
 
 
-def parse_entry(entry: dict[str, Any]) -> Instance:
-    """Turn one LongMemEval entry into an Instance holding its single question."""
+def parse_entry(entry: dict[str, Any]) -> tuple[Instance, int]:
+    """One LongMemEval entry as an Instance holding its single question, and how many exact duplicate
+    sessions were dropped from its haystack."""
     qid = str(entry["question_id"])
-    ids = [str(sid) for sid in entry["haystack_session_ids"]]
-    dates = entry["haystack_dates"]
-    raw_sessions = entry["haystack_sessions"]
-    if not len(ids) == len(dates) == len(raw_sessions):
-        raise ValueError(f"{qid}: haystack ids, dates and sessions differ in length")
+    ids, dates, raw_sessions, dropped = _unique_sessions(
+        qid, [str(sid) for sid in entry["haystack_session_ids"]], entry["haystack_dates"], entry["haystack_sessions"])
     sessions = [
         _session(sid, parse_date(date), turns)
         for sid, date, turns in zip(ids, dates, raw_sessions, strict=True)
@@ -81,7 +80,23 @@ def parse_entry(entry: dict[str, Any]) -> Instance:
             "answer_was_int": isinstance(entry.get("answer"), int),
         },
     )
-    return Instance(instance_id=qid, user_id=qid, sessions=tuple(sessions), questions=(question,))
+    return Instance(instance_id=qid, user_id=qid, sessions=tuple(sessions), questions=(question,)), dropped
+
+
+def _unique_sessions(qid: str, ids: list[str], dates: list[Any], raw_sessions: list[Any]
+                     ) -> tuple[list[str], list[Any], list[Any], int]:
+    if not len(ids) == len(dates) == len(raw_sessions):
+        raise ValueError(f"{qid}: haystack ids, dates and sessions differ in length")
+    seen: dict[str, tuple[Any, Any]] = {}
+    kept: list[int] = []
+    for index, (sid, date, turns) in enumerate(zip(ids, dates, raw_sessions, strict=True)):
+        if sid not in seen:
+            seen[sid] = (date, turns)
+            kept.append(index)
+        elif seen[sid] != (date, turns):
+            raise ValueError(f"{qid}: session {sid!r} appears twice with different dates or turns")
+    return ([ids[i] for i in kept], [dates[i] for i in kept], [raw_sessions[i] for i in kept],
+            len(ids) - len(kept))
 
 
 def _session(session_id: str, timestamp: datetime, raw_turns: list[dict[str, Any]]) -> Session:
@@ -107,7 +122,8 @@ def load_longmemeval(
     path = Path(path)
     entries = read_json_list(path, "questions")
     chosen = select(entries, lambda entry: str(entry["question_id"]), limit, instance_ids)
-    instances = tuple(parse_entry(entry) for entry in chosen)
+    parsed = [parse_entry(entry) for entry in chosen]
     return Dataset(
-        name=name, kind="longmemeval", instances=instances, sha256=sha256_file(path), source=str(path)
+        name=name, kind="longmemeval", instances=tuple(i for i, _ in parsed), sha256=sha256_file(path),
+        source=str(path), duplicate_sessions_dropped=sum(n for _, n in parsed)
     )

@@ -81,6 +81,7 @@ class Dataset:
     instances: tuple[Instance, ...]
     sha256: str
     source: str = ""
+    duplicate_sessions_dropped: int = 0  # exact repeats of a session within one instance
 
     def questions(self) -> Iterator[tuple[Instance, Question]]:
         for instance in self.instances:

@@ -31,6 +31,7 @@ from benchmarks.harness import schema
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 USAGE = "usage: memforest-bench judge RUN_DIR [judge=<name>] [llm=<judge model>] [judge.<key>=<value>...]"
 RUN_DIR_MARKER = "run_dir.txt"  # in each Hydra job directory: where that job's results are
+FAILED_RUNS: list[tuple[str, int]] = []  # (run directory, failed instances) of the jobs run in this process
 schema.register()
 
 
@@ -49,7 +50,9 @@ def run_app(cfg: DictConfig) -> None:
     job_dir = Path(HydraConfig.get().runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     (job_dir / RUN_DIR_MARKER).write_text(str(Path(resolved["run_dir"]).resolve()) + "\n", encoding="utf-8")
-    run_benchmark(resolved)
+    summary = run_benchmark(resolved)
+    if summary.get("failures"):
+        FAILED_RUNS.append((str(resolved["run_dir"]), len(summary["failures"])))
 
 
 class SweepComparison(Callback):
@@ -144,6 +147,10 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         sys.exit(compare_command(sys.argv[2:]))
     run_app()
+    for run_dir, failed in FAILED_RUNS:
+        print(f"memforest-bench: {failed} instance(s) failed in {run_dir} (listed in its summary.md)", file=sys.stderr)
+    if FAILED_RUNS:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

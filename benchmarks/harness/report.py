@@ -78,6 +78,18 @@ def judge_label(verdict: Row) -> str:
     return f"{verdict.get('judge_id', '')} ({verdict.get('judge_model', '')})"
 
 
+def failures(records: Sequence[Row], builds: Sequence[Row]) -> dict[str, str]:
+    """Instance id -> the first error of each instance whose build or any record failed."""
+    out: dict[str, str] = {}
+    for row in builds:
+        if row.get("error"):
+            out.setdefault(str(row["instance_id"]), f"build: {row['error']}")
+    for row in records:
+        if row.get("error"):
+            out.setdefault(str(row["instance_id"]), str(row["error"]))
+    return dict(sorted(out.items()))
+
+
 def summarize_run(files: RunFiles, cfg: Row) -> dict[str, Any]:
     """Accuracy, recall, build and query figures of a run directory."""
     latest = {(str(r["question_id"]), int(r["attempt"])): r for r in files.records()}
@@ -89,7 +101,8 @@ def summarize_run(files: RunFiles, cfg: Row) -> dict[str, Any]:
     block = dict(blocks.get(key) or {"method": cfg["method"]["name"], "dataset": cfg["dataset"]["name"],
                                       "questions": 0, "judges": {}, "retrieval": {}})
     block.update(backbone=cfg["llm"]["name"], seed=cfg["seed"], build=build_figures(builds),
-                 query=query_figures(records))
+                 query=query_figures(records), failures=failures(records, builds),
+                 duplicate_sessions_dropped=int(files.load_run()["dataset"].get("duplicate_sessions_dropped", 0)))
     block["markdown"] = markdown(block)
     return block
 
@@ -194,8 +207,21 @@ def markdown(block: Mapping[str, Any]) -> str:
     rows += _accuracy_rows(block["judges"])
     rows += _recall_rows(block["retrieval"], str(block["dataset"]))
     rows += _cost_rows(block["build"], block["query"])
+    if block.get("duplicate_sessions_dropped"):
+        rows.append(["duplicate sessions dropped by the loader", str(block["duplicate_sessions_dropped"])])
     lines = [title, "", *_table(["metric", "value"], rows), *_category_table(block["judges"])]
+    lines += _failure_lines(block.get("failures") or {})
     return "\n".join(lines) + "\n"
+
+
+def _failure_lines(failed: Mapping[str, str], shown: int = 20) -> list[str]:
+    if not failed:
+        return []
+    lines = ["", f"Failed instances: {len(failed)}", ""]
+    lines += [f"- {iid}: {' '.join(error.split())[:300]}" for iid, error in list(failed.items())[:shown]]
+    if len(failed) > shown:
+        lines.append(f"- ... and {len(failed) - shown} more (records.jsonl, builds.jsonl)")
+    return lines
 
 
 # ---------------------------------------------------------------- several runs side by side

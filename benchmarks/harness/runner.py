@@ -30,7 +30,7 @@ from benchmarks.harness.wandb_logger import WandbLogger
 from benchmarks.judging.grading import judge_rows, make_judge
 from benchmarks.judging.judges import Judge
 from memforest.config import LLMConfig
-from memforest.errors import ModelError
+from memforest.errors import MemForestError
 from memforest.llm.base import ChatModel, ChatResponse
 from memforest.llm.calllog import summarize
 from memforest.llm.scheduler import Scheduler
@@ -112,6 +112,7 @@ def run_metadata(cfg: Config, dataset: Dataset) -> dict[str, Any]:
         "packages": package_versions(),
         "dataset": {"name": dataset.name, "kind": dataset.kind, "sha256": dataset.sha256,
                     "source": dataset.source, "instances": len(dataset.instances),
+                    "duplicate_sessions_dropped": dataset.duplicate_sessions_dropped,
                     "questions": dataset.num_questions},
         "models": {"llm": cfg["llm"]["model"], "embedder": cfg["embedder"]["model"],
                    "judge": (judge.get("model") or cfg["llm"])["model"] if judge.get("enabled") else None},
@@ -181,7 +182,10 @@ def run_benchmark(cfg: Config, run_dir: str | Path | None = None) -> dict[str, A
         pending = sum(not h.finished((q.question_id, a)) for _, q in dataset.questions() for a in range(h.attempts))
         h.bar = tqdm(total=pending, desc="questions", unit="q", position=1, disable=not progress, leave=False)
         for instance in tqdm(dataset.instances, desc="instances", unit="inst", position=0, disable=not progress):
-            run_instance(h, instance)
+            try:
+                run_instance(h, instance)
+            except Exception as exc:  # one bad instance never ends a run: recorded, and the run goes on
+                instance_failed(h, instance, exc)
         h.bar.close()
         summary = report.write_summary(files, cfg)
         h.wandb.log_summary(summary)
@@ -189,6 +193,25 @@ def run_benchmark(cfg: Config, run_dir: str | Path | None = None) -> dict[str, A
         h.close()
     print(summary["markdown"])
     return summary
+
+
+def failure_text(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, MemForestError) else f"{type(exc).__name__}: {exc}"
+
+
+def instance_failed(h: Harness, instance: Instance, exc: Exception) -> None:
+    """Record every unfinished question of `instance` as failed (a resumed run with retry_errors redoes
+    them) and log why, with the traceback for errors that are not the library's own."""
+    error = f"instance: {failure_text(exc)}"
+    log.error("instance %s failed: %s", instance.instance_id, error, exc_info=not isinstance(exc, MemForestError))
+    build = h.builds.get(instance.instance_id) or {}
+    for question, attempts in pending_pairs(h, instance):
+        for row in failed_rows(h, instance, question, attempts, error, build):
+            h.files.add_record(row)
+            h.records[(row["question_id"], row["attempt"])] = row
+            h.bar.update(1)
+    h.call_log.context = {}
+    judge_instance(h, instance)  # failed records are judged wrong without a judge call, so they count
 
 
 def skipped(files: RunFiles, cfg: Config, reason: str) -> dict[str, Any]:
@@ -253,9 +276,9 @@ def build_memory(h: Harness, instance: Instance, workdir: Path) -> dict[str, Any
     error, stats = None, {}
     try:
         stats = h.system.ingest(instance.sessions)
-    except ModelError as exc:
-        error = str(exc)
-        log.error("build of %s failed: %s", iid, exc)
+    except Exception as exc:  # recorded with the build; the instance's questions are then marked failed
+        error = failure_text(exc)
+        log.error("build of %s failed: %s", iid, error, exc_info=not isinstance(exc, MemForestError))
     seconds = time.perf_counter() - start
     calls = [r for r in h.call_log.since(mark) if r.tags.get("instance") == iid]
     h.call_log.context = {}
@@ -303,8 +326,10 @@ def ask(h: Harness, instance: Instance, question: Question, attempts: Sequence[i
     start = time.perf_counter()
     try:
         retrieval = h.system.retrieve(question.question, question.question_date)
-    except ModelError as exc:
-        return failed_rows(h, instance, question, attempts, f"retrieval: {exc}", build)
+    except Exception as exc:
+        log.error("retrieval for %s failed: %s", question.question_id, failure_text(exc),
+                  exc_info=not isinstance(exc, MemForestError))
+        return failed_rows(h, instance, question, attempts, f"retrieval: {failure_text(exc)}", build)
     seconds = time.perf_counter() - start
     base = {**question_fields(h, instance, question, build), **retrieval_fields(retrieval),
             "latency": {**retrieval.latency, "retrieve": round(seconds, 6)},
