@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from datetime import datetime
@@ -176,22 +177,35 @@ def test_resolve_prefers_path_then_cache(tmp_path: Path) -> None:
     assert resolve_file("locomo", cache_dir=tmp_path) == cached
 
 
-def test_download_with_mock_transport(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_downloads_are_pinned_to_a_revision_and_a_checksum(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", "https://mirror.example")
+    files = download_module.remote_files()
+    assert files["locomo"].sha256 == "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4"
+    for name in ("longmemeval_s", "longmemeval_oracle", "longmemeval_m"):
+        assert files[name].url.startswith("https://mirror.example/datasets/xiaowu0162/longmemeval-cleaned/resolve/")
+        assert download_module.LONGMEMEVAL_REVISION in files[name].url and len(files[name].sha256 or "") == 64
     body = LME.read_bytes()
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
-    path = resolve_file("longmemeval_oracle", cache_dir=tmp_path, transport=transport)
+    seen: list[str] = []
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(200, content=body)
+
+    matching = download_module.RemoteFile("longmemeval_oracle.json", files["longmemeval_oracle"].url,
+                                          hashlib.sha256(body).hexdigest())
+    monkeypatch.setattr(download_module, "remote_files", lambda: {"longmemeval_oracle": matching})
+    path = resolve_file("longmemeval_oracle", cache_dir=tmp_path, transport=httpx.MockTransport(serve))
     assert path == tmp_path / "longmemeval_oracle.json" and path.read_bytes() == body
-    assert sha256_file(path) in capsys.readouterr().out
-    assert [p.name for p in tmp_path.iterdir()] == ["longmemeval_oracle.json"]
+    assert seen == [matching.url] and [p.name for p in tmp_path.iterdir()] == ["longmemeval_oracle.json"]
 
 
-def test_download_checksum_mismatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    remote = download_module.REMOTE_FILES["locomo"]
-    pinned = download_module.RemoteFile(remote.filename, remote.url, "0" * 64)
-    monkeypatch.setitem(download_module.REMOTE_FILES, "locomo", pinned)
+def test_download_checksum_mismatch_names_both_values(tmp_path: Path) -> None:
     transport = httpx.MockTransport(lambda request: httpx.Response(200, content=b"[]"))
-    with pytest.raises(DatasetUnavailableError, match="checksum mismatch"):
+    with pytest.raises(DatasetUnavailableError) as failure:
         resolve_file("locomo", cache_dir=tmp_path, transport=transport)
+    message = str(failure.value)
+    assert "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4" in message
+    assert hashlib.sha256(b"[]").hexdigest() in message and "dataset.path=" in message
     assert list(tmp_path.iterdir()) == []
 
 

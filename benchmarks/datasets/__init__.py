@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from .download import REMOTE_FILES, DatasetUnavailableError, resolve_file
+from .download import DatasetUnavailableError, remote_files, resolve_file
 from .locomo import load_locomo
 from .longmemeval import load_longmemeval
 from .records import Dataset, DatasetKind, Instance, Question, sanitize_text, sha256_file
@@ -44,7 +44,6 @@ def load_dataset(
 
 __all__ = [
     "DATASET_NAMES",
-    "REMOTE_FILES",
     "Dataset",
     "DatasetKind",
     "DatasetUnavailableError",
@@ -54,6 +53,7 @@ __all__ = [
     "load_dataset",
     "load_locomo",
     "load_longmemeval",
+    "remote_files",
     "resolve_file",
     "sanitize_text",
     "sha256_file",

@@ -10,7 +10,12 @@ from pathlib import Path
 
 import httpx
 
-_LME_BASE = "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned/resolve/main"
+# LongMemEval (cleaned release) at a fixed commit of the Hugging Face dataset repository; the endpoint
+# follows HF_ENDPOINT (e.g. a mirror). LoCoMo from GitHub. Checksums and the LongMemEval revision are the
+# values that independent users of these files publish (the LoCoMo checksum is also the one in this
+# project's reference notes); a download that differs is refused, naming both checksums.
+LONGMEMEVAL_REPO = "xiaowu0162/longmemeval-cleaned"
+LONGMEMEVAL_REVISION = "98d7416c24c778c2fee6e6f3006e7a073259d48f"
 
 
 @dataclass(frozen=True)
@@ -20,22 +25,24 @@ class RemoteFile:
     sha256: str | None
 
 
-# Checksums are pinned after the first verified download of each file. Until then they are None:
-# the computed sha256 is printed and recorded in every Dataset, so results still name their source.
-REMOTE_FILES: dict[str, RemoteFile] = {
-    "longmemeval_s": RemoteFile(
-        "longmemeval_s_cleaned.json", f"{_LME_BASE}/longmemeval_s_cleaned.json", None
-    ),
-    "longmemeval_oracle": RemoteFile("longmemeval_oracle.json", f"{_LME_BASE}/longmemeval_oracle.json", None),
-    "longmemeval_m": RemoteFile(
-        "longmemeval_m_cleaned.json", f"{_LME_BASE}/longmemeval_m_cleaned.json", None
-    ),
-    "locomo": RemoteFile(
-        "locomo10.json",
-        "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10.json",
-        None,
-    ),
-}
+def _longmemeval(filename: str, sha256: str) -> RemoteFile:
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    return RemoteFile(filename, f"{endpoint}/datasets/{LONGMEMEVAL_REPO}/resolve/{LONGMEMEVAL_REVISION}/{filename}",
+                      sha256)
+
+
+def remote_files() -> dict[str, RemoteFile]:
+    return {
+        "longmemeval_s": _longmemeval("longmemeval_s_cleaned.json",
+                                      "d6f21ea9d60a0d56f34a05b609c79c88a451d2ae03597821ea3d5a9678c3a442"),
+        "longmemeval_oracle": _longmemeval("longmemeval_oracle.json",
+                                           "821a2034d219ab45846873dd14c14f12cfe7776e73527a483f9dac095d38620c"),
+        "longmemeval_m": _longmemeval("longmemeval_m_cleaned.json",
+                                      "9d79e5524794a2e6900a3aa9cb7d9152c5a3e8319c9a87c25494ba1eacee495f"),
+        "locomo": RemoteFile("locomo10.json",
+                             "https://raw.githubusercontent.com/snap-research/LoCoMo/main/data/locomo10.json",
+                             "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4"),
+    }
 
 
 class DatasetUnavailableError(RuntimeError):
@@ -60,9 +67,10 @@ def resolve_file(
         if not local.is_file():
             raise DatasetUnavailableError(f"dataset file for {name!r} not found: {local}")
         return local
-    if name not in REMOTE_FILES:
+    files = remote_files()
+    if name not in files:
         raise DatasetUnavailableError(f"no download known for {name!r}; pass dataset.path=/path/to/file")
-    remote = REMOTE_FILES[name]
+    remote = files[name]
     cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     cached = cache / remote.filename
     if cached.is_file():
@@ -95,9 +103,10 @@ def _download(name: str, remote: RemoteFile, target: Path, transport: httpx.Base
     if remote.sha256 is not None and actual != remote.sha256:
         tmp.unlink(missing_ok=True)
         raise DatasetUnavailableError(
-            f"checksum mismatch for {remote.filename}: expected {remote.sha256}, got {actual}"
+            f"checksum mismatch for {remote.filename} from {remote.url}: expected sha256 {remote.sha256}, "
+            f"got {actual}. Download a verified copy yourself and pass dataset.path=/path/to/{remote.filename}"
         )
     if remote.sha256 is None:
-        print(f"downloaded {remote.filename}: sha256 {actual} (not pinned yet)")
+        print(f"downloaded {remote.filename}: sha256 {actual} (not pinned)")
     os.replace(tmp, target)
     return target
