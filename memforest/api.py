@@ -50,7 +50,7 @@ class MemForest:
         generate: bool = True,
     ) -> None:
         self.root = Path(path)
-        self.config = config or MemForestConfig()
+        self.config = (config or MemForestConfig()).validate()
         self._owns = {"llm": llm is None, "embedder": embedder is None}  # close only what we built
         self._embedder = embedder
         self.log = call_log if call_log is not None else CallLog()

@@ -42,8 +42,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="sources", required=True, help="comma-separated source users")
     p.add_argument("--to", dest="target", required=True)
     p.add_argument("--from-store", default=None, help="read the sources from another store directory")
-    p.set_defaults(func=lambda a: _run(a, lambda f: f.merge(
-        [u for u in a.sources.split(",") if u], a.target, a.from_store)))
+    p.set_defaults(func=lambda a: _run(a, lambda f: f.merge(_source_users(a.sources), a.target, a.from_store)))
 
 
 def _store_parser(
@@ -63,7 +62,7 @@ def _store_parser(
 def load_config(path: str | None, overrides: list[str]) -> MemForestConfig:
     """MemForestConfig from an optional YAML/JSON file of overrides, then `-o KEY=VALUE` items."""
     base = from_dict(MemForestConfig, _read_config_file(path) if path else {})
-    return with_overrides(base, dotted_overrides(overrides, _yaml_scalar))
+    return with_overrides(base, dotted_overrides(overrides, _yaml_scalar)).validate()
 
 
 def _read_config_file(path: str) -> dict[str, Any]:
@@ -97,6 +96,13 @@ def open_forest(args: argparse.Namespace, generate: bool = True) -> Any:
     return MemForest(args.store, cfg, call_log=CallLog(args.calls) if args.calls else None, generate=generate)
 
 
+def _source_users(text: str) -> list[str]:
+    users = [u.strip() for u in text.split(",") if u.strip()]
+    if not users:
+        raise InputError("merge needs at least one source user (--from A,B)")
+    return users
+
+
 def _read_json(path: str, kind: type) -> Any:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -104,6 +110,8 @@ def _read_json(path: str, kind: type) -> Any:
         raise InputError(f"{path} does not exist") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(f"{path} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise InputError(f"{path} is nested too deeply to be a list of sessions") from None
     if not isinstance(data, kind):
         raise InputError(f"{path} must hold a JSON {'list of sessions' if kind is list else 'object'}")
     return data

@@ -11,7 +11,7 @@ import typing
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any, TypeVar, Union
 
-from memforest.errors import ConfigError
+from memforest.errors import ConfigError, shown
 
 
 @dataclass
@@ -119,6 +119,15 @@ class QueryConfig:
 
 
 @dataclass
+class LimitsConfig:
+    """Bounds on the input of one write; a larger input is refused with an error naming the bound."""
+
+    turn_chars: int = 200_000
+    turns_per_session: int = 5_000
+    sessions_per_call: int = 10_000
+
+
+@dataclass
 class MemForestConfig:
     llm: LLMConfig = field(default_factory=LLMConfig)
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
@@ -129,20 +138,43 @@ class MemForestConfig:
     scene: SceneConfig = field(default_factory=SceneConfig)
     tree: TreeConfig = field(default_factory=TreeConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
     degraded_ok: bool = False  # on model failure: fail atomically (False) or degrade and record it
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def validate(self) -> MemForestConfig:
+        """`self`, or a ConfigError naming the first option outside its allowed values."""
+        for (section, name), allowed in CHOICES.items():
+            value = getattr(getattr(self, section), name)
+            if value not in allowed:
+                raise ConfigError(f"option {section}.{name}: {shown(value)} is not one of {', '.join(allowed)}")
+        for section, name, least in AT_LEAST:
+            value = getattr(getattr(self, section), name)
+            if value < least:
+                raise ConfigError(f"option {section}.{name}: {value} is below {least}")
+        return self
+
+
+CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("llm", "backend"): ("llamacpp", "openai", "vllm", "scripted"),
+    ("embedder", "backend"): ("sentence_transformers", "openai", "vllm", "hash"),
+    ("tree", "summary_mode"): ("llm", "extractive"),
+    ("query", "mode"): ("embed", "planner"),
+}
+AT_LEAST: tuple[tuple[str, str, float], ...] = (
+    ("llm", "concurrency", 1), ("llm", "instances", 1), ("llm", "threads_per_instance", 1),
+    ("llm", "context_tokens", 256), ("llm", "max_retries", 0), ("llm", "json_retries", 0),
+    ("llm", "timeout_s", 0.001), ("embedder", "dim", 1), ("embedder", "batch_size", 1),
+    ("chunk", "max_turns", 1), ("chunk", "max_chars", 1), ("extraction", "max_items", 1),
+    ("tree", "fanout_session", 2), ("tree", "fanout_entity", 2), ("tree", "fanout_scene", 2),
+    ("query", "top_trees", 1), ("query", "beam", 1), ("query", "final_units", 1),
+    ("limits", "turn_chars", 1), ("limits", "turns_per_session", 1), ("limits", "sessions_per_call", 1),
+)
+
 
 T = TypeVar("T")
-_MAX_SHOWN = 80
-
-
-def shown(value: Any) -> str:
-    """A value as an error message shows it: its repr, cut to a readable length."""
-    text = repr(value)
-    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
 
 
 def from_dict(cls: type[T], data: dict[str, Any] | None, path: str = "") -> T:

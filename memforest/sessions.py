@@ -1,4 +1,5 @@
-"""Validation of incoming sessions: every problem is an InputError naming it."""
+"""Validation of incoming sessions, before anything is written: every problem is an InputError
+naming it, with the offending value shown cut short."""
 
 from __future__ import annotations
 
@@ -6,58 +7,97 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from memforest.errors import InputError
+from memforest.config import LimitsConfig
+from memforest.errors import InputError, shown
 from memforest.timeutil import parse_time
 from memforest.types import ROLES, Session, Turn
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$")
+SESSION_KEYS = ("session_id", "timestamp", "turns")
+TURN_KEYS = ("role", "content", "timestamp")
 
 
 def check_id(value: Any, what: str) -> str:
     """A user or session id: letters, digits and `_.:@+-`, not starting with punctuation."""
     if not isinstance(value, str) or not _SAFE_ID.match(value) or ".." in value:
-        raise InputError(f"unsafe or empty {what} {value!r}: use letters, digits and _.:@+- only")
+        raise InputError(f"unsafe or empty {what} {shown(value)}: use letters, digits and _.:@+- only "
+                         "(at most 128)")
     return value
 
 
-def parse_session(raw: Mapping[str, Any]) -> Session:
+def check_text(text: Any, where: str, limit: int) -> str:
+    """Turn content: a string of valid Unicode, without NUL, with something to read, within `limit`."""
+    if not isinstance(text, str):
+        raise InputError(f"{where}: content must be a string, got {type(text).__name__}")
+    if len(text) > limit:
+        raise InputError(f"{where}: content has {len(text)} characters, more than limits.turn_chars={limit}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InputError(f"{where}: content is not valid Unicode ({e.reason} at {e.start})") from None
+    if "\x00" in text:
+        raise InputError(f"{where}: content contains a NUL character")
+    if not any(ch.isprintable() and not ch.isspace() for ch in text):
+        raise InputError(f"{where}: empty content (only whitespace or control characters)")
+    return text
+
+
+def _unknown_keys(raw: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    unknown = [k for k in raw if k not in allowed]
+    if unknown:
+        raise InputError(f"{where}: unknown key(s) {', '.join(shown(k, 40) for k in unknown[:5])} "
+                         f"(expected {', '.join(allowed)})")
+
+
+def parse_session(raw: Mapping[str, Any], limits: LimitsConfig | None = None) -> Session:
     """A Session from `{session_id, timestamp, turns: [{role, content, timestamp?}]}`."""
+    limits = limits or LimitsConfig()
     if not isinstance(raw, Mapping):
         raise InputError(f"a session must be an object, got {type(raw).__name__}")
     sid = check_id(raw.get("session_id"), "session id")
+    _unknown_keys(raw, SESSION_KEYS, f"session {sid}")
     if raw.get("timestamp") in (None, ""):
         raise InputError(f"session {sid}: missing timestamp")
     t0 = parse_time(raw["timestamp"], f"session {sid} timestamp")
     turns_raw = raw.get("turns")
     if not isinstance(turns_raw, list) or not turns_raw:
         raise InputError(f"session {sid}: 'turns' must be a non-empty list")
-    turns = [_parse_turn(sid, i, t, t0) for i, t in enumerate(turns_raw)]
+    if len(turns_raw) > limits.turns_per_session:
+        raise InputError(f"session {sid}: {len(turns_raw)} turns, more than "
+                         f"limits.turns_per_session={limits.turns_per_session}")
+    turns = [_parse_turn(sid, i, t, t0, limits) for i, t in enumerate(turns_raw)]
     return Session(sid, t0, turns)
 
 
-def _parse_turn(sid: str, i: int, raw: Any, session_time: float) -> Turn:
+def _parse_turn(sid: str, i: int, raw: Any, session_time: float, limits: LimitsConfig) -> Turn:
     where = f"session {sid} turn {i}"
     if not isinstance(raw, Mapping):
         raise InputError(f"{where}: a turn must be an object")
+    _unknown_keys(raw, TURN_KEYS, where)
     role = raw.get("role")
     if role not in ROLES:
-        raise InputError(f"{where}: unknown role {role!r} (expected one of {', '.join(ROLES)})")
-    content = raw.get("content")
-    if not isinstance(content, str) or not content.strip():
-        raise InputError(f"{where}: empty or missing content")
+        raise InputError(f"{where}: unknown role {shown(role, 40)} (expected one of {', '.join(ROLES)})")
+    if raw.get("content") is None:
+        raise InputError(f"{where}: missing content")
+    content = check_text(raw.get("content"), where, limits.turn_chars)
     ts = raw.get("timestamp")
     t = session_time if ts in (None, "") else parse_time(ts, f"{where} timestamp")
     return Turn(role, content, t)
 
 
-def parse_sessions(raws: Iterable[Mapping[str, Any]]) -> list[Session]:
+def parse_sessions(raws: Iterable[Mapping[str, Any]], limits: LimitsConfig | None = None) -> list[Session]:
     """Several sessions; duplicate ids within the batch are an error."""
-    if isinstance(raws, (str, bytes, Mapping)):
+    limits = limits or LimitsConfig()
+    if isinstance(raws, (str, bytes, Mapping)) or not isinstance(raws, Iterable):
         raise InputError("expected a list of sessions")
-    sessions = [parse_session(r) for r in raws]
+    raws = list(raws)
+    if len(raws) > limits.sessions_per_call:
+        raise InputError(f"{len(raws)} sessions in one call, more than limits.sessions_per_call="
+                         f"{limits.sessions_per_call}")
+    sessions = [parse_session(r, limits) for r in raws]
     seen: set[str] = set()
     for s in sessions:
         if s.session_id in seen:
-            raise InputError(f"duplicate session id {s.session_id!r}")
+            raise InputError(f"duplicate session id {shown(s.session_id)}")
         seen.add(s.session_id)
     return sessions

@@ -5,7 +5,16 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 
-from memforest.errors import InputError
+from memforest.errors import InputError, shown
+
+# The times a memory accepts: dialogue happens between these years (an input outside is an error; a
+# model's event time outside is dropped, so the fact keeps its source time).
+EARLIEST = datetime(1900, 1, 1, tzinfo=timezone.utc).timestamp()
+LATEST = datetime(2200, 1, 1, tzinfo=timezone.utc).timestamp()
+
+
+def in_range(t: float) -> bool:
+    return EARLIEST <= t < LATEST
 
 _FORMATS = (
     "%Y-%m-%dT%H:%M:%S",
@@ -22,21 +31,29 @@ _FORMATS = (
 
 
 def parse_time(value: str | float | int | datetime, what: str = "timestamp") -> float:
-    """Epoch seconds (UTC) from an ISO string, a LongMemEval/LoCoMo date string, a number or a datetime."""
+    """Epoch seconds (UTC) from an ISO string, a LongMemEval/LoCoMo date string, a number or a datetime,
+    between the years 1900 and 2200."""
+    t = _parse_time(value, what)
+    if not in_range(t):
+        raise InputError(f"{what}: {shown(value)} is outside the years 1900-2199")
+    return t
+
+
+def _parse_time(value: str | float | int | datetime, what: str) -> float:
     if isinstance(value, bool):
-        raise InputError(f"{what}: expected a date, got {value!r}")
+        raise InputError(f"{what}: expected a date, got {shown(value)}")
     if isinstance(value, (int, float)):
-        try:
-            datetime.fromtimestamp(float(value), tz=timezone.utc)
-        except (ValueError, OverflowError, OSError):
-            raise InputError(f"{what}: {value!r} is not a valid time") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InputError(f"{what}: {shown(value)} is not a valid time")
         return float(value)
     if isinstance(value, datetime):
         dt = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
         return dt.timestamp()
     if not isinstance(value, str) or not value.strip():
-        raise InputError(f"{what}: expected a date string, got {value!r}")
+        raise InputError(f"{what}: expected a date string, got {shown(value)}")
     text = value.strip()
+    if len(text) > 64:
+        raise InputError(f"{what}: cannot parse {shown(value)} as a date")
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -48,14 +65,14 @@ def parse_time(value: str | float | int | datetime, what: str = "timestamp") -> 
             except ValueError:
                 continue
         if parsed is None:
-            raise InputError(f"{what}: cannot parse {value!r} as a date") from None
+            raise InputError(f"{what}: cannot parse {shown(value)} as a date") from None
         dt = parsed
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     try:
         return dt.timestamp()
     except (ValueError, OverflowError) as e:
-        raise InputError(f"{what}: {value!r} is out of range: {e}") from None
+        raise InputError(f"{what}: {shown(value)} is out of range: {e}") from None
 
 
 def to_datetime(t: float) -> datetime:
@@ -106,11 +123,15 @@ def resolve_event_time(iso: str, time_text: str, source_time: float) -> float | 
     if iso:
         try:
             return parse_time(iso[:19])
-        except InputError:
+        except InputError:  # unparsable or out of range: try the relative expression
             pass
-    text = (time_text or "").lower()
+    text = (time_text or "").lower()[:200]
     for pattern, delta in _RELATIVE:
         m = pattern.search(text)
         if m:
-            return (to_datetime(source_time) + delta(m)).timestamp()
+            try:
+                t = (to_datetime(source_time) + delta(m)).timestamp()
+            except (OverflowError, ValueError):  # "in 99999999999 days"
+                return None
+            return t if in_range(t) else None
     return None

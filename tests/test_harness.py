@@ -277,14 +277,14 @@ def test_rejudge_config_follows_the_run_unless_told_otherwise(tmp_path: Path) ->
 
 def haystack_with_faults(tmp_path: Path) -> Path:
     """The tiny LongMemEval file with an exact repeat of a session in the first haystack (kept once) and
-    an empty session in the second (which MemForest refuses: that instance fails)."""
+    a session dated in 1850 in the second (which MemForest refuses: that instance fails)."""
     entries = json.loads((FIXTURES / "longmemeval_tiny.json").read_text())
     first, second = entries[0], entries[1]
     for key in ("haystack_session_ids", "haystack_dates", "haystack_sessions"):
         first[key].append(first[key][0])
-    second["haystack_session_ids"].append("empty")
-    second["haystack_dates"].append(second["haystack_dates"][0])
-    second["haystack_sessions"].append([])
+    second["haystack_session_ids"].append("old")
+    second["haystack_dates"].append("1850/05/20 (Mon) 10:00")
+    second["haystack_sessions"].append([{"role": "user", "content": "A letter from long ago."}])
     path = tmp_path / "faulty.json"
     path.write_text(json.dumps(entries))
     return path
@@ -305,7 +305,7 @@ def test_a_failing_instance_is_recorded_and_the_run_goes_on(tmp_path: Path, monk
     assert run["dataset"]["duplicate_sessions_dropped"] == 1
     records = {r["question_id"]: r for r in read_jsonl(out / "records.jsonl")}
     assert set(records) == {"tiny_q1", "tiny_q2", "tiny_q3_abs"}  # the run went on after the failure
-    assert records["tiny_q2"]["error"].startswith("build: ") and "turns" in records["tiny_q2"]["error"]
+    assert records["tiny_q2"]["error"].startswith("build: ") and "1900" in records["tiny_q2"]["error"]
     assert not records["tiny_q1"].get("error") and not records["tiny_q3_abs"].get("error")
     verdicts = {v["question_id"]: v for v in read_jsonl(out / "judgments.jsonl")}
     assert not verdicts["tiny_q2"]["correct"]  # failed questions count as wrong, never drop out

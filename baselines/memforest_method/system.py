@@ -47,25 +47,32 @@ class MemForestSystem:
         """Reopen the finished store of an instance instead of rebuilding it (a resumed run), restoring
         the maps from stored ids back to the dataset's session and turn ids."""
         self.reset(instance_id, workdir)
-        for session in sessions:
-            sid = self._safe_id(session.session_id)
-            for index, turn in enumerate(session.turns):
-                self._turn_ids[(sid, index)] = turn.turn_id
+        self._payload(sessions)
 
     def ingest(self, sessions: Sequence[Session]) -> dict[str, Any]:
         assert self.forest is not None, "reset() first"
+        payload = self._payload(sessions)
+        stats = self.forest.ingest_sessions(self.user, payload).to_dict()
+        stats["empty_turns_skipped"] = sum(len(s.turns) for s in sessions) - sum(len(p["turns"]) for p in payload)
+        return stats
+
+    def _payload(self, sessions: Sequence[Session]) -> list[dict[str, Any]]:
+        """The sessions as MemForest stores them: turns without text are left out (a session of none is
+        left out whole), and each stored turn index maps back to the dataset's turn id."""
         payload = []
         for s in sessions:
             sid = self._safe_id(s.session_id)
-            for i, t in enumerate(s.turns):
+            turns = [t for t in s.turns if t.content.strip()]
+            for i, t in enumerate(turns):
                 self._turn_ids[(sid, i)] = t.turn_id
-            payload.append({
-                "session_id": sid,
-                "timestamp": s.timestamp.isoformat(),
-                "turns": [{"role": t.role, "content": t.content or " ",
-                           "timestamp": t.timestamp.isoformat() if t.timestamp else None} for t in s.turns],
-            })
-        return self.forest.ingest_sessions(self.user, payload).to_dict()
+            if turns:
+                payload.append({
+                    "session_id": sid,
+                    "timestamp": s.timestamp.isoformat(),
+                    "turns": [{"role": t.role, "content": t.content,
+                               "timestamp": t.timestamp.isoformat() if t.timestamp else None} for t in turns],
+                })
+        return payload
 
     def retrieve(self, question: str, when: datetime | None) -> Retrieval:
         assert self.forest is not None, "reset() first"

@@ -90,6 +90,12 @@ def failures(records: Sequence[Row], builds: Sequence[Row]) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
+def _dropped_duplicates(files: RunFiles) -> int:
+    if not files.run_json.exists():
+        return 0
+    return int(files.load_run().get("dataset", {}).get("duplicate_sessions_dropped", 0))
+
+
 def summarize_run(files: RunFiles, cfg: Row) -> dict[str, Any]:
     """Accuracy, recall, build and query figures of a run directory."""
     latest = {(str(r["question_id"]), int(r["attempt"])): r for r in files.records()}
@@ -102,7 +108,7 @@ def summarize_run(files: RunFiles, cfg: Row) -> dict[str, Any]:
                                       "questions": 0, "judges": {}, "retrieval": {}})
     block.update(backbone=cfg["llm"]["name"], seed=cfg["seed"], build=build_figures(builds),
                  query=query_figures(records), failures=failures(records, builds),
-                 duplicate_sessions_dropped=int(files.load_run()["dataset"].get("duplicate_sessions_dropped", 0)))
+                 duplicate_sessions_dropped=_dropped_duplicates(files))
     block["markdown"] = markdown(block)
     return block
 

@@ -90,10 +90,44 @@ def check_response(request: ChatRequest, response: ChatResponse) -> ChatResponse
         )
     if request.json_schema is not None:
         try:
-            json.loads(response.text, strict=False)
-        except ValueError as exc:
+            value = json.loads(response.text, strict=False)
+        except (ValueError, RecursionError) as exc:
             return InvalidOutputError(f"{request.stage}: output is not valid JSON: {exc}")
+        problem = shape_problem(value, request.json_schema)
+        if problem is not None:
+            return InvalidOutputError(f"{request.stage}: output JSON has the wrong shape: {problem}")
     return response
+
+
+_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+}
+
+
+def shape_problem(value: Any, schema: dict[str, Any], path: str = "$") -> str | None:
+    """Where `value` departs from the types and required keys of a response schema, or None. Lengths
+    and enums are left to each prompt's reader, which clips and normalises them."""
+    kind = schema.get("type")
+    check = _JSON_TYPES.get(kind) if isinstance(kind, str) else None
+    if check is not None and not check(value):
+        return f"{path} is not a{'n' if kind in ('object', 'array', 'integer') else ''} {kind}"
+    if isinstance(value, dict):
+        for key in schema.get("required", ()):
+            if key not in value:
+                return f"{path}.{key} is missing"
+        for key, sub in (schema.get("properties") or {}).items():
+            if key in value and (problem := shape_problem(value[key], sub, f"{path}.{key}")) is not None:
+                return problem
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(value):
+            if (problem := shape_problem(item, schema["items"], f"{path}[{index}]")) is not None:
+                return problem
+    return None
 
 
 @runtime_checkable

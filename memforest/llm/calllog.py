@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memforest.errors import redact
+
 logger = logging.getLogger(__name__)
 
 
@@ -70,6 +72,8 @@ class CallLog:
             return next(self._waves)
 
     def add(self, record: CallRecord) -> None:
+        if record.error:
+            record.error = redact(record.error)  # a server's error body may echo the request's credentials
         with self._lock:
             self.records.append(record)
             if self._file:

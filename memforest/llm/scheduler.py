@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from memforest.errors import ModelError
+from memforest.errors import ModelError, redact
 from memforest.llm.base import (
     ChatModel,
     ChatRequest,
@@ -95,7 +95,7 @@ class Scheduler:
         transient = invalid = 0
         attempt = request
         while True:
-            result = self.model.generate([attempt])[0]
+            result = _generate(self.model, [attempt])[0]
             if isinstance(result, ChatResponse):
                 usage += result.usage
                 result = check_response(request, result)
@@ -112,7 +112,7 @@ class Scheduler:
                 invalid += 1
                 attempt = resample(request, invalid)
                 continue
-            error = f"{type(result).__name__}: {result}"
+            error = redact(f"{type(result).__name__}: {result}")
             self._record(request, wave, level, tags, start, usage, transient + invalid, error, None)
             return ModelError(f"{request.stage} call failed after {transient + invalid} retries: {error}")
 
@@ -127,7 +127,7 @@ class Scheduler:
         sent = list(wave)
         attempt = 0
         while pending and attempt <= max(self.max_retries, self.json_retries):
-            outs = self.model.generate([sent[i] for i in pending])
+            outs = _generate(self.model, [sent[i] for i in pending])
             retry = []
             for i, out in zip(pending, outs):
                 if isinstance(out, ChatResponse):
@@ -149,7 +149,7 @@ class Scheduler:
                 self._record(req, wave_id, level, tags, start, usages[i], tries[i], None, res)
                 final.append(res)
             else:
-                error = f"{type(res).__name__}: {res}"
+                error = redact(f"{type(res).__name__}: {res}")
                 self._record(req, wave_id, level, tags, start, usages[i], tries[i], error, None)
                 final.append(ModelError(f"{req.stage} call failed after {tries[i]} retries: {error}"))
         return final
@@ -196,6 +196,19 @@ def resample(request: ChatRequest, attempt: int) -> ChatRequest:
     retries sample (temperature at least RETRY_TEMPERATURE) with a seed that differs per attempt."""
     return replace(request, temperature=max(request.temperature, RETRY_TEMPERATURE),
                    seed=(request.seed or 0) + attempt)
+
+
+def _generate(model: ChatModel, requests: Sequence[ChatRequest]) -> list[ChatResponse | Exception]:
+    """One result per request whatever the backend does: an exception it raises, or a result list of the
+    wrong length, becomes a failure of each request (a model fault, handled like any failed call)."""
+    try:
+        outs = list(model.generate(requests))
+    except Exception as exc:  # the backend itself failed
+        return [exc] * len(requests)
+    if len(outs) != len(requests):
+        fault = RuntimeError(f"{model.name} returned {len(outs)} results for {len(requests)} requests")
+        return [fault] * len(requests)
+    return outs
 
 
 def _failure_kind(result: object) -> str | None:
