@@ -144,7 +144,7 @@ class VLLMEmbedder:
             "gpu_memory_utilization": ("gpu_memory_utilization", cfg.gpu_memory_utilization),
             "max_model_len": ("context_tokens", cfg.context_tokens),
         }
-        kwargs = engine_kwargs("embedder", fields, {**_pooling_kwargs(), **cfg.engine_args})
+        kwargs = engine_kwargs("embedder", fields, {**pooling_args(), **cfg.engine_args})
         self._llm: Any = open_engine(vllm, kwargs)
         try:
             self._tokenizer = self._llm.get_tokenizer()
@@ -178,8 +178,9 @@ class VLLMEmbedder:
         return np.asarray([o.outputs.embedding for o in outputs], dtype=np.float32)
 
 
-def _pooling_kwargs() -> dict[str, Any]:
+def pooling_args() -> dict[str, Any]:
     """`runner="pooling"` on vLLM versions that have it (0.10.1 on), else the older `task="embed"`."""
+    import_vllm()
     from vllm.engine.arg_utils import EngineArgs
 
     names = {f.name for f in dataclasses.fields(EngineArgs)}
