@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import vllm_stub
 
+from benchmarks.harness.app import compose_config, plain
 from benchmarks.harness.vllm_args import flags, serve_args
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,7 +38,8 @@ HTTPServer(("127.0.0.1", int(args[args.index("--port") + 1])), Health).serve_for
 FAKE_BENCH = '''
 import json, os, sys
 print("BENCH " + json.dumps({"argv": sys.argv[1:], "llm": os.environ.get("MEMFOREST_LLM_BASE_URL"),
-                             "embed": os.environ.get("MEMFOREST_EMBED_BASE_URL")}))
+                             "embed": os.environ.get("MEMFOREST_EMBED_BASE_URL"),
+                             "offline": os.environ.get("HF_HUB_OFFLINE")}))
 '''
 
 
@@ -125,3 +127,19 @@ def test_a_job_without_the_built_environment_says_how_to_build_it(tmp_path: Path
     run = job("memforest_bench.sbatch", {"MEMFOREST_VENV": str(tmp_path / "none")})
     out, _ = run.communicate(timeout=60)
     assert run.returncode == 2 and "slurm/setup_env.sh" in out
+
+
+def test_the_gpu_smoke_sweep_composes_for_each_of_its_runs(tmp_path: Path) -> None:
+    venv = fake_environment(tmp_path)
+    smoke = job("gpu_smoke.sh", {"MEMFOREST_VENV": str(venv)}, "seed=3")
+    out, _ = smoke.communicate(timeout=60)
+    assert smoke.returncode == 0, out
+    bench = json.loads(out.split("BENCH ", 1)[1].splitlines()[0])
+    assert bench["offline"] == "1" and bench["argv"][0] == "-m"
+    overrides = bench["argv"][1:]
+    [methods] = [o for o in overrides if o.startswith("method=")]
+    assert methods == "method=memforest_embed,memforest_planner,mem0"
+    for method in methods.split("=")[1].split(","):
+        cfg = plain(compose_config([f"method={method}" if o == methods else o for o in overrides]))
+        assert (cfg["llm"]["backend"], cfg["embedder"]["backend"], cfg["seed"]) == ("vllm", "vllm", 3)
+        assert cfg["llm"]["engine_args"] == {"enforce_eager": True} and cfg["dataset"]["name"] == "sample"
