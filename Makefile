@@ -21,7 +21,7 @@ $(VENV)/.installed-cpu: pyproject.toml
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed-cpu
-	$(PIP) install -c baselines/constraints.txt -e ".[cpu,dev,mem0,mempalace,zep,memoryos]"
+	$(PIP) install -c baselines/constraints.txt -e ".[cpu,dev,slurm,mem0,mempalace,zep,memoryos]"
 	$(PIP) install --no-deps "memoryos-pro==0.1.0"
 	touch $@
 

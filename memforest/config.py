@@ -31,12 +31,14 @@ class LLMConfig:
     max_retries: int = 3  # transient errors, with exponential backoff
     json_retries: int = 2  # extra attempts after invalid JSON or truncation
     backoff_s: float = 0.5
-    # vllm (in-process)
+    # vllm (in-process). The memory shares of the chat engine and the embedder (EmbedderConfig) add up
+    # to what one 80 GB H100 holds with Qwen3-30B-A3B and Qwen3-Embedding-0.6B side by side.
     tensor_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.85
+    gpu_memory_utilization: float = 0.85  # this engine's share of the GPU's memory
     enable_prefix_caching: bool = True
     dtype: str = "auto"
     seed: int = 0
+    engine_args: dict[str, Any] = field(default_factory=dict)  # more vllm.LLM arguments, e.g. max_num_seqs
     # scripted (tests only): "module:function" answering each ChatRequest; None = the library's rules
     responder: str | None = None
 
@@ -56,6 +58,10 @@ class EmbedderConfig:
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 60.0
+    # vllm (in-process), beside a chat engine on the same GPU (see LLMConfig)
+    gpu_memory_utilization: float = 0.08
+    context_tokens: int = 8192  # vLLM max_model_len; longer texts are truncated to it
+    engine_args: dict[str, Any] = field(default_factory=dict)  # more vllm.LLM arguments
 
 
 @dataclass
@@ -214,6 +220,8 @@ def _checked(value: Any, hint: Any, key: str) -> Any:
             return float(value)
         if kind is str and isinstance(value, str):
             return value
+        if typing.get_origin(kind) is dict and isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return dict(value)
     names = " or ".join("null" if k is type(None) else getattr(k, "__name__", str(k)) for k in allowed)
     raise ConfigError(f"option {key}: expected {names}, got {shown(value)}")
 

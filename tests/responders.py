@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 from memforest.llm import testing
@@ -26,3 +27,9 @@ def harness_responder(request: ChatRequest) -> Any:
             return {"reason": "scripted", "label": "CORRECT" if hit else "WRONG"}
         return "yes" if hit else "no"
     return testing.rule_responder(request)
+
+
+def slow_harness_responder(request: ChatRequest) -> Any:
+    """`harness_responder` after a pause, so that a run lasts long enough to be interrupted."""
+    time.sleep(0.05)
+    return harness_responder(request)

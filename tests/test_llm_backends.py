@@ -177,7 +177,7 @@ def test_openai_plain_chat_records_usage(server_model: OpenAIChatModel) -> None:
 def test_openai_schema_request_returns_json(server_model: OpenAIChatModel) -> None:
     [result] = server_model.generate([facts_request()])
     assert_valid_facts(result)
-    assert server_model.schema_format == "json_object"  # llama.cpp's server refuses json_schema
+    assert server_model.schema_fallbacks == 1  # llama.cpp's server refuses json_schema
 
 
 def test_openai_closed_port_is_transient() -> None:
@@ -206,13 +206,15 @@ def test_openai_status_classification() -> None:
     assert [type(r) for r in results] == [TransientModelError, TransientModelError, httpx.HTTPStatusError]
 
 
-def test_openai_falls_back_to_json_object_and_reads_cached_tokens() -> None:
+def test_openai_falls_back_to_json_object_per_request_and_reads_cached_tokens() -> None:
+    """A server that refuses one request's json_schema gets that request again as json_object; the
+    next request tries json_schema first again."""
     bodies: list[dict[str, Any]] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         bodies.append(body)
-        if body["response_format"]["type"] == "json_schema":
+        if body["response_format"]["type"] == "json_schema" and len(bodies) == 1:
             return httpx.Response(422, text="response_format: unsupported type json_schema")
         usage = {"prompt_tokens": 9, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 4}}
         message = {"role": "assistant", "content": '{"facts": []}'}
@@ -223,9 +225,18 @@ def test_openai_falls_back_to_json_object_and_reads_cached_tokens() -> None:
     model = OpenAIChatModel(LLMConfig(backend="openai", base_url="http://mock/v1"))
     mocked(model, handler)
     [first, second] = model.generate([facts_request(), facts_request()])
-    assert [b["response_format"]["type"] for b in bodies] == ["json_schema", "json_object", "json_object"]
+    assert [b["response_format"]["type"] for b in bodies] == ["json_schema", "json_object", "json_schema"]
+    assert bodies[1]["response_format"]["schema"] == FACTS_SCHEMA
     assert isinstance(first, ChatResponse) and isinstance(second, ChatResponse)
     assert first.usage == Usage(prompt_tokens=9, cached_prompt_tokens=4, completion_tokens=3)
+    assert model.schema_fallbacks == 1
+
+
+def test_openai_connection_pool_holds_the_configured_concurrency() -> None:
+    model = OpenAIChatModel(LLMConfig(backend="openai", base_url="http://mock/v1", concurrency=256))
+    pool = model._client._transport._pool  # type: ignore[attr-defined]
+    assert pool._max_connections == 256 and pool._max_keepalive_connections == 256
+    model.close()
 
 
 def test_openai_embedder_orders_and_normalises_rows() -> None:

@@ -114,14 +114,13 @@ def test_free_text_may_be_truncated_when_the_request_allows_it():
 
 def test_batched_backend_gets_whole_waves():
     class Batched(ScriptedChatModel):
-        batched = True
         sizes: list[int] = []
 
         def generate(self, requests):
             self.sizes.append(len(requests))
             return super().generate(requests)
 
-    model = Batched(lambda r: {"x": 2} if r.messages[0]["content"] != "item 4" else "oops")
+    model = Batched(lambda r: {"x": 2} if r.messages[0]["content"] != "item 4" else "oops", batched=True)
     sched = Scheduler(model, concurrency=5, json_retries=1)
     out = sched.run([req(i) for i in range(8)])
     assert model.sizes == [5, 1, 3]  # wave 1, retry of the invalid item, wave 2

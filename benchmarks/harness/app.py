@@ -2,6 +2,7 @@
 
     memforest-bench [overrides...]                 run (or resume) one configuration
     memforest-bench -m method=a,b seed=0,1         a sweep (Hydra multirun)
+    memforest-bench -m hydra/launcher=slurm ...    a sweep as a SLURM job array (`--cfg hydra` shows it)
     memforest-bench judge RUN_DIR [overrides...]   re-judge the stored answers of a run, e.g.
         memforest-bench judge results/main/longmemeval_s/memforest_embed/qwen3_4b/seed0 \
             judge=strict llm=qwen3_30b_a3b_server
@@ -140,12 +141,25 @@ def compare_command(argv: Sequence[str]) -> int:
     return 0
 
 
+def shown_multirun(argv: Sequence[str]) -> list[str]:
+    """`-m ... --cfg X`, which Hydra refuses (one command at a time), as `--cfg X ... hydra.mode=MULTIRUN`:
+    the configuration a sweep's jobs are composed with, launcher included."""
+    flags = set(argv)
+    showing = bool(flags & {"-c", "--cfg"}) or any(a.startswith("--cfg=") for a in argv)
+    if not (showing and flags & {"-m", "--multirun"}):
+        return list(argv)
+    args = [a for a in argv if a not in ("-m", "--multirun")]
+    at = next((i for i, a in enumerate(args) if "=" in a and not a.startswith("-")), len(args))
+    return [*args[:at], "hydra.mode=MULTIRUN", *args[at:]]  # beside the other overrides, for argparse
+
+
 def main() -> None:
     """Console entry point: `judge` and `compare` are handled before Hydra parses the command line."""
     if len(sys.argv) > 1 and sys.argv[1] == "judge":
         sys.exit(judge_command(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         sys.exit(compare_command(sys.argv[2:]))
+    sys.argv[1:] = shown_multirun(sys.argv[1:])
     run_app()
     for run_dir, failed in FAILED_RUNS:
         print(f"memforest-bench: {failed} instance(s) failed in {run_dir} (listed in its summary.md)", file=sys.stderr)

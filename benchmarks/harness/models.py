@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any, TypeVar
 
+from omegaconf import OmegaConf
+
 from memforest.config import EmbedderConfig, LLMConfig, from_dict
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
@@ -17,11 +19,18 @@ T = TypeVar("T")
 
 
 def library_config(cls: type[T], node: Mapping[str, Any] | object) -> T:
-    """The library dataclass `cls` from a harness node of it (which adds `name` and `_target_`)."""
+    """The library dataclass `cls` from a harness node of it (which adds `name` and `_target_`). Mapping
+    values (`engine_args`) arrive as OmegaConf nodes from `instantiate`; the library gets plain dicts."""
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
     if isinstance(node, Mapping):
-        return from_dict(cls, {k: node[k] for k in names if k in node})
-    return from_dict(cls, {k: getattr(node, k) for k in names})
+        values = {k: node[k] for k in names if k in node}
+    else:
+        values = {k: getattr(node, k) for k in names}
+    return from_dict(cls, {k: _plain(v) for k, v in values.items()})
+
+
+def _plain(value: Any) -> Any:
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
 def chat_model(**node: Any) -> ChatModel:

@@ -22,14 +22,18 @@ def send_json(handler: BaseHTTPRequestHandler, status: int, body: Any) -> None:
     send_body(handler, status, json.dumps(body).encode())
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # the listen backlog (5 by default): hundreds of clients connect at once
+
+
 class LoopbackServer:
     """Base of the harness's local servers: `start`/`close`, a context manager, and `base_url`."""
 
     thread_name = "loopback-server"
 
     def _listen(self, host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> None:
-        self._server = ThreadingHTTPServer((host, port), handler)
-        self._server.daemon_threads = True
+        self._server = _Server((host, port), handler)
         self._thread: threading.Thread | None = None
         self.base_url = f"http://{host}:{self._server.server_address[1]}/v1"
 

@@ -7,6 +7,10 @@ speak the OpenAI API (Mem0, Graphiti, MemPalace, MemoryOS) run offline on the lo
   when none is given); streaming is not offered;
 - `GET /v1/models`.
 
+Requests arriving together are batched (`benchmarks.serving.batching`): embeddings always, chat when
+the model batches natively (in-process vLLM), so that concurrent clients share one model call and one
+lock-protected engine; each client gets its own answer, and a request that fails fails alone.
+
 Embedding token counts in `usage` come from `token_counter` (default: whitespace words), an
 approximation marked `usage.estimated = true`."""
 
@@ -21,15 +25,21 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.serving.batching import Batcher
 from benchmarks.serving.loopback import LoopbackServer, send_json
 from memforest.llm.base import (
     ChatModel,
     ChatRequest,
     ChatResponse,
     Embedder,
+    EmbedKind,
     TransientModelError,
     normalize_rows,
 )
+
+BATCH_WINDOW_S = 0.005  # how long a batch waits for more requests once one has arrived
+EMBED_BATCH_REQUESTS = 64
+EmbedItem = tuple[tuple[str, ...], EmbedKind]
 
 
 def _words(text: str) -> int:
@@ -47,7 +57,49 @@ class ModelServer(LoopbackServer):
         self.embedder, self.chat = embedder, chat
         self.model_name = model_name or (chat.name if chat is not None else embedder.name)  # type: ignore[union-attr]
         self.token_counter = token_counter
+        self._chat_batcher: Batcher[ChatRequest, ChatResponse] | None = None
+        if chat is not None and chat.batched:
+            self._chat_batcher = Batcher(chat.generate, window_s=BATCH_WINDOW_S, max_items=chat.max_concurrency,
+                                         name="model-server-chat")
+        self._embed_batcher: Batcher[EmbedItem, np.ndarray] | None = None
+        if embedder is not None:
+            self._embed_batcher = Batcher(self._embed_batch, window_s=BATCH_WINDOW_S,
+                                          max_items=EMBED_BATCH_REQUESTS, name="model-server-embed")
         self._listen(host, port, _handler_for(self))
+
+    def close(self) -> None:
+        super().close()
+        for batcher in (self._chat_batcher, self._embed_batcher):
+            if batcher is not None:
+                batcher.close()
+
+    def generate(self, request: ChatRequest) -> ChatResponse | Exception:
+        """One chat request, batched with concurrent ones when the model batches."""
+        assert self.chat is not None
+        if self._chat_batcher is None:
+            return self.chat.generate([request])[0]
+        return self._chat_batcher.submit(request)
+
+    def embed(self, texts: list[str], kind: EmbedKind = "passage") -> np.ndarray:
+        """One request's vectors, from an embed call shared with concurrent requests."""
+        assert self._embed_batcher is not None
+        result = self._embed_batcher.submit((tuple(texts), kind))
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def _embed_batch(self, items: list[EmbedItem]) -> list[np.ndarray]:
+        """One embed call per kind over the texts of all `items`; each item gets its own rows."""
+        assert self.embedder is not None
+        out: list[np.ndarray] = [np.zeros((0, self.embedder.dim), np.float32)] * len(items)
+        for kind in dict.fromkeys(k for _, k in items):
+            picked = [i for i, (_, k) in enumerate(items) if k == kind]
+            vectors = self.embedder.embed([t for i in picked for t in items[i][0]], kind)
+            start = 0
+            for i in picked:
+                out[i] = vectors[start : start + len(items[i][0])]
+                start += len(items[i][0])
+        return out
 
     def embeddings(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if self.embedder is None:
@@ -57,7 +109,7 @@ class ModelServer(LoopbackServer):
             texts = [texts]
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             return 400, {"error": {"message": "input must be a string or a list of strings"}}
-        vectors = self.embedder.embed(texts) if texts else np.zeros((0, self.embedder.dim), np.float32)
+        vectors = self.embed(texts) if texts else np.zeros((0, self.embedder.dim), np.float32)
         dims = request.get("dimensions")
         if dims is not None and int(dims) != vectors.shape[1]:
             if int(dims) > vectors.shape[1]:
@@ -90,7 +142,7 @@ class ModelServer(LoopbackServer):
             max_tokens=int(request.get("max_tokens") or request.get("max_completion_tokens") or 512),
             temperature=float(request.get("temperature") or 0.0), top_p=float(request.get("top_p") or 1.0),
             seed=request.get("seed"), allow_truncation=True)  # as any server: the client sees finish_reason
-        [result] = self.chat.generate([chat_request])
+        result = self.generate(chat_request)
         if isinstance(result, Exception):
             status = 503 if isinstance(result, TransientModelError) else 500
             return status, {"error": {"message": f"{type(result).__name__}: {result}"}}

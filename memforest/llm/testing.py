@@ -27,9 +27,8 @@ _WORD = re.compile(r"[A-Za-z0-9']+")
 
 class ScriptedChatModel:
     """Answers each request with `responder(request)` (default: `rule_responder`), after an
-    optional fixed latency. Counts calls and the largest number of requests seen in flight."""
-
-    batched = False
+    optional fixed latency. Counts requests (`calls`), `generate` calls (`batches`) and the largest
+    number of requests seen in flight. `batched=True` makes it take whole waves, as in-process vLLM does."""
 
     def __init__(
         self,
@@ -37,12 +36,15 @@ class ScriptedChatModel:
         latency_s: float = 0.0,
         max_concurrency: int = 4,
         name: str = "scripted",
+        batched: bool = False,
     ) -> None:
         self.responder = responder or rule_responder
         self.latency_s = latency_s
         self.max_concurrency = max_concurrency
         self.name = name
+        self.batched = batched
         self.calls = 0
+        self.batches = 0
         self.max_in_flight = 0
         self._in_flight = 0
         self._lock = threading.Lock()
@@ -54,6 +56,8 @@ class ScriptedChatModel:
         return cls(responder, max_concurrency=cfg.concurrency)
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse | Exception]:
+        with self._lock:
+            self.batches += 1
         return [self._one(r) for r in requests]
 
     def _one(self, request: ChatRequest) -> ChatResponse | Exception:

@@ -1,12 +1,20 @@
-"""In-process vLLM chat backend (GPU): one engine, whole waves of requests per call."""
+"""In-process vLLM (GPU): engines built from the library configs, released on close, and the chat model.
+
+Several engines may share one GPU (a chat model and an embedder): each is built with its own memory
+share (`gpu_memory_utilization`, a fraction of the whole device that vLLM checks is free at start-up)
+and context length. `engine_args` pass further `vllm.LLM` arguments through unchanged. An engine is
+thread-safe here: one lock serialises the calls into it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+import threading
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memforest.config import LLMConfig
-from memforest.errors import ConfigError
+from memforest.errors import ConfigError, ModelError
 from memforest.llm.base import ChatRequest, ChatResponse, TransientModelError, Usage, check_response
 
 INSTALL_HINT = "pip install 'memforest[gpu]'"
@@ -33,8 +41,85 @@ def json_constraint(schema: dict[str, Any]) -> dict[str, Any]:
     raise ConfigError("this vLLM version has neither StructuredOutputsParams nor GuidedDecodingParams")
 
 
+# ---------------------------------------------------------------- engines
+
+
+def engine_kwargs(section: str, fields: Mapping[str, tuple[str, Any]], engine_args: Mapping[str, Any]) -> dict[str, Any]:
+    """`vllm.LLM` keyword arguments: `fields` maps an argument to (the config field that sets it, its
+    value); `engine_args` adds any other argument. Setting an argument in both is a ConfigError."""
+    for name in engine_args:
+        if name in fields:
+            raise ConfigError(f"{section}.engine_args.{name}: set {section}.{fields[name][0]} instead")
+    return {**{name: value for name, (_, value) in fields.items()}, **engine_args}
+
+
+class _LiveEngines:
+    """How many engines this process holds; vLLM's process-wide clean-up waits for the last one."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def change(self, delta: int) -> int:
+        with self.lock:
+            self.count = max(0, self.count + delta)
+            return self.count
+
+
+_live = _LiveEngines()
+
+
+def open_engine(vllm: Any, kwargs: dict[str, Any]) -> Any:
+    """A `vllm.LLM` built with `kwargs`, counted until `release_memory`."""
+    llm = vllm.LLM(**kwargs)
+    _live.change(+1)
+    return llm
+
+
+def shutdown_engine(llm: Any) -> None:
+    """Stop an offline `vllm.LLM`'s engine core (on vLLM's V1 engine a separate process that holds the
+    weights and KV cache; stopping it returns that memory to the device)."""
+    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    shutdown = getattr(core, "shutdown", None)
+    if callable(shutdown):
+        shutdown()
+
+
+def release_memory() -> None:
+    """After the caller dropped its engine: collect it, and when it was this process's last engine let
+    vLLM tear down its distributed state and empty the CUDA cache (`cleanup_dist_env_and_memory`);
+    otherwise empty the CUDA cache only, leaving the other engines' state alone."""
+    last = _live.change(-1) == 0
+    gc.collect()
+    if last:
+        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+        cleanup_dist_env_and_memory()
+        return
+    try:
+        import torch
+    except ImportError:
+        return
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _failure(exc: Exception) -> Exception:
+    return TransientModelError(f"{type(exc).__name__}: {exc}") if isinstance(exc, (TimeoutError, ConnectionError)) else exc
+
+
+def _engine_dead(exc: Exception) -> bool:
+    """vLLM's EngineDeadError: the engine is gone, so every request fails the same way."""
+    return type(exc).__name__ == "EngineDeadError"
+
+
+# ---------------------------------------------------------------- the chat model
+
+
 class VLLMChatModel:
-    """`vllm.LLM` in this process; `generate` sends a whole wave through `LLM.chat` at once."""
+    """`vllm.LLM` in this process; `generate` sends a whole wave through one `LLM.chat` call. A request
+    that makes the call fail (a prompt longer than the context, a schema the engine refuses) fails
+    alone: the wave is split in halves and retried until the failing requests stand alone."""
 
     batched = True
 
@@ -44,30 +129,52 @@ class VLLMChatModel:
         self.name = cfg.model
         self.max_concurrency = cfg.concurrency
         self._vllm = vllm
-        self._llm = vllm.LLM(
-            model=cfg.model,
-            tensor_parallel_size=cfg.tensor_parallel_size,
-            gpu_memory_utilization=cfg.gpu_memory_utilization,
-            max_model_len=cfg.context_tokens,
-            enable_prefix_caching=cfg.enable_prefix_caching,
-            dtype=cfg.dtype,
-            seed=cfg.seed,
-        )
+        self._lock = threading.Lock()
+        fields = {
+            "model": ("model", cfg.model),
+            "tensor_parallel_size": ("tensor_parallel_size", cfg.tensor_parallel_size),
+            "gpu_memory_utilization": ("gpu_memory_utilization", cfg.gpu_memory_utilization),
+            "max_model_len": ("context_tokens", cfg.context_tokens),
+            "enable_prefix_caching": ("enable_prefix_caching", cfg.enable_prefix_caching),
+            "dtype": ("dtype", cfg.dtype),
+            "seed": ("seed", cfg.seed),
+        }
+        self._llm: Any = open_engine(vllm, engine_kwargs("llm", fields, cfg.engine_args))
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse | Exception]:
         if not requests:
             return []
-        try:
-            params = [self._sampling_params(r) for r in requests]
-            outputs = self._llm.chat([list(r.messages) for r in requests], params, use_tqdm=False)
-        except (TimeoutError, ConnectionError) as exc:
-            return [TransientModelError(f"{type(exc).__name__}: {exc}") for _ in requests]
-        except Exception as exc:  # the engine fails a wave as a whole
-            return [exc for _ in requests]
-        return [check_response(r, self._response(o)) for r, o in zip(requests, outputs, strict=True)]
+        with self._lock:
+            if self._llm is None:
+                return [ModelError(f"{self.name}: the model is closed") for _ in requests]
+            return self._generate(list(requests))
 
     def close(self) -> None:
-        self._llm = None
+        with self._lock:
+            llm, self._llm = self._llm, None
+        if llm is not None:
+            shutdown_engine(llm)
+            del llm
+            release_memory()
+
+    def _generate(self, requests: list[ChatRequest]) -> list[ChatResponse | Exception]:
+        try:
+            outputs = self._chat(requests)
+        except Exception as exc:
+            if len(requests) == 1 or _engine_dead(exc):
+                return [_failure(exc) for _ in requests]
+            half = len(requests) // 2
+            return self._generate(requests[:half]) + self._generate(requests[half:])
+        return [check_response(r, self._response(o)) for r, o in zip(requests, outputs, strict=True)]
+
+    def _chat(self, requests: list[ChatRequest]) -> list[Any]:
+        params = [self._sampling_params(r) for r in requests]
+        outputs = list(self._llm.chat([list(r.messages) for r in requests], params, use_tqdm=False))
+        # vLLM 0.10 and 0.11 keep the requests added before the one that failed an earlier call in the engine
+        # and finish with the next call. Outputs come sorted by request id, so this call's are the last.
+        if len(outputs) < len(requests):
+            raise ModelError(f"{self.name}: {len(outputs)} outputs for {len(requests)} requests")
+        return outputs[len(outputs) - len(requests):]
 
     def _sampling_params(self, request: ChatRequest) -> Any:
         kwargs: dict[str, Any] = {
