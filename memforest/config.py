@@ -51,11 +51,14 @@ class EmbedderConfig:
     batch_size: int = 64
     device: str = "cpu"
     threads: int = 0  # torch threads while encoding on the CPU; 0 = every core
-    dtype: str = "float32"  # float32 | bfloat16 (autocast on the CPU)
+    # auto | float32 | bfloat16 (autocast on the CPU); auto = bfloat16 only on CPUs with native bf16
+    # (AMX or AVX512-BF16), where it pays off, float32 elsewhere
+    dtype: str = "auto"
     query_prefix: str = ""  # e.g. an instruction prefix for Qwen3-Embedding queries
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 60.0
+    cache_dir: str | None = None  # a content-addressed on-disk cache of vectors, shared by processes
 
 
 @dataclass

@@ -31,7 +31,7 @@ from benchmarks.judging.grading import judge_rows, make_judge
 from benchmarks.judging.judges import Judge
 from memforest.config import LLMConfig
 from memforest.errors import MemForestError
-from memforest.llm.base import ChatModel, ChatResponse
+from memforest.llm.base import ChatModel, ChatResponse, Embedder, embedder_settings
 from memforest.llm.calllog import summarize
 from memforest.llm.scheduler import Scheduler
 
@@ -57,6 +57,7 @@ class Harness:
     builds: dict[str, dict[str, Any]] = field(default_factory=dict)
     closing: list[Any] = field(default_factory=list)  # schedulers and models to close, in order
     bar: Any = None
+    embedder: Embedder | None = None
 
     @property
     def call_log(self) -> RunCallLog:
@@ -135,7 +136,8 @@ def open_harness(cfg: Config, dataset: Dataset, files: RunFiles) -> Harness:
             obj.close()
         raise
     wandb = WandbLogger(cfg.get("wandb") or {}, files.dir, dict(cfg))
-    h = Harness(cfg, files, dataset, system, answerer, judge, wandb, closing=closing)
+    h = Harness(cfg, files, dataset, system, answerer, judge, wandb, closing=closing, embedder=embedder)
+    files.note_invocation(embedder=embedder_settings(embedder))
     restore(h)
     return h
 
@@ -272,6 +274,7 @@ def build_memory(h: Harness, instance: Instance, workdir: Path) -> dict[str, Any
     h.call_log.context = {"instance": iid, "phase": "build"}
     mark = len(h.call_log)
     h.system.reset(iid, workdir)
+    cache_before = embed_cache_counts(h.embedder)
     start = time.perf_counter()
     error, stats = None, {}
     try:
@@ -289,12 +292,21 @@ def build_memory(h: Harness, instance: Instance, workdir: Path) -> dict[str, Any
         "llm": summarize(calls), "system": stats, "error": error,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    if h.embedder is not None:
+        after = embed_cache_counts(h.embedder)
+        row["embedder"] = {**embedder_settings(h.embedder), **{k: v - cache_before.get(k, 0) for k, v in after.items()}}
     if error is None:
         h.files.mark_store_complete(iid, row["build_id"])
     h.files.add_build(row)
     h.builds[iid] = row
     h.wandb.log_build(row)
     return row
+
+
+def embed_cache_counts(embedder: Embedder | None) -> dict[str, int]:
+    """Cumulative hits and misses of a caching embedder; empty for any other."""
+    counts = getattr(embedder, "counts", None)
+    return dict(counts()) if callable(counts) else {}
 
 
 # ---------------------------------------------------------------- one question
