@@ -106,6 +106,9 @@ class TreeConfig:
     fanout_scene: int = 10
     summary_words: int = 200
     summary_mode: str = "llm"  # llm | extractive (no generator on the write path)
+    # words of a cell its leaf vector encodes, the user's turns first; 0 = the whole cell (cut by the
+    # encoder's own limit). The lexical index always reads the whole cell.
+    leaf_words: int = 0
 
 
 @dataclass
@@ -118,6 +121,12 @@ class QueryConfig:
     beam: int = 10
     final_units: int = 10
     complete_expansion: bool = False
+    # hybrid unit ranking (retrieval/hybrid.py): leaf similarity plus these terms
+    candidates: int = 200  # items taken from each of the dense and the lexical top lists
+    lexical_weight: float = 0.3  # BM25, scaled to the query's best match
+    session_weight: float = 0.2  # similarity of the session the item was said in (its tree root)
+    date_weight: float = 0.1  # closeness to the date a question names ("three weeks ago")
+    repeat_penalty: float = 0.1  # per unit already taken from the same session
     answer_max_tokens: int = 256  # free text; the answer is the one unconstrained output
 
 
