@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,7 @@ def session(sid: str, day: str, lines: list[str]) -> dict:
     return {"session_id": sid, "timestamp": f"{day}T10:00:00", "turns": turns}
 
 
-def forest(tmp_path: Path, **query: float) -> MemForest:
+def forest(tmp_path: Path, **query: Any) -> MemForest:
     cfg = MemForestConfig(tree=TreeConfig(summary_mode="extractive"))
     cfg = replace(cfg, query=replace(cfg.query, **query))
     return MemForest(tmp_path, cfg, embedder=HashEmbedder(256), generate=False)

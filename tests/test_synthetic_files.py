@@ -34,7 +34,7 @@ def test_longmemeval_like_file(tmp_path: Path) -> None:
     seen = Counter(sid for entry in raw for sid in entry["haystack_session_ids"])
     repeated = sum(n - 1 for n in seen.values() if n > 1) / sum(seen.values())
     assert 0.05 < repeated < 0.4
-    contents = {}
+    contents: dict[str, object] = {}
     for entry in raw:  # a repeated session is the same session everywhere
         for sid, date, turns in zip(entry["haystack_session_ids"], entry["haystack_dates"], entry["haystack_sessions"]):
             assert contents.setdefault(sid, (date, turns)) == (date, turns)
@@ -54,7 +54,7 @@ def test_locomo_like_file(tmp_path: Path) -> None:
         assert set(categories) == {"multi-hop", "temporal", "open-domain", "single-hop"}
         for q in instance.questions:
             assert q.evidence_turns and set(q.evidence_turns) <= set(turns)
-            assert any(t.speaker in q.question for t in (turns[e] for e in q.evidence_turns))
+            assert any((t.speaker or '') in q.question for t in (turns[e] for e in q.evidence_turns))
             if q.category == "multi-hop":
                 assert len(q.evidence_turns) >= 2
             if q.category == "single-hop":

@@ -37,7 +37,7 @@ class FlatSessionsSystem:
 
     def ingest(self, sessions: Sequence[Session]) -> dict[str, Any]:
         assert self.workdir is not None, "reset() first"
-        docs = []
+        docs: list[dict[str, Any]] = []
         for session in sessions:
             turns = document_turns(session, self.user_turns_only)
             if turns:
@@ -45,7 +45,7 @@ class FlatSessionsSystem:
                 docs.append({"text": text, "time": day(session.timestamp), "session_id": session.session_id,
                              "turn_ids": [t.turn_id for t in turns]})
         with self.clock.measure("ingest"):
-            vectors = self.embedder.embed([d["text"] for d in docs], kind="passage")
+            vectors = self.embedder.embed([str(d["text"]) for d in docs], kind="passage")
         self.docs += docs
         self.vectors = np.vstack([self.vectors, vectors])
         np.save(self.workdir / "vectors.npy", self.vectors)
