@@ -10,6 +10,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 K1 = 1.2
 B = 0.75
@@ -19,6 +20,7 @@ STOPWORDS = frozenset(
 )
 
 
+@lru_cache(maxsize=1 << 18)
 def stem(word: str) -> str:
     """A light suffix stripper for plurals and -ing/-ed forms (enough for matching, not linguistics)."""
     if len(word) > 4 and word.endswith("ies"):
