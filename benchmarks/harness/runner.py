@@ -123,7 +123,8 @@ def run_metadata(cfg: Config, dataset: Dataset) -> dict[str, Any]:
 def open_harness(cfg: Config, dataset: Dataset, files: RunFiles) -> Harness:
     """Build the models the configuration needs (no chat model when nothing generates) and the system."""
     answering = bool(cfg["answer"]["enabled"])
-    embedder = instantiate(cfg["embedder"])
+    cache = {"cache_dir": str(files.dir / "embeddings")} if cfg.get("embed_cache") and not cfg["embedder"].get("cache_dir") else {}
+    embedder = instantiate(cfg["embedder"], **cache)
     llm = instantiate(cfg["llm"]) if answering or cfg["method"]["needs_chat_model"] else None
     closing: list[Any] = []  # closed in this order: schedulers before their models
     judge = open_judge(cfg, llm, files, closing) if answering else None
