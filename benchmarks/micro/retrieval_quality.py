@@ -114,7 +114,7 @@ def _print(result: dict[str, Any], methods: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--questions", type=int, default=40, help="LongMemEval-like questions (one haystack each)")
+    parser.add_argument("--questions", type=int, default=20, help="LongMemEval-like questions (one haystack each)")
     parser.add_argument("--sessions", type=int, default=48, help="sessions per haystack")
     parser.add_argument("--conversations", type=int, default=2, help="LoCoMo-like conversations")
     parser.add_argument("--methods", default=",".join(METHODS))
