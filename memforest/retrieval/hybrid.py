@@ -124,8 +124,8 @@ def _item_view(snap: Snapshot, item: str) -> tuple[np.ndarray, float, str]:
         vec = state.nodes[key].embedding if key is not None else np.zeros(state.dim, np.float32)
         return vec, cell.time, cell.session_id
     fact = state.facts[item]
-    first = min(fact.occurrences, key=lambda o: (o.source_time, o.session_id))
-    return state.fact_vecs[item], fact.time, first.session_id
+    first = min(fact.occurrences, key=lambda o: (o.source_time, o.session_id), default=None)
+    return state.fact_vecs[item], fact.time, first.session_id if first is not None else ""
 
 
 def _root_similarity(snap: Snapshot, session: str, qvec: np.ndarray) -> float:
