@@ -51,6 +51,7 @@ def run_method(method: str, dataset: str, path: Path, out: Path, overrides: list
     return {"records": records, "instances": len(builds), "wall_s_per_instance": round(wall / n, 3),
             "cpu_s_per_instance": round(cpu / n, 3),
             "build_s_per_instance": round(sum(b["build_seconds"] for b in builds) / n, 3),
+            "build_cpu_s_per_instance": round(sum(b.get("build_cpu_seconds", 0.0) for b in builds) / n, 3),
             "query_s_mean": round(sum(r["query_seconds"] for r in records) / max(1, len(records)), 4),
             "cache_hits": sum(c.get("cache_hits", 0) for c in cache),
             "cache_misses": sum(c.get("cache_misses", 0) for c in cache),
