@@ -12,6 +12,7 @@ import numpy as np
 from memforest.api import MemForest
 from memforest.config import MemForestConfig, TreeConfig
 from memforest.llm.testing import HashEmbedder
+from memforest.refresh import cell_embed_text
 from memforest.retrieval.hybrid import candidate_items, date_target, rank_units
 from memforest.timeutil import parse_time
 
@@ -90,3 +91,16 @@ def test_rank_units_respects_the_budget_and_empty_input(tmp_path: Path) -> None:
     items = list(snap.state.cells)
     hits = rank_units(snap, items, qvec, {}, None, mf.config.query, budget=3)
     assert len(hits) == 3 and len({h.key for h in hits}) == 3
+
+
+def test_a_leaf_vector_sees_the_users_words_first(tmp_path: Path) -> None:
+    mf = forest(tmp_path)
+    long_reply = " ".join(f"word{i}" for i in range(300))
+    mf.ingest_sessions("u", [{"session_id": "s", "timestamp": "2024-03-01T10:00:00", "turns": [
+        {"role": "assistant", "content": long_reply}, {"role": "user", "content": "my whippet is called Maple"}]}])
+    state = mf.snapshot("u").state
+    (cell,) = state.cells.values()
+    view = cell_embed_text(state, cell, 8)
+    assert view == "assistant: word0 word1 word2\nuser: my whippet is called Maple"
+    assert cell_embed_text(state, cell, 0) == cell.text and len(cell.text.split()) > 300
+    assert mf.snapshot("u").lexical.scores("word299")  # the lexical index reads the whole cell
