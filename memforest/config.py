@@ -53,15 +53,21 @@ class EmbedderConfig:
     batch_size: int = 64
     device: str = "cpu"
     threads: int = 0  # torch threads while encoding on the CPU; 0 = every core
-    dtype: str = "float32"  # float32 | bfloat16 (autocast on the CPU)
+    # auto | float32 | bfloat16 (autocast on the CPU); auto = bfloat16 only on CPUs with native bf16
+    # (AMX or AVX512-BF16), where it pays off, float32 elsewhere
+    dtype: str = "auto"
     query_prefix: str = ""  # e.g. an instruction prefix for Qwen3-Embedding queries
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 60.0
+<<<<<<< HEAD
     # vllm (in-process), beside a chat engine on the same GPU (see LLMConfig)
     gpu_memory_utilization: float = 0.08
     context_tokens: int = 8192  # vLLM max_model_len; longer texts are truncated to it
     engine_args: dict[str, Any] = field(default_factory=dict)  # more vllm.LLM arguments
+=======
+    cache_dir: str | None = None  # a content-addressed on-disk cache of vectors, shared by processes
+>>>>>>> retrieval
 
 
 @dataclass
@@ -109,6 +115,10 @@ class TreeConfig:
     fanout_scene: int = 10
     summary_words: int = 200
     summary_mode: str = "llm"  # llm | extractive (no generator on the write path)
+    # words of a cell its leaf vector encodes, the user's turns first; 0 = the whole cell (cut by the
+    # encoder's own limit: 256 tokens for MiniLM). 80 words (~100 tokens) encode about 2.5x faster on
+    # the CPU; the lexical index always reads the whole cell.
+    leaf_words: int = 80
 
 
 @dataclass
@@ -121,6 +131,12 @@ class QueryConfig:
     beam: int = 10
     final_units: int = 10
     complete_expansion: bool = False
+    # hybrid unit ranking (retrieval/hybrid.py): leaf similarity plus these terms
+    candidates: int = 200  # items taken from each of the dense and the lexical top lists
+    lexical_weight: float = 0.3  # BM25, scaled to the query's best match
+    session_weight: float = 0.2  # similarity of the session the item was said in (its tree root)
+    date_weight: float = 0.1  # closeness to the date a question names ("three weeks ago")
+    repeat_penalty: float = 0.1  # per unit already taken from the same session
     answer_max_tokens: int = 256  # free text; the answer is the one unconstrained output
 
 

@@ -21,6 +21,7 @@ from memforest.prompts import summary as prompt
 from memforest.prompts import token_bound
 from memforest.state import ChangeSet, NodeData, NodeKey, TreeInfo, UserState
 from memforest.timeutil import interval_header, iso_date, iso_minute
+from memforest.types import Cell
 
 CHILD_CHARS = 600
 
@@ -60,7 +61,7 @@ def refresh(
         for level, ids in info.tree.take_dirty().items():
             dirty.setdefault(level, []).extend((info, nid) for nid in ids)
     stats = RefreshStats()
-    _refresh_leaves(state, dirty.pop(0, []), embedder, changes, stats)
+    _refresh_leaves(state, dirty.pop(0, []), embedder, changes, stats, cfg.leaf_words)
     generate = scheduler is not None and cfg.summary_mode == "llm"
     for level in sorted(dirty):
         nodes = dirty[level]
@@ -80,9 +81,27 @@ def refresh(
     return stats
 
 
+def cell_embed_text(state: UserState, cell: Cell, words: int) -> str:
+    """What a cell's leaf vector encodes: the whole cell (`words` <= 0; the encoder truncates it), or at
+    most `words` words of it with the user's turns served first, each turn cut to its share."""
+    if words <= 0:
+        return cell.text
+    session = state.sessions.get(cell.session_id)
+    turns = session.turns[cell.turn_lo : cell.turn_hi + 1] if session is not None else []
+    if not turns:
+        return " ".join(cell.text.split()[:words])
+    split = [t.content.split() for t in turns]
+    keep = [0] * len(turns)
+    budget = words
+    for i in sorted(range(len(turns)), key=lambda i: (turns[i].role != "user", i)):
+        keep[i] = min(len(split[i]), budget)
+        budget -= keep[i]
+    return "\n".join(f"{t.role}: {' '.join(w[:k])}" for t, w, k in zip(turns, split, keep) if k)
+
+
 def _refresh_leaves(
     state: UserState, leaves: list[tuple[TreeInfo, int]], embedder: Embedder, changes: ChangeSet,
-    stats: RefreshStats,
+    stats: RefreshStats, words: int,
 ) -> None:
     cells: list[tuple[NodeKey, str]] = []
     for info, nid in leaves:
@@ -96,7 +115,7 @@ def _refresh_leaves(
             cells.append((key, text))
         changes.nodes.add(key)
     if cells:
-        vecs = embedder.embed([state.cells[_item(state, k)].text for k, _ in cells])
+        vecs = embedder.embed([cell_embed_text(state, state.cells[_item(state, k)], words) for k, _ in cells])
         for (key, text), vec in zip(cells, vecs):
             state.nodes[key] = NodeData(text, "leaf", vec)
     stats.leaves += len(leaves)

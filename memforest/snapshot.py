@@ -7,6 +7,7 @@ from functools import cached_property
 import numpy as np
 
 from memforest.index.forest_index import ForestIndex
+from memforest.index.lexical import LexicalIndex
 from memforest.state import NodeKey, UserState
 
 
@@ -31,6 +32,13 @@ class Snapshot:
         for fid, fact in self.state.facts.items():
             out.setdefault(fid, []).extend(sorted(f"session:{s}" for s in fact.sessions))
         return out
+
+    @cached_property
+    def lexical(self) -> LexicalIndex:
+        """BM25 over every cell's full text and every fact, built on the first query of this version."""
+        docs = [(c.id, c.text) for c in self.state.cells.values()]
+        docs += [(f.id, f.text) for f in self.state.facts.values()]
+        return LexicalIndex(docs)
 
     def embedding(self, key: NodeKey) -> np.ndarray:
         return self.state.nodes[key].embedding

@@ -116,6 +116,26 @@ _RELATIVE = [
 ]
 
 
+_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "a couple of": 2, "couple of": 2, "two": 2, "three": 3, "four": 4,
+                 "a few": 3, "few": 3, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
+                 "eleven": 11, "twelve": 12}
+_NUMBER = re.compile(r"\b(" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")\b(?= (day|week|month|year)s? ago)")
+
+
+def relative_delta(text: str) -> timedelta | None:
+    """The offset a relative expression names ("three weeks ago", "a month ago", "yesterday", "in 2
+    days"), number words included; None when the text holds none."""
+    text = _NUMBER.sub(lambda m: str(_NUMBER_WORDS[m.group(1)]), text.lower()[:200])
+    for pattern, delta in _RELATIVE:
+        m = pattern.search(text)
+        if m:
+            try:
+                return delta(m)
+            except OverflowError:  # "in 99999999999 days"
+                return None
+    return None
+
+
 def resolve_event_time(iso: str, time_text: str, source_time: float) -> float | None:
     """The event time a fact asserts: the model's ISO date when it parses, else a relative
     expression resolved against the source time, else None (the fact inherits its source time)."""
@@ -125,13 +145,11 @@ def resolve_event_time(iso: str, time_text: str, source_time: float) -> float | 
             return parse_time(iso[:19])
         except InputError:  # unparsable or out of range: try the relative expression
             pass
-    text = (time_text or "").lower()[:200]
-    for pattern, delta in _RELATIVE:
-        m = pattern.search(text)
-        if m:
-            try:
-                t = (to_datetime(source_time) + delta(m)).timestamp()
-            except (OverflowError, ValueError):  # "in 99999999999 days"
-                return None
-            return t if in_range(t) else None
-    return None
+    delta = relative_delta(time_text or "")
+    if delta is None:
+        return None
+    try:
+        t = (to_datetime(source_time) + delta).timestamp()
+    except (OverflowError, ValueError):  # beyond the calendar
+        return None
+    return t if in_range(t) else None

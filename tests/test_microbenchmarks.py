@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from benchmarks.micro import __main__ as bench
-from benchmarks.micro import llm_throughput, merge_speed, retrieval_latency, structure, write_profile
+from benchmarks.micro import (
+    llm_throughput,
+    merge_speed,
+    retrieval_latency,
+    retrieval_quality,
+    structure,
+    write_profile,
+)
 
 FAKE = ["-o", "llm.backend=scripted", "-o", "embedder.backend=hash", "-o", "embedder.dim=64"]
 
@@ -28,6 +35,20 @@ def test_retrieval_latency_suite() -> None:
     assert [r["forests"] for r in rows] == [1, 2]
     assert rows[1]["facts"] > rows[0]["facts"] and rows[1]["trees"] > rows[0]["trees"]
     assert all(r["browse"]["p95_ms"] >= r["browse"]["p50_ms"] > 0 for r in rows)
+
+
+@pytest.mark.slow
+def test_retrieval_quality_suite(tmp_path: Path) -> None:
+    out = retrieval_quality.main(["--questions", "4", "--sessions", "8", "--conversations", "1",
+                                  "--methods", "memforest_sessions,flat_sessions", "--out", str(tmp_path),
+                                  "-o", "embedder.backend=hash", "-o", "embedder.dim=64"])
+    for method in ("memforest_sessions", "flat_sessions"):
+        lme, locomo = out[method]["longmemeval_s"], out[method]["locomo"]
+        assert lme["instances"] == 4 and 0 < lme["questions"] <= 4 and locomo["instances"] == 1
+        assert 0 <= lme["recall_any@1"] <= lme["recall_any@5"] <= lme["recall_any@10"] <= 100
+        assert 0 <= locomo["all@10turns"] <= locomo["any@10turns"] <= 100 and locomo["questions"] > 0
+        assert lme["cpu_s_per_instance"] > 0 and lme["build_s_per_instance"] > 0
+    assert out["memforest_sessions"]["longmemeval_s"]["embedder"]["model"] == "hash"
 
 
 def test_write_profile_suite() -> None:

@@ -6,6 +6,7 @@ scale `sessions` and `turns` up to the real per-instance volume.
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 from datetime import datetime, timedelta
@@ -14,6 +15,7 @@ from typing import Any
 
 from .locomo import format_date as format_locomo_date
 from .longmemeval import format_date
+from .synthetic_haystack import SharedPool, locomo_conversation, longmemeval_entry
 
 LONGMEMEVAL_TYPE_COUNTS: dict[str, int] = {
     "single-session-user": 70,
@@ -144,91 +146,54 @@ def locomo_shaped(sessions: int = 3, turns: int = 2) -> list[dict[str, Any]]:
     return samples
 
 
-# ---------------------------------------------------------------- full-size LongMemEval-S stand-in
-
-_WORDS = ["time", "year", "people", "way", "day", "man", "thing", "woman", "life", "child", "world", "school", "state", "family", "student", "group", "country", "problem", "hand", "part", "place", "case", "week", "company", "system", "program", "question", "work", "government", "number", "night", "point", "home", "water", "room", "mother", "area", "money", "story", "fact", "month", "lot", "right", "study", "book", "eye", "job", "word", "business", "issue", "side", "kind", "head", "house", "service", "friend", "father", "power", "hour", "game", "line", "end", "member", "law", "car", "city", "community", "name", "president", "team", "minute", "idea", "kid", "body", "information", "back", "parent", "face", "others", "level", "office", "door", "health", "person", "art", "war", "history", "party", "result", "change", "morning", "reason", "research", "girl", "guy", "moment", "air", "teacher", "force", "education", "garden", "recipe", "trip", "budget", "plan", "schedule", "project", "meeting", "dinner", "flight", "hotel", "camera", "phone", "laptop", "course", "lesson", "market", "price", "weekend", "concert", "movie", "museum", "library", "always", "usually", "often", "really", "quite", "rather", "maybe", "probably", "almost", "already", "still", "just", "also", "even", "good", "new", "first", "last", "long", "great", "little", "own", "other", "old", "right", "big", "high", "different", "small", "large", "next", "early", "young", "important", "few", "public", "bad", "same", "able", "quick", "careful", "simple", "useful", "cheap", "warm", "bright", "make", "know", "think", "take", "see", "come", "want", "look", "use", "find", "give", "tell", "ask", "work", "seem", "feel", "try", "leave", "call", "keep", "start", "show", "hear", "play", "run", "move", "like", "live", "believe", "hold", "bring", "happen", "write", "provide", "sit", "stand", "lose", "pay", "meet", "include", "continue", "set", "learn", "lead", "understand", "watch", "follow", "stop", "create", "speak", "read", "allow", "add", "spend", "grow", "open", "walk", "win", "offer", "remember", "love", "consider", "appear", "buy", "wait", "serve", "die", "send", "expect", "build", "stay", "the", "a", "of", "to", "and", "in", "that", "for", "with", "on", "at", "from", "by", "about", "as", "into", "like", "through", "after", "over", "between", "out", "against", "during", "without", "before", "under", "around", "among", "because", "while", "although", "since", "if", "when", "so", "then"]
-_SYLLABLES = ("ka", "lo", "ve", "tri", "mar", "sen", "dor", "ia", "ul", "bex", "no", "qua", "rin", "zel", "pha")
-_THINGS = ("bicycle", "painting", "guitar", "sofa", "tent", "watch", "kettle", "jacket", "telescope", "rug")
-_COLOURS = ("red", "green", "blue", "yellow", "purple", "orange", "silver", "black", "white", "teal")
-
-
-def _sentence(rng: random.Random, low: int = 8, high: int = 22) -> str:
-    words = rng.choices(_WORDS, k=rng.randint(low, high))
-    return " ".join(words).capitalize() + rng.choice(".!?.")
-
-
-def _text(rng: random.Random, chars: int) -> str:
-    parts: list[str] = []
-    size = 0
-    while size < chars:
-        parts.append(_sentence(rng))
-        size += len(parts[-1]) + 1
-    return " ".join(parts)
-
-
-def _name(rng: random.Random) -> str:
-    return "".join(rng.choices(_SYLLABLES, k=rng.randint(2, 4))).capitalize()
-
-
-def _sized_entry(index: int, qtype: str, abstention: bool, rng: random.Random, sessions: int,
-                 turns: int) -> dict[str, Any]:
-    """One question over a haystack of realistic size; 1-3 sessions hold a planted answer turn."""
-    shop, thing, colour = _name(rng), rng.choice(_THINGS), rng.choice(_COLOURS)
-    count = rng.randint(sessions - 4, sessions + 4)
-    start = datetime(2023, 1, 1, 8, 0) + timedelta(days=rng.randint(0, 200))
-    gold = set(rng.sample(range(count), k=rng.randint(1, 3)))
-    ids = [f"sized{index:04d}_{n}" for n in range(count)]
-    dates, haystack = [], []
-    for n in range(count):
-        moment = start + timedelta(days=7 * n + rng.randint(0, 5), hours=rng.randint(0, 12))
-        dates.append(format_date(moment))
-        session = []
-        for t in range(max(2, turns + rng.randint(-2, 2))):
-            user = t % 2 == 0
-            content = _text(rng, rng.randint(200, 600) if user else rng.randint(800, 2500))
-            turn: dict[str, Any] = {"role": "user" if user else "assistant", "content": content}
-            if n in gold and t == 0:
-                turn["content"] = f"Last week I bought a {colour} {thing} from {shop}. " + content
-                turn["has_answer"] = True
-            session.append(turn)
-        haystack.append(session)
-    return {
-        "question_id": f"sized{index:04d}" + ("_abs" if abstention else ""),
-        "question_type": qtype,
-        "question": f"What colour was the {thing} I bought from {shop}?",
-        "answer": colour,
-        "question_date": format_date(start + timedelta(days=7 * count + 3)),
-        "haystack_session_ids": ids,
-        "haystack_dates": dates,
-        "haystack_sessions": haystack,
-        "answer_session_ids": [ids[n] for n in sorted(gold)],
-    }
+# ---------------------------------------------------------------- full-size stand-ins with realistic retrieval
 
 
 def write_longmemeval_s_sized(path: str | Path, questions: int = 500, sessions: int = 48, turns: int = 10,
                               seed: int = 0) -> Path:
-    """Stream a LongMemEval-S-sized file (500 questions, ~48 sessions of ~10 turns, user turns of
-    200-600 and assistant turns of 800-2,500 characters: about 260 MB) of invented filler text.
-
-    Each question plants its answer in 1-3 sessions; retrieval figures on it test the plumbing only."""
+    """Stream a LongMemEval-S-sized file (500 questions of ~48 sessions of ~10 turns: about 250 MiB) in
+    the real type and abstention counts, evidence buried among near misses and sessions repeated across
+    haystacks (see `synthetic_haystack`)."""
     rng = random.Random(seed)
     kinds = [(qtype, k < LONGMEMEVAL_ABSTENTION_COUNTS.get(qtype, 0))
              for qtype, total in LONGMEMEVAL_TYPE_COUNTS.items() for k in range(total)]
+    order = list(range(len(kinds)))
+    random.Random(seed + 1).shuffle(order)  # any prefix of the file mixes the question types
+    pool = SharedPool(seed, turns, datetime(2023, 1, 1, 8, 0))
     path = Path(path)
-    with path.open("w", encoding="utf-8") as handle:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
         handle.write("[")
         for index in range(questions):
-            qtype, abstention = kinds[index % len(kinds)]
-            handle.write(("," if index else "") + json.dumps(_sized_entry(index, qtype, abstention, rng,
-                                                                            sessions, turns)))
+            qtype, abstention = kinds[order[index % len(kinds)]]
+            entry = longmemeval_entry(index, qtype, abstention, rng, pool, sessions, turns)
+            handle.write(("," if index else "") + json.dumps(entry))
         handle.write("]")
+    tmp.replace(path)
     return path
 
 
-if __name__ == "__main__":
-    import sys
+def write_locomo_like(path: str | Path, conversations: int = 10, sessions: int = 24, turns: int = 22,
+                      seed: int = 0) -> Path:
+    """LoCoMo-format conversations between two friends with planted facts and category 1-4 questions."""
+    return write_json([locomo_conversation(n, sessions, turns, seed) for n in range(conversations)], path)
 
-    if len(sys.argv) < 2:
-        sys.exit("usage: python -m benchmarks.datasets.synthetic OUT.json [QUESTIONS]")
-    out = write_longmemeval_s_sized(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 500)
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Write a synthetic LongMemEval-S-sized (or LoCoMo-like) file.")
+    parser.add_argument("out")
+    parser.add_argument("questions", nargs="?", type=int, default=500)
+    parser.add_argument("--sessions", type=int, default=48, help="sessions per haystack (LongMemEval)")
+    parser.add_argument("--turns", type=int, default=10, help="turns per session")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--locomo", type=int, metavar="CONVERSATIONS", help="write LoCoMo-like conversations instead")
+    args = parser.parse_args(argv)
+    if args.locomo:
+        out = write_locomo_like(args.out, args.locomo, seed=args.seed)
+    else:
+        out = write_longmemeval_s_sized(args.out, args.questions, args.sessions, args.turns, args.seed)
     print(f"{out}: {out.stat().st_size / 2**20:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()

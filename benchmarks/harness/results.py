@@ -244,6 +244,15 @@ class RunFiles:
         write_json_atomic(self.run_json, run)
         return run
 
+    def note_invocation(self, **fields: Any) -> None:
+        """Add what became known once the models were built (e.g. the embedder's resolved settings) to
+        this invocation's entry of run.json, and at the top level for the run's first invocation."""
+        run = self.load_run()
+        run["invocations"][-1].update(fields)
+        for key, value in fields.items():
+            run.setdefault(key, value)
+        write_json_atomic(self.run_json, run)
+
     def load_run(self) -> dict[str, Any]:
         if not self.run_json.exists():
             raise FileNotFoundError(f"{self.run_json} not found: is {self.dir} a run directory?")

@@ -31,7 +31,7 @@ from benchmarks.judging.grading import judge_rows, make_judge
 from benchmarks.judging.judges import Judge
 from memforest.config import LLMConfig
 from memforest.errors import MemForestError
-from memforest.llm.base import ChatModel, ChatResponse
+from memforest.llm.base import ChatModel, ChatResponse, Embedder, embedder_settings
 from memforest.llm.calllog import summarize
 from memforest.llm.scheduler import Scheduler
 
@@ -57,6 +57,7 @@ class Harness:
     builds: dict[str, dict[str, Any]] = field(default_factory=dict)
     closing: list[Any] = field(default_factory=list)  # schedulers and models to close, in order
     bar: Any = None
+    embedder: Embedder | None = None
 
     @property
     def call_log(self) -> RunCallLog:
@@ -122,7 +123,8 @@ def run_metadata(cfg: Config, dataset: Dataset) -> dict[str, Any]:
 def open_harness(cfg: Config, dataset: Dataset, files: RunFiles) -> Harness:
     """Build the models the configuration needs (no chat model when nothing generates) and the system."""
     answering = bool(cfg["answer"]["enabled"])
-    embedder = instantiate(cfg["embedder"])
+    cache = {"cache_dir": str(files.dir / "embeddings")} if cfg.get("embed_cache") and not cfg["embedder"].get("cache_dir") else {}
+    embedder = instantiate(cfg["embedder"], **cache)
     llm = instantiate(cfg["llm"]) if answering or cfg["method"]["needs_chat_model"] else None
     closing: list[Any] = []  # closed in this order: schedulers before their models
     judge = open_judge(cfg, llm, files, closing) if answering else None
@@ -135,7 +137,8 @@ def open_harness(cfg: Config, dataset: Dataset, files: RunFiles) -> Harness:
             obj.close()
         raise
     wandb = WandbLogger(cfg.get("wandb") or {}, files.dir, dict(cfg))
-    h = Harness(cfg, files, dataset, system, answerer, judge, wandb, closing=closing)
+    h = Harness(cfg, files, dataset, system, answerer, judge, wandb, closing=closing, embedder=embedder)
+    files.note_invocation(embedder=embedder_settings(embedder))
     restore(h)
     return h
 
@@ -272,29 +275,40 @@ def build_memory(h: Harness, instance: Instance, workdir: Path) -> dict[str, Any
     h.call_log.context = {"instance": iid, "phase": "build"}
     mark = len(h.call_log)
     h.system.reset(iid, workdir)
-    start = time.perf_counter()
+    cache_before = embed_cache_counts(h.embedder)
+    start, cpu_start = time.perf_counter(), time.process_time()
     error, stats = None, {}
     try:
         stats = h.system.ingest(instance.sessions)
     except Exception as exc:  # recorded with the build; the instance's questions are then marked failed
         error = failure_text(exc)
         log.error("build of %s failed: %s", iid, error, exc_info=not isinstance(exc, MemForestError))
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     calls = [r for r in h.call_log.since(mark) if r.tags.get("instance") == iid]
     h.call_log.context = {}
     row = {
         "build_id": uuid.uuid4().hex, "instance_id": iid, "method": h.cfg["method"]["name"],
         "dataset": h.dataset.name, "sessions": len(instance.sessions), "turns": instance.num_turns,
-        "build_seconds": round(seconds, 4), "turns_per_second": round(instance.num_turns / seconds, 3),
+        "build_seconds": round(seconds, 4), "build_cpu_seconds": round(cpu_seconds, 4),
+        "turns_per_second": round(instance.num_turns / seconds, 3),
         "llm": summarize(calls), "system": stats, "error": error,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    if h.embedder is not None:
+        after = embed_cache_counts(h.embedder)
+        row["embedder"] = {**embedder_settings(h.embedder), **{k: v - cache_before.get(k, 0) for k, v in after.items()}}
     if error is None:
         h.files.mark_store_complete(iid, row["build_id"])
     h.files.add_build(row)
     h.builds[iid] = row
     h.wandb.log_build(row)
     return row
+
+
+def embed_cache_counts(embedder: Embedder | None) -> dict[str, int]:
+    """Cumulative hits and misses of a caching embedder; empty for any other."""
+    counts = getattr(embedder, "counts", None)
+    return dict(counts()) if callable(counts) else {}
 
 
 # ---------------------------------------------------------------- one question

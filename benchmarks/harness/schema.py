@@ -118,6 +118,8 @@ class BenchConfig:
     output_root: str = "results"
     run_dir: str = "${output_root}/${experiment_name}/${dataset.name}/${method.name}/${llm.name}/seed${seed}"
     keep_stores: bool = True  # keep each instance's store (a resumed run reuses finished builds)
+    # cache vectors by (model, settings, text) in <run_dir>/embeddings when embedder.cache_dir is unset
+    embed_cache: bool = False
     retry_errors: bool = False  # on resume, redo records whose build, retrieval or answer failed
     progress: bool = True
 

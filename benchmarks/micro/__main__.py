@@ -14,11 +14,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.micro import llm_throughput, merge_speed, retrieval_latency, structure, write_profile
+from benchmarks.micro import (
+    llm_throughput,
+    merge_speed,
+    retrieval_latency,
+    retrieval_quality,
+    structure,
+    write_profile,
+)
 
 SUITES: dict[str, Callable[[list[str]], Any]] = {
     "structure": structure.main,
     "retrieval_latency": retrieval_latency.main,
+    "retrieval_quality": retrieval_quality.main,
     "write_profile": write_profile.main,
     "merge": merge_speed.main,
     "llm_throughput": llm_throughput.main,

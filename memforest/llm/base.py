@@ -161,6 +161,13 @@ class Embedder(Protocol):
     def close(self) -> None: ...
 
 
+def embedder_settings(embedder: Embedder) -> dict[str, Any]:
+    """What determines an embedder's vectors, as resolved at run time (precision, truncation...):
+    its own `settings()` where it has one, else its name and width."""
+    settings = getattr(embedder, "settings", None)
+    return dict(settings()) if callable(settings) else {"model": embedder.name, "dim": embedder.dim}
+
+
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
     """L2-normalise rows in float32; zero rows stay zero."""
     vectors = np.asarray(vectors, dtype=np.float32)

@@ -42,6 +42,26 @@ def packaged_minilm_path() -> str:
     return path
 
 
+def native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively (AMX tiles or AVX512-BF16): only there does bf16
+    autocast speed encoding up; elsewhere it is emulated and several times slower than float32."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
+            flags = set(handle.read().split())
+    except OSError:
+        return False
+    return bool(flags & {"amx_bf16", "avx512_bf16"})
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """`auto` as the precision it stands for on `device`; float32 and bfloat16 as they are."""
+    if dtype not in ("auto", "float32", "bfloat16"):
+        raise ConfigError(f"embedder dtype {dtype!r}: use auto, float32 or bfloat16")
+    if dtype != "auto":
+        return dtype
+    return "bfloat16" if device == "cpu" and native_bf16() else "float32"
+
+
 class SentenceTransformerEmbedder:
     """A sentence-transformers model on `cfg.device`; one lock serialises calls into it."""
 
@@ -58,8 +78,7 @@ class SentenceTransformerEmbedder:
         self._lock = threading.Lock()
         self._torch = torch
         self._threads = cfg.threads or os.cpu_count() or 1
-        if cfg.dtype not in ("float32", "bfloat16"):
-            raise ConfigError(f"embedder dtype {cfg.dtype!r}: use float32 or bfloat16")
+        self.dtype = resolve_dtype(cfg.dtype, cfg.device)
         # the packaged model loads from its directory alone; other models follow the HF_HUB_* settings
         self._model: Any = SentenceTransformer(path, device=cfg.device, local_files_only=packaged)
         getter = (
@@ -71,11 +90,18 @@ class SentenceTransformerEmbedder:
             raise ConfigError(f"cannot read the embedding dimension of {path}")
         self.dim = int(dim)
 
+    def settings(self) -> dict[str, Any]:
+        """The settings the vectors depend on, as resolved here (precision, truncation, threads)."""
+        return {"backend": "sentence_transformers", "model": self.name, "dim": self.dim,
+                "device": self.cfg.device, "dtype": self.dtype, "dtype_requested": self.cfg.dtype,
+                "native_bf16": native_bf16(), "max_seq_length": int(self._model.max_seq_length),
+                "threads": self._threads, "batch_size": self.cfg.batch_size, "query_prefix": self.cfg.query_prefix}
+
     def embed(self, texts: Sequence[str], kind: EmbedKind = "passage") -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         torch = self._torch
-        with self._lock, torch.autocast("cpu", torch.bfloat16, enabled=self.cfg.dtype == "bfloat16"):
+        with self._lock, torch.autocast("cpu", torch.bfloat16, enabled=self.dtype == "bfloat16"):
             # OpenMP thread counts are shared with faiss (one thread for single-query search)
             torch.set_num_threads(self._threads)
             vectors = self._model.encode(

@@ -29,6 +29,16 @@ def build_chat_model(cfg: LLMConfig) -> ChatModel:
 
 
 def build_embedder(cfg: EmbedderConfig) -> Embedder:
+    """The configured backend, behind the on-disk vector cache when `cfg.cache_dir` is set."""
+    embedder = _backend_embedder(cfg)
+    if cfg.cache_dir:
+        from memforest.llm.embed_cache import CachedEmbedder
+
+        return CachedEmbedder(embedder, cfg.cache_dir)
+    return embedder
+
+
+def _backend_embedder(cfg: EmbedderConfig) -> Embedder:
     if cfg.backend == "sentence_transformers":
         from memforest.llm.embedders import SentenceTransformerEmbedder
 

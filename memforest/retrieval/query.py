@@ -16,10 +16,12 @@ from memforest.llm.scheduler import Scheduler
 from memforest.prompts import answer as answer_prompt
 from memforest.retrieval.assemble import assemble, render, temporal_neighbours
 from memforest.retrieval.browse import Hit, embed_browse, llm_browse
+from memforest.retrieval.hybrid import candidate_items, date_target, lexical_scores, rank_units
 from memforest.retrieval.planner import Plan, plan_query, question_direction
 from memforest.retrieval.recall import recall_trees
 from memforest.retrieval.results import Evidence, QueryResult
 from memforest.snapshot import Snapshot
+from memforest.timeutil import parse_time
 
 
 def retrieve(
@@ -53,10 +55,19 @@ def retrieve(
         expand = cfg.complete_expansion or plan.kind == "aggregate"
         hits, path = _planned_browse(snap, plan, qvec, embedder, scheduler, cfg, tags, 1 if expand else 0)
         trace["plan"] = asdict(plan)
+        if not expand:  # the leaves the model reached, ranked like embedding mode's candidates
+            hits = _rerank(snap, question, date, qvec, hits, cfg)
     else:
         plan = Plan(direction=question_direction(question))
         expand = cfg.complete_expansion
-        hits, path = embed_browse(snap, qvec, [r.tree_id for r in recalled], cfg.beam, stop_level=1 if expand else 0)
+        if expand:
+            hits, path = embed_browse(snap, qvec, [r.tree_id for r in recalled], cfg.beam, stop_level=1)
+        else:
+            items, lexical = candidate_items(snap, question, qvec, cfg.candidates)
+            hits = rank_units(snap, items, qvec, lexical, date_target(question, parse_time(date)), cfg,
+                              cfg.final_units)
+            path = [{"candidates": len(items), "lexical_matches": len(lexical),
+                     "kept": [[*h.key, round(h.score, 4)] for h in hits]}]
     lat["browse"] = _lap(t)
     t = time.perf_counter()
     budget = cfg.final_units
@@ -87,6 +98,18 @@ def _planned_browse(
     qvec_of = dict(zip(queries, vecs))
     hits, path = llm_browse(snap, plan.queries, qvec_of, scheduler, cfg.beam, tags, stop_level)
     return [Hit(h.key, max(h.score, float(snap.state.nodes[h.key].embedding @ qvec)), h.level) for h in hits], path
+
+
+def _rerank(snap: Snapshot, question: str, date: str, qvec: np.ndarray, hits: list[Hit], cfg: QueryConfig
+            ) -> list[Hit]:
+    """Planner-reached leaves scored by the hybrid ranking, each keeping at least its browse score."""
+    floor: dict[str, float] = {}
+    for h in hits:
+        item = snap.state.trees[h.key[0]].tree.nodes[h.key[1]].item
+        if item is not None:
+            floor[item] = max(floor.get(item, -1.0), h.score)
+    return rank_units(snap, list(floor), qvec, lexical_scores(snap, question), date_target(question, parse_time(date)), cfg,
+                      cfg.final_units, floor)
 
 
 def _expand(snap: Snapshot, hits: list[Hit], qvec: np.ndarray) -> list[Hit]:

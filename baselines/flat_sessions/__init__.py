@@ -1,0 +1,3 @@
+from baselines.flat_sessions.system import FlatSessionsSystem
+
+__all__ = ["FlatSessionsSystem"]

@@ -1,0 +1,106 @@
+"""Hybrid unit ranking on the generator-free path: dense plus lexical scores, the date a question
+names, and diversity across sessions, with unit scores that rank the evidence."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memforest.api import MemForest
+from memforest.config import MemForestConfig, TreeConfig
+from memforest.llm.testing import HashEmbedder
+from memforest.refresh import cell_embed_text
+from memforest.retrieval.hybrid import candidate_items, date_target, rank_units
+from memforest.timeutil import parse_time
+
+
+def session(sid: str, day: str, lines: list[str]) -> dict:
+    turns = []
+    for i, line in enumerate(lines):
+        turns += [{"role": "user", "content": line}, {"role": "assistant", "content": f"Noted, point {i} of {sid}."}]
+    return {"session_id": sid, "timestamp": f"{day}T10:00:00", "turns": turns}
+
+
+def forest(tmp_path: Path, **query: Any) -> MemForest:
+    cfg = MemForestConfig(tree=TreeConfig(summary_mode="extractive"))
+    cfg = replace(cfg, query=replace(cfg.query, **query))
+    return MemForest(tmp_path, cfg, embedder=HashEmbedder(256), generate=False)
+
+
+SESSIONS = [
+    session("garden", "2024-03-01", [f"the tomato seedlings need water, note {i}" for i in range(6)]),
+    session("pets", "2024-03-05", ["we adopted a whippet from the rescue and called her Maple",
+                                   "the tomato seedlings are on the windowsill"]),
+    session("travel", "2024-03-09", ["my flight to Lisbon leaves early", "the tomato salad in Lisbon was great"]),
+    session("music", "2024-03-12", ["cello lessons start on Thursday", "tomato soup after the lesson"]),
+]
+
+
+def test_units_spread_over_sessions_and_scores_rank_them(tmp_path: Path) -> None:
+    mf = forest(tmp_path, repeat_penalty=1.0)
+    mf.ingest_sessions("u", SESSIONS)
+    evidence = mf.query("u", "what about the tomato seedlings?", answer=False).evidence
+    ranked = sorted(evidence, key=lambda e: -e.score)
+    first_sessions = [e.session_ids[0] for e in ranked[:4]]
+    assert sorted(first_sessions) == ["garden", "music", "pets", "travel"]
+    assert len(evidence) == 10 and all(a.score >= b.score for a, b in zip(ranked, ranked[1:]))
+
+    greedy = forest(tmp_path / "greedy", repeat_penalty=0.0)
+    greedy.ingest_sessions("u", SESSIONS)
+    top = sorted(greedy.query("u", "what about the tomato seedlings?", answer=False).evidence, key=lambda e: -e.score)
+    assert [e.session_ids[0] for e in top[:4]].count("garden") >= 3  # without the penalty one session fills the top
+
+
+def test_lexical_matches_join_the_dense_candidates(tmp_path: Path) -> None:
+    mf = forest(tmp_path)
+    mf.ingest_sessions("u", SESSIONS)
+    snap = mf.snapshot("u")
+    question = "what did we call the whippet?"
+    qvec = mf.embedder.embed([question], "query")[0]
+    items, lexical = candidate_items(snap, question, qvec, k=1)
+    best = max(lexical, key=lambda i: lexical[i])
+    assert snap.state.cells[best].session_id == "pets" and lexical[best] == 1.0 and best in items
+    assert len(items) <= 2
+
+
+def test_the_date_a_question_names_breaks_a_tie(tmp_path: Path) -> None:
+    same = ["I went to a concert by the Lanterns"]
+    mf = forest(tmp_path)
+    mf.ingest_sessions("u", [session("early", "2024-01-10", same), session("late", "2024-02-14", same)])
+    snap = mf.snapshot("u")
+    ref = parse_time("2024-02-28")
+    for question, expected in (("Which band did I see about two weeks ago?", "late"),
+                               ("Which band did I see about seven weeks ago?", "early")):
+        qvec = mf.embedder.embed([question], "query")[0]
+        items, lexical = candidate_items(snap, question, qvec, k=10)
+        hits = rank_units(snap, items, qvec, lexical, date_target(question, ref), mf.config.query, budget=2)
+        first = snap.state.trees[hits[0].key[0]].label
+        assert first == expected and hits[0].score > hits[1].score
+    assert date_target("What should I cook tonight?", ref) is None  # only past dates count
+
+
+def test_rank_units_respects_the_budget_and_empty_input(tmp_path: Path) -> None:
+    mf = forest(tmp_path)
+    mf.ingest_sessions("u", SESSIONS)
+    snap = mf.snapshot("u")
+    qvec = np.zeros(256, np.float32)
+    assert rank_units(snap, [], qvec, {}, None, mf.config.query, budget=5) == []
+    items = list(snap.state.cells)
+    hits = rank_units(snap, items, qvec, {}, None, mf.config.query, budget=3)
+    assert len(hits) == 3 and len({h.key for h in hits}) == 3
+
+
+def test_a_leaf_vector_sees_the_users_words_first(tmp_path: Path) -> None:
+    mf = forest(tmp_path)
+    long_reply = " ".join(f"word{i}" for i in range(300))
+    mf.ingest_sessions("u", [{"session_id": "s", "timestamp": "2024-03-01T10:00:00", "turns": [
+        {"role": "assistant", "content": long_reply}, {"role": "user", "content": "my whippet is called Maple"}]}])
+    state = mf.snapshot("u").state
+    (cell,) = state.cells.values()
+    view = cell_embed_text(state, cell, 8)
+    assert view == "assistant: word0 word1 word2\nuser: my whippet is called Maple"
+    assert cell_embed_text(state, cell, 0) == cell.text and len(cell.text.split()) > 300
+    assert mf.snapshot("u").lexical.scores("word299")  # the lexical index reads the whole cell
