@@ -60,14 +60,11 @@ class EmbedderConfig:
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 60.0
-<<<<<<< HEAD
+    cache_dir: str | None = None  # a content-addressed on-disk cache of vectors, shared by processes
     # vllm (in-process), beside a chat engine on the same GPU (see LLMConfig)
     gpu_memory_utilization: float = 0.08
     context_tokens: int = 8192  # vLLM max_model_len; longer texts are truncated to it
     engine_args: dict[str, Any] = field(default_factory=dict)  # more vllm.LLM arguments
-=======
-    cache_dir: str | None = None  # a content-addressed on-disk cache of vectors, shared by processes
->>>>>>> retrieval
 
 
 @dataclass
