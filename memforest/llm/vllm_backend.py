@@ -104,6 +104,21 @@ def release_memory() -> None:
         torch.cuda.empty_cache()
 
 
+class EngineOwner:
+    """Holds one offline `vllm.LLM` behind a lock; `close` stops it and returns its memory."""
+
+    _lock: threading.Lock
+    _llm: Any
+
+    def close(self) -> None:
+        with self._lock:
+            llm, self._llm = self._llm, None
+        if llm is not None:
+            shutdown_engine(llm)
+            del llm  # the last reference, so that release_memory can collect the engine
+            release_memory()
+
+
 def _failure(exc: Exception) -> Exception:
     return TransientModelError(f"{type(exc).__name__}: {exc}") if isinstance(exc, (TimeoutError, ConnectionError)) else exc
 
@@ -116,7 +131,7 @@ def _engine_dead(exc: Exception) -> bool:
 # ---------------------------------------------------------------- the chat model
 
 
-class VLLMChatModel:
+class VLLMChatModel(EngineOwner):
     """`vllm.LLM` in this process; `generate` sends a whole wave through one `LLM.chat` call. A request
     that makes the call fail (a prompt longer than the context, a schema the engine refuses) fails
     alone: the wave is split in halves and retried until the failing requests stand alone."""
@@ -149,13 +164,6 @@ class VLLMChatModel:
                 return [ModelError(f"{self.name}: the model is closed") for _ in requests]
             return self._generate(list(requests))
 
-    def close(self) -> None:
-        with self._lock:
-            llm, self._llm = self._llm, None
-        if llm is not None:
-            shutdown_engine(llm)
-            del llm
-            release_memory()
 
     def _generate(self, requests: list[ChatRequest]) -> list[ChatResponse | Exception]:
         try:
