@@ -11,10 +11,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from memforest import publish
 from memforest.check import check_state
 from memforest.config import MemForestConfig
 from memforest.errors import InputError, StoreError
-from memforest import publish
 from memforest.lifecycle import delete_session
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
@@ -28,8 +28,8 @@ from memforest.sessions import check_id, parse_session, parse_sessions
 from memforest.snapshot import Snapshot
 from memforest.state import ChangeSet, UserState
 from memforest.store.db import UserDB
-from memforest.timing import Clock
 from memforest.timeutil import iso_minute, parse_time
+from memforest.timing import Clock
 from memforest.types import Session
 from memforest.write import IngestReport, ingest_sessions, refresh_pending
 

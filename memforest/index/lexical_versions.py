@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from memforest.cow import CowMap
-from memforest.index.lexical import B, K1, terms
+from memforest.index.lexical import K1, B, terms
 
 _SEQ = itertools.count(1)
 
