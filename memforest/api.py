@@ -5,17 +5,16 @@ from __future__ import annotations
 import fcntl
 import itertools
 import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from memforest import publish
 from memforest.check import check_state
 from memforest.config import MemForestConfig
 from memforest.errors import InputError, StoreError
-from memforest.index.forest_index import ForestIndex
 from memforest.lifecycle import delete_session
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
@@ -30,6 +29,7 @@ from memforest.snapshot import Snapshot
 from memforest.state import ChangeSet, UserState
 from memforest.store.db import UserDB
 from memforest.timeutil import iso_minute, parse_time
+from memforest.timing import Clock
 from memforest.types import Session
 from memforest.write import IngestReport, ingest_sessions, refresh_pending
 
@@ -60,7 +60,6 @@ class MemForest:
         self._snapshots: dict[str, Snapshot] = {}
         self._lock = threading.Lock()
         self._query_ids = itertools.count(1)
-        self.last_commit: dict[str, float] = {}
 
     # ---- models -------------------------------------------------------------------------------
 
@@ -119,65 +118,62 @@ class MemForest:
         return db
 
     def snapshot(self, user: str) -> Snapshot:
-        """The last committed version of `user`'s memory (reloaded when another process committed)."""
-        db = self._db(user, create=False)
+        """The last committed version of `user`'s memory: the resident one, reloaded when another
+        process committed since. Never waits for a writer of this process."""
+        return self._current(user, self._db(user, create=False))
+
+    def _current(self, user: str, db: UserDB) -> Snapshot:
         version = db.version()
         snap = self._snapshots.get(user)
-        if snap is None or snap.state.version != version:
-            state = db.load(user)
-            index, _ = ForestIndex.open(self.user_dir(user) / "index", state, state.dim)
-            snap = Snapshot(state, index)
-            self._snapshots[user] = snap
+        if snap is None or snap.version != version:
+            snap = publish.load(db, user)
+            with self._lock:
+                held = self._snapshots.get(user)
+                if held is None or held.version < snap.version:
+                    self._snapshots[user] = snap
         return snap
 
     @contextmanager
-    def _writer(self, user: str, create: bool = True) -> Iterator[tuple[UserDB, UserState, ChangeSet]]:
-        """Serialise writers of one user (across threads and processes), hand out a private copy
-        of the committed state, and commit the ChangeSet the block fills in."""
+    def _writer(self, user: str, create: bool = True, clock: Clock | None = None, whole: bool = False
+                ) -> Iterator[tuple[UserDB, UserState, ChangeSet]]:
+        """Serialise writers of one user (across threads and processes), hand out the next version of
+        the committed state (copy-on-write; `whole=True`: a private full copy read from the store),
+        and commit and publish the ChangeSet the block fills in."""
+        clock = clock or Clock()
         db = self._db(user, create=create)
         lock_path = self.user_dir(user) / "write.lock"
         with lock_path.open("a") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
             try:
-                state = db.load(user)
+                clock.lap("lock")
+                base = self._current(user, db)
+                state = db.load(user) if whole else base.state.fork()
                 changes = ChangeSet()
+                clock.lap("load")
                 yield db, state, changes
-                self._commit(user, db, state, changes)
+                self._commit(user, db, base, state, changes, clock, whole)
             finally:
                 fcntl.flock(lock_file, fcntl.LOCK_UN)
 
-    def _commit(self, user: str, db: UserDB, state: UserState, ch: ChangeSet) -> None:
-        removed_nodes: dict[str, list[int]] = {}
-        for tid in sorted(ch.trees):
-            if tid in state.trees:
-                changed, removed = state.trees[tid].tree.take_changes()
-                ch.nodes |= {(tid, n.id) for n in changed}
-                ch.deleted_nodes |= {(tid, n) for n in removed}
-                removed_nodes[tid] = removed
-                for n in removed:
-                    state.nodes.pop((tid, n), None)
-        old = self._snapshots.get(user)
-        removed_rowids = _removed_tree_rowids(old, ch)
-        base_version = state.version
-        t = time.perf_counter()
-        db.commit(state, ch, expected_version=base_version)
-        self.last_commit = {"commit": round(time.perf_counter() - t, 4)}
-        t = time.perf_counter()
-        if old is not None and old.index.version == base_version:
-            index = old.index.copy()  # the published snapshot's index stays untouched
-            for tid in removed_rowids:
-                removed_nodes[tid] = [n for (t, n) in old.index.node_key.values() if t == tid]
-            index.apply(state, ch, removed_nodes, removed_rowids)
-        else:
-            index = ForestIndex.build(state, state.dim)
-        index.save(self.user_dir(user) / "index")
-        self._snapshots[user] = Snapshot(state, index)
-        self.last_commit["index"] = round(time.perf_counter() - t, 4)
+    def _commit(self, user: str, db: UserDB, base: Snapshot, state: UserState, ch: ChangeSet, clock: Clock,
+                whole: bool) -> None:
+        if whole:
+            state.derive()
+        removed_nodes = publish.collect_tree_changes(state, ch)
+        clock.lap("changes")
+        db.commit(state, ch, expected_version=base.version)
+        clock.lap("commit")
+        snap = publish.next_snapshot(base, state, ch, removed_nodes, rebuild=whole)
+        clock.lap("index")
+        with self._lock:
+            self._snapshots[user] = snap
+        clock.lap("publish")
 
     # ---- write path -------------------------------------------------------------------------------
 
     def ingest_sessions(self, user: str, sessions: Sequence[Mapping[str, Any] | Session]) -> IngestReport:
         """Ingest several sessions as one atomic operation; all cells are extracted in parallel waves."""
+        clock = Clock()
         check_id(user, "user id")
         if not isinstance(sessions, (list, tuple)):
             raise InputError(f"expected a list of sessions, got {type(sessions).__name__}")
@@ -186,12 +182,14 @@ class MemForest:
         if not parsed:
             raise InputError("no sessions to ingest")
         start = len(self.log)
-        with self._writer(user) as (_, state, changes):
+        clock.lap("parse")
+        with self._writer(user, clock=clock) as (_, state, changes):
             changes.operation = {"kind": "ingest", "sessions": [s.session_id for s in parsed]}
             report = ingest_sessions(state, parsed, self.config, self.scheduler, self.embedder, changes)
-        report.version = self._snapshots[user].state.version
+            clock.merge(report.timings)
+        report.version = state.version
         report.llm_calls = len(self.log) - start
-        report.timings.update(self.last_commit)
+        report.timings = clock.total()
         return report
 
     def ingest_session(self, user: str, session_id: str, turns: list[Mapping[str, Any]],
@@ -206,20 +204,29 @@ class MemForest:
 
     def delete_session(self, user: str, session_id: str) -> dict[str, Any]:
         """Remove a session and everything derived only from it; refresh only invalidated paths."""
-        with self._writer(user, create=False) as (_, state, ch):
+        clock = Clock()
+        with self._writer(user, create=False, clock=clock) as (db, state, ch):
             ch.operation = {"kind": "delete_session", "session": session_id}
-            report = delete_session(state, session_id, self.config, ch)
+            report = delete_session(state, session_id, self.config, ch, db.facts_of_session(session_id))
+            clock.lap("delete")
             report["refresh"] = asdict(self._refresh(state, ch, "delete"))
+            clock.lap("refresh")
+        report["version"], report["timings"] = state.version, clock.total()
         return report
 
     def correct_session(self, user: str, session: Mapping[str, Any]) -> dict[str, Any]:
         """Replace a stored session's turns: delete and re-ingest in one transaction."""
+        clock = Clock()
         parsed = parse_session(session)
-        with self._writer(user, create=False) as (_, state, ch):
+        clock.lap("parse")
+        with self._writer(user, create=False, clock=clock) as (db, state, ch):
             ch.operation = {"kind": "correct_session", "session": parsed.session_id}
-            report = delete_session(state, parsed.session_id, self.config, ch)
-            report["ingest"] = ingest_sessions(state, [parsed], self.config, self.scheduler, self.embedder,
-                                               ch).to_dict()
+            report = delete_session(state, parsed.session_id, self.config, ch, db.facts_of_session(parsed.session_id))
+            clock.lap("delete")
+            ingest = ingest_sessions(state, [parsed], self.config, self.scheduler, self.embedder, ch)
+            clock.merge(ingest.timings)
+            report["ingest"] = ingest.to_dict()
+        report["version"], report["timings"] = state.version, clock.total()
         return report
 
     def merge(self, sources: Sequence[str], target: str, source_store: str | Path | None = None) -> dict[str, Any]:
@@ -229,7 +236,7 @@ class MemForest:
         if not source_store and target in sources:
             raise InputError("the merge target must not be one of its sources")
         reports = []
-        with self._writer(target) as (_, state, ch):
+        with self._writer(target, whole=True) as (_, state, ch):
             ch.operation = {"kind": "merge", "sources": list(sources)}
             tags = {"op": "merge", "user": target}
             for src in states:
@@ -241,7 +248,7 @@ class MemForest:
         """Redo what degraded mode left undone: failed extractions and extractive fallback summaries."""
         if self.scheduler is None:
             raise InputError("refresh needs a chat model")
-        with self._writer(user, create=False) as (_, state, ch):
+        with self._writer(user, create=False, whole=True) as (_, state, ch):
             ch.operation = {"kind": "refresh"}
             report = refresh_pending(state, self.config, self.scheduler, self.embedder, ch)
         return report
@@ -250,7 +257,7 @@ class MemForest:
         """Structural invariants, placements and index rows against store rows."""
         db = self._db(user, create=False)
         state = db.load(user)
-        return check_state(state, self.user_dir(user) / "index")
+        return check_state(state, self.snapshot(user).index if self.snapshot(user).version == state.version else None)
 
     def _refresh(self, state: UserState, ch: ChangeSet, op: str) -> RefreshStats:
         return refresh(state, set(ch.trees), self.scheduler, self.embedder, self.config.tree, ch,
@@ -279,8 +286,3 @@ class MemForest:
         return run_query(snap, question, iso_minute(ref), cfg, self.embedder,
                          self.scheduler if needs_llm else None, self.log, answer, tags)
 
-
-def _removed_tree_rowids(old: Snapshot | None, ch: ChangeSet) -> dict[str, int]:
-    if old is None:
-        return {}
-    return {t: old.state.trees[t].rowid for t in ch.deleted_trees if t in old.state.trees}

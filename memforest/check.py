@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from memforest.index.forest_index import ForestIndex
@@ -11,8 +10,9 @@ from memforest.state import UserState
 from memforest.trees.memtree import TreeInvariantError
 
 
-def check_state(state: UserState, index_dir: Path) -> dict[str, Any]:
-    """A list of problems (empty when the store is sound) and whether the index cache was rebuilt."""
+def check_state(state: UserState, index: ForestIndex | None) -> dict[str, Any]:
+    """A list of problems (empty when the store is sound); `index`: the resident indexes of the same
+    version, checked row for row against the store (None: they are rebuilt from it)."""
     problems: list[str] = []
     for tid, info in state.trees.items():
         try:
@@ -25,7 +25,9 @@ def check_state(state: UserState, index_dir: Path) -> dict[str, Any]:
                 problems.append(f"{tid} node {nid}: no summary or embedding")
         problems += _placements(state, tid)
     problems += _facts(state)
-    _, rebuilt = ForestIndex.open(index_dir, state, state.dim)
+    if index is not None and not index.rows_match(state):
+        problems.append("index rows differ from store rows")
+    rebuilt = index is None
     return {"user": state.user, "version": state.version, "ok": not problems, "problems": problems,
             "index_rebuilt": rebuilt, "trees": len(state.trees), "facts": len(state.facts)}
 

@@ -3,6 +3,7 @@ invalidated paths."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from memforest.config import MemForestConfig
@@ -11,9 +12,11 @@ from memforest.routing.router import Router
 from memforest.state import ChangeSet, UserState
 
 
-def delete_session(state: UserState, session_id: str, cfg: MemForestConfig, ch: ChangeSet) -> dict[str, Any]:
+def delete_session(state: UserState, session_id: str, cfg: MemForestConfig, ch: ChangeSet,
+                   fact_ids: Iterable[str] | None = None) -> dict[str, Any]:
     """Remove a session, its cells, the occurrences it produced and the facts left without any;
-    remove their leaves from every tree (rebalancing) and update the routers. Returns counts."""
+    remove their leaves from every tree (rebalancing) and update the routers. Returns counts.
+    `fact_ids`: the facts with an occurrence in the session, when known (else every fact is looked at)."""
     if session_id not in state.sessions:
         raise InputError(f"no session {session_id!r} for user {state.user!r}")
     router = Router(state, cfg, ch)
@@ -27,14 +30,19 @@ def delete_session(state: UserState, session_id: str, cfg: MemForestConfig, ch: 
     ch.deleted_sessions.add(session_id)
     ch.sessions.discard(session_id)
     orphaned, thinned = [], []
-    for fact in list(state.facts.values()):
+    for fid in sorted(state.facts if fact_ids is None else fact_ids):
+        fact = state.facts.get(fid)
+        if fact is None:
+            continue
         kept = [o for o in fact.occurrences if o.session_id != session_id]
         if len(kept) == len(fact.occurrences):
             continue
         if kept:
+            before = fact.sessions
+            fact = state.writable_fact(fid)
             fact.occurrences = kept
             ch.facts.add(fact.id)
-            thinned.append(fact)
+            thinned.append((fact, before))
         else:
             orphaned.append(fact)
     for fact in orphaned:

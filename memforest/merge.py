@@ -15,7 +15,7 @@ import numpy as np
 
 from memforest.config import MemForestConfig
 from memforest.errors import InputError
-from memforest.facts.canonical import canonicalize
+from memforest.facts.canonical import canonicalize, matrix_neighbours
 from memforest.facts.extraction import Candidate
 from memforest.llm.scheduler import Scheduler
 from memforest.routing import entities, scenes
@@ -72,11 +72,11 @@ def _merge_facts(
     existing = list(target.facts)
     matrix = np.stack([target.fact_vecs[f] for f in existing]) if existing else np.zeros((0, source.dim), np.float32)
     canon_cfg = cfg.canon if scheduler is not None else replace(cfg.canon, max_llm_checks=0)
-    result = canonicalize(cands, target.facts, existing, matrix, vecs, scheduler, canon_cfg, tags,  # type: ignore[arg-type]
-                          within_batch=False)
+    by_norm = {f.norm: fid for fid, f in target.facts.items()}
+    result = canonicalize(cands, target.facts, by_norm, matrix_neighbours(existing, matrix), vecs,
+                          scheduler, canon_cfg, tags, within_batch=False)  # type: ignore[arg-type]
     for fact in result.new_facts:
-        target.facts[fact.id] = fact
-        target.fact_vecs[fact.id] = result.new_embeddings[fact.id]
+        target.add_fact(fact, result.new_embeddings[fact.id])
     mapping = dict(zip(ids, result.resolved_ids))
     for src, fid in mapping.items():
         target.facts[fid].occurrences.extend(source.facts[src].occurrences[1:])
@@ -128,7 +128,7 @@ def _merge_entity_stats(target: UserState, source: UserState, mapping: dict[str,
             mine.tree_id = f"entity:{label}"
     for label in sorted(source.entities):
         target.entities[label].sessions = entities.session_counts(target, target.entities[label])
-        router.sync_entity(label)
+        router.sync_entity(label, set(target.entities[label].facts))
 
 
 def _merge_scene(target: UserState, source: UserState, scene_id: str, mapping: dict[str, str],
@@ -149,7 +149,7 @@ def _merge_scene(target: UserState, source: UserState, scene_id: str, mapping: d
             item = mapping.get(src_item, src_item)
             if item not in tree:
                 tree.insert(item, target.facts[item].time)
-        scenes.recompute(keep, target)
+        scenes.recompute(target, keep.scene_id)
         ch.trees.add(keep.tree_id)
         ch.scenes.add(keep.scene_id)
         return keep.scene_id
@@ -163,6 +163,6 @@ def _copy_scene(target: UserState, source: UserState, scene_id: str, mapping: di
     target.next_scene += 1
     _copy_tree(target, source, source.trees[scene.tree_id], new_id, mapping, ch)
     target.scenes[new_id] = replace(scene, scene_id=new_id, tree_id=new_id, total=scene.total.copy())
-    scenes.recompute(target.scenes[new_id], target)
+    scenes.recompute(target, new_id)
     ch.scenes.add(new_id)
     return new_id

@@ -1,44 +1,62 @@
-"""A committed version of one user's memory as queries read it: never mutated after publication."""
+"""A published version of one user's memory: its state, vector indexes and lexical index.
+
+Nothing in a published snapshot changes after publication; the next version shares what did not
+change with it (copy-on-write), so readers keep using it while a writer prepares the next."""
 
 from __future__ import annotations
 
-from functools import cached_property
+import threading
+from collections.abc import Iterable
 
 import numpy as np
 
 from memforest.index.forest_index import ForestIndex
-from memforest.index.lexical import LexicalIndex
-from memforest.state import NodeKey, UserState
+from memforest.index.lexical_versions import VersionedLexical
+from memforest.state import ChangeSet, NodeKey, UserState
 
 
 class Snapshot:
-    def __init__(self, state: UserState, index: ForestIndex) -> None:
+    def __init__(self, state: UserState, index: ForestIndex, lexical: VersionedLexical | None = None) -> None:
         self.state = state
         self.index = index
+        self._lexical = lexical
+        self._lock = threading.Lock()
 
     @property
     def version(self) -> int:
         return self.state.version
 
-    @cached_property
-    def fact_trees(self) -> dict[str, list[str]]:
-        """Fact id -> ids of the trees holding a leaf for it, and the session trees it was said in."""
-        out: dict[str, list[str]] = {}
-        for tid, info in self.state.trees.items():
-            if info.family == "session":
-                continue
-            for item in info.tree.placements():
-                out.setdefault(item, []).append(tid)
-        for fid, fact in self.state.facts.items():
-            out.setdefault(fid, []).extend(sorted(f"session:{s}" for s in fact.sessions))
-        return out
+    def fact_trees(self, fact_id: str) -> list[str]:
+        """Ids of the trees holding a leaf for a fact, and of the session trees it was said in."""
+        fact = self.state.facts.get(fact_id)
+        said = sorted(f"session:{s}" for s in fact.sessions) if fact is not None else []
+        return [*self.state.trees_holding(fact_id), *said]
 
-    @cached_property
-    def lexical(self) -> LexicalIndex:
-        """BM25 over every cell's full text and every fact, built on the first query of this version."""
-        docs = [(c.id, c.text) for c in self.state.cells.values()]
-        docs += [(f.id, f.text) for f in self.state.facts.values()]
-        return LexicalIndex(docs)
+    @property
+    def lexical(self) -> VersionedLexical:
+        """BM25 over every cell's full text and every fact; built on the first query of a loaded
+        version, then carried to each next version for the documents it changes."""
+        with self._lock:
+            if self._lexical is None:
+                self._lexical = VersionedLexical(_documents(self.state, self.state.cells, self.state.facts))
+            return self._lexical
+
+    def next_lexical(self, state: UserState, ch: ChangeSet) -> VersionedLexical | None:
+        """The lexical index of `state` (the version after this one, changed by `ch`), when this
+        version's is built; else None (built on first use)."""
+        if self._lexical is None:
+            return None
+        old = self.state
+        gone = {c for s in ch.deleted_sessions | ch.sessions for c in old.session_cells.get(s, ())}
+        gone |= {f for f in ch.deleted_facts | ch.facts if f in old.facts and f not in state.facts}
+        cells = [c for s in sorted(ch.sessions) for c in state.session_cells.get(s, ())]
+        facts = [f for f in sorted(ch.facts) if f in state.facts and f not in old.facts]
+        return self._lexical.next_version(sorted(gone), _documents(state, cells, facts))
 
     def embedding(self, key: NodeKey) -> np.ndarray:
         return self.state.nodes[key].embedding
+
+
+def _documents(state: UserState, cells: Iterable[str], facts: Iterable[str]) -> list[tuple[str, str]]:
+    docs = [(c, state.cells[c].text) for c in cells]
+    return docs + [(f, state.facts[f].text) for f in facts]

@@ -5,10 +5,13 @@ transaction, so the committed version is the only one a reader ever sees."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from memforest.cow import CowMap
+from memforest.index.table import VectorTable
 from memforest.trees.memtree import MemTree
 from memforest.types import Cell, Fact, Session
 
@@ -39,6 +42,9 @@ class EntityStat:
     facts: set[str] = field(default_factory=set)
     sessions: dict[str, int] = field(default_factory=dict)  # session id -> facts from it
     tree_id: str | None = None
+
+    def copy(self) -> EntityStat:
+        return EntityStat(self.label, set(self.facts), dict(self.sessions), self.tree_id)
 
 
 @dataclass
@@ -79,30 +85,163 @@ class ChangeSet:
     operation: dict = field(default_factory=dict)
 
 
+def _cow() -> CowMap:
+    return CowMap()
+
+
 @dataclass
 class UserState:
+    """One version of a user's memory. A published version is never edited: `fork()` gives the next
+    operation a copy-on-write version whose edits cost O(what they touch). Objects shared with older
+    versions are replaced, never changed in place: `writable_tree`, `writable_fact`, `writable_entity`
+    and `writable_scene` hand out private copies."""
+
     user: str
     version: int = 0
     embedder: str = ""
     dim: int = 0
-    sessions: dict[str, Session] = field(default_factory=dict)
-    cells: dict[str, Cell] = field(default_factory=dict)
-    session_cells: dict[str, list[str]] = field(default_factory=dict)
-    facts: dict[str, Fact] = field(default_factory=dict)
-    fact_vecs: dict[str, np.ndarray] = field(default_factory=dict)
-    trees: dict[str, TreeInfo] = field(default_factory=dict)
-    nodes: dict[NodeKey, NodeData] = field(default_factory=dict)
-    entities: dict[str, EntityStat] = field(default_factory=dict)
-    scenes: dict[str, Scene] = field(default_factory=dict)
+    sessions: MutableMapping[str, Session] = field(default_factory=_cow)
+    cells: MutableMapping[str, Cell] = field(default_factory=_cow)
+    session_cells: MutableMapping[str, list[str]] = field(default_factory=_cow)
+    facts: MutableMapping[str, Fact] = field(default_factory=_cow)
+    fact_vecs: MutableMapping[str, np.ndarray] = field(default_factory=_cow)
+    trees: MutableMapping[str, TreeInfo] = field(default_factory=_cow)
+    nodes: MutableMapping[NodeKey, NodeData] = field(default_factory=_cow)
+    entities: MutableMapping[str, EntityStat] = field(default_factory=_cow)
+    scenes: MutableMapping[str, Scene] = field(default_factory=_cow)
     pending_cells: set[str] = field(default_factory=set)  # extraction failed (degraded mode)
     next_tree_rowid: int = 1
     next_scene: int = 1
+    # derived, maintained by every edit: fact id -> ids of the entity and scene trees holding it;
+    # normalised fact text -> fact id
+    placements: MutableMapping[str, frozenset[str]] = field(default_factory=_cow)
+    norms: MutableMapping[str, str] = field(default_factory=_cow)
+    scene_tables: dict[str, VectorTable] = field(default_factory=dict)  # domain -> scene centroids
+    fact_table: VectorTable | None = None  # fact id -> embedding, for duplicate candidates
+    _own: dict[str, set[str]] = field(default_factory=dict, repr=False)  # keys copied into this version
+
+    _MAPS = ("sessions", "cells", "session_cells", "facts", "fact_vecs", "trees", "nodes", "entities",
+             "scenes", "placements", "norms")
+
+    def fork(self) -> UserState:
+        """The next version: shares everything with this one, which stays unchanged."""
+        out = replace(self, pending_cells=set(self.pending_cells), _own={},
+                      scene_tables={d: t.fork() for d, t in self.scene_tables.items()},
+                      fact_table=self.fact_table.fork() if self.fact_table is not None else None)
+        for name in self._MAPS:
+            setattr(out, name, _fork(getattr(self, name)))
+        return out
+
+    def _owns(self, kind: str, key: str) -> bool:
+        own = self._own.setdefault(kind, set())
+        if key in own:
+            return True
+        own.add(key)
+        return False
+
+    def writable_tree(self, tree_id: str) -> TreeInfo:
+        info = self.trees[tree_id]
+        if not self._owns("trees", tree_id):
+            info = replace(info, tree=info.tree.fork())
+            self.trees[tree_id] = info
+        return info
+
+    def writable_fact(self, fact_id: str) -> Fact:
+        fact = self.facts[fact_id]
+        if not self._owns("facts", fact_id):
+            fact = replace(fact, occurrences=list(fact.occurrences))
+            self.facts[fact_id] = fact
+        return fact
+
+    def writable_entity(self, label: str) -> EntityStat:
+        stat = self.entities[label]
+        if not self._owns("entities", label):
+            stat = stat.copy()
+            self.entities[label] = stat
+        return stat
+
+    def writable_scene(self, scene_id: str) -> Scene:
+        scene = self.scenes[scene_id]
+        if not self._owns("scenes", scene_id):
+            scene = replace(scene)
+            self.scenes[scene_id] = scene
+        return scene
+
+    def index_scene(self, scene: Scene) -> None:
+        """Put `scene`'s centroid, size and last time into its domain's centroid table."""
+        table = self.scene_tables.get(scene.domain)
+        if table is None:
+            table = self.scene_tables[scene.domain] = VectorTable(len(scene.total))
+        table.upsert([scene.scene_id], scene.centroid.reshape(1, -1), np.array([[scene.size, scene.t_last]]))
 
     def add_tree(self, tree_id: str, family: str, label: str, fanout: int) -> TreeInfo:
         info = TreeInfo(tree_id, family, label, self.next_tree_rowid, MemTree(tree_id, fanout))
         self.next_tree_rowid += 1
         self.trees[tree_id] = info
+        self._owns("trees", tree_id)
         return info
 
+    def add_fact(self, fact: Fact, vec: np.ndarray) -> None:
+        self.facts[fact.id] = fact
+        self.fact_vecs[fact.id] = vec
+        self.norms[fact.norm] = fact.id
+        self._owns("facts", fact.id)
+        if self.fact_table is not None:
+            self.fact_table.upsert([fact.id], vec.reshape(1, -1))
+
+    def remove_fact(self, fact_id: str) -> None:
+        fact = self.facts.pop(fact_id)
+        self.fact_vecs.pop(fact_id, None)
+        if self.norms.get(fact.norm) == fact_id:
+            del self.norms[fact.norm]
+        if self.fact_table is not None:
+            self.fact_table.remove([fact_id])
+
+    def place(self, tree_id: str, item: str) -> None:
+        """Record that the (entity or scene) tree `tree_id` now holds `item`."""
+        self.placements[item] = self.placements.get(item, frozenset()) | {tree_id}
+
+    def unplace(self, tree_id: str, item: str) -> None:
+        held = self.placements.get(item, frozenset()) - {tree_id}
+        if held:
+            self.placements[item] = held
+        else:
+            self.placements.pop(item, None)
+
+    def similar_facts(self, queries: np.ndarray, floor: float) -> list[list[tuple[float, str]]]:
+        """For each query row, the (cosine, fact id) of facts at or above `floor`."""
+        if self.fact_table is None or not len(self.fact_table):
+            return [[] for _ in range(len(queries))]
+        out = []
+        for q in queries:
+            rows, sims = self.fact_table.scores(q)
+            keep = np.flatnonzero(sims >= floor)
+            out.append([(float(sims[i]), str(self.fact_table.row_key(rows[i]))) for i in keep])
+        return out
+
     def trees_holding(self, item: str) -> list[str]:
-        return [tid for tid, info in self.trees.items() if item in info.tree]
+        """Ids of the entity and scene trees holding `item` (a fact id)."""
+        return sorted(self.placements.get(item, ()))
+
+    def derive(self) -> None:
+        """Rebuild the derived maps from the trees and facts (after a load or a merge)."""
+        for name in self._MAPS:
+            setattr(self, name, CowMap.over(dict(getattr(self, name).items())))
+        held: dict[str, set[str]] = {}
+        for tid, info in self.trees.items():
+            if info.family != "session":
+                for item in info.tree.placements():
+                    held.setdefault(item, set()).add(tid)
+        self.placements = CowMap((k, frozenset(v)) for k, v in held.items())
+        self.norms = CowMap((f.norm, fid) for fid, f in self.facts.items())
+        ids = list(self.facts)
+        self.fact_table = VectorTable(self.dim)
+        if ids:
+            self.fact_table.upsert(ids, np.stack([self.fact_vecs[f] for f in ids]))
+        self.scene_tables = {}
+        for scene in self.scenes.values():
+            self.index_scene(scene)
+
+
+def _fork(m: MutableMapping) -> CowMap:
+    return m.fork() if isinstance(m, CowMap) else CowMap.over(dict(m))

@@ -5,7 +5,6 @@ commits that ChangeSet in one transaction."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -21,6 +20,7 @@ from memforest.llm.scheduler import Scheduler
 from memforest.refresh import refresh
 from memforest.routing.router import Router
 from memforest.state import ChangeSet, UserState
+from memforest.timing import Clock
 from memforest.types import Cell, Session
 
 
@@ -47,17 +47,6 @@ class IngestReport:
         return asdict(self)
 
 
-class _Clock:
-    def __init__(self, timings: dict[str, float]) -> None:
-        self.timings = timings
-        self.t = time.perf_counter()
-
-    def lap(self, name: str) -> None:
-        now = time.perf_counter()
-        self.timings[name] = round(self.timings.get(name, 0.0) + now - self.t, 4)
-        self.t = now
-
-
 def ingest_sessions(
     state: UserState,
     sessions: list[Session],
@@ -71,7 +60,7 @@ def ingest_sessions(
     `scheduler=None` is the generator-free write path: session trees over raw cells with
     extractive summaries, no facts."""
     report = IngestReport(state.user, sessions=len(sessions))
-    clock = _Clock(report.timings)
+    clock = Clock(report.timings)
     for s in sessions:
         if s.session_id in state.sessions:
             raise InputError(f"session {s.session_id!r} is already stored for user {state.user!r}")
@@ -107,7 +96,7 @@ def refresh_pending(
 ) -> IngestReport:
     """Retry extraction of cells that failed in degraded mode, then refresh degraded summaries."""
     report = IngestReport(state.user)
-    clock = _Clock(report.timings)
+    clock = Clock(report.timings)
     cells = [state.cells[c] for c in sorted(state.pending_cells) if c in state.cells]
     state.pending_cells.clear()
     changes.pending_cells = True
@@ -131,7 +120,7 @@ def refresh_pending(
 
 def _write_facts(
     state: UserState, cells: list[Cell], cfg: MemForestConfig, scheduler: Scheduler, embedder: Embedder,
-    changes: ChangeSet, router: Router, report: IngestReport, tags: dict[str, Any], clock: _Clock,
+    changes: ChangeSet, router: Router, report: IngestReport, tags: dict[str, Any], clock: Clock,
 ) -> None:
     candidates, failed = extract(cells, scheduler, cfg.extraction, cfg.degraded_ok, tags)
     report.candidates, report.failed_cells = len(candidates), failed
@@ -140,15 +129,13 @@ def _write_facts(
         changes.pending_cells = True
     clock.lap("extract")
     vecs = embedder.embed([c.text for c in candidates]) if candidates else np.zeros((0, embedder.dim), np.float32)
-    ids = list(state.facts)
-    matrix = np.stack([state.fact_vecs[f] for f in ids]) if ids else np.zeros((0, embedder.dim), np.float32)
     clock.lap("embed")
-    result = canonicalize(candidates, state.facts, ids, matrix, vecs, scheduler, cfg.canon, tags)
+    result = canonicalize(candidates, state.facts, state.norms, state.similar_facts, vecs, scheduler, cfg.canon,
+                          tags, writable=state.writable_fact)
     for fact in result.new_facts:
-        state.facts[fact.id] = fact
-        state.fact_vecs[fact.id] = result.new_embeddings[fact.id]
+        state.add_fact(fact, result.new_embeddings[fact.id])
     changes.facts |= {f.id for f in result.new_facts} | {f.id for f in result.updated_facts}
     report.new_facts, report.merged, report.dedup_checks = len(result.new_facts), result.merged, result.llm_checks
     clock.lap("canonicalize")
-    router.route_facts(result.new_facts, result.updated_facts)
+    router.route_facts(result.new_facts, [(f, result.sessions_before[f.id]) for f in result.updated_facts])
     clock.lap("route")

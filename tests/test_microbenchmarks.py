@@ -76,3 +76,17 @@ def test_the_aggregator_writes_one_file_per_suite(tmp_path: Path, monkeypatch: p
     record = json.loads((tmp_path / "structure.json").read_text())
     assert record["suite"] == "structure" and record["machine"]["cpus"] >= 1
     assert [r["size"] for r in record["result"]["arrival"]] == [100, 200]
+
+
+def test_incremental_suite_smoke(tmp_path) -> None:
+    from benchmarks.micro import incremental
+
+    out = incremental.main(["--sizes", "4,8", "--reps", "1", "--turns", "4", "--batch", "4", "--root", str(tmp_path)])
+    assert [r["sessions"] for r in out["rows"]] == [4, 8]
+    for row in out["rows"]:
+        for op in ("ingest", "delete", "correct", "query"):
+            assert row[op]["mean_s"] > 0
+        stages = row["ingest"]["stages"]
+        parts = sum(v for k, v in stages.items() if k != "total")
+        assert abs(parts - stages["total"]) <= 0.05 * stages["total"]  # stages cover the wall time
+    assert set(out["ratios"]) == {"ingest", "delete", "correct", "query", "memory_per_session"}

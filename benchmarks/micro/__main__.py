@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.micro import (
+    incremental,
     llm_throughput,
     merge_speed,
     retrieval_latency,
@@ -30,6 +31,7 @@ SUITES: dict[str, Callable[[list[str]], Any]] = {
     "write_profile": write_profile.main,
     "merge": merge_speed.main,
     "llm_throughput": llm_throughput.main,
+    "incremental": incremental.main,
 }
 
 

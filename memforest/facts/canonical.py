@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,27 +38,41 @@ def fact_id(norm: str) -> str:
 class CanonResult:
     new_facts: list[Fact] = field(default_factory=list)
     updated_facts: list[Fact] = field(default_factory=list)  # existing facts with new occurrences
+    sessions_before: dict[str, set[str]] = field(default_factory=dict)  # of each updated fact
     new_embeddings: dict[str, np.ndarray] = field(default_factory=dict)
     resolved_ids: list[str] = field(default_factory=list)  # the canonical fact of each candidate
     llm_checks: int = 0
     merged: int = 0
 
 
+Neighbours = Callable[[np.ndarray, float], list[list[tuple[float, str]]]]
+
+
+def matrix_neighbours(ids: list[str], matrix: np.ndarray) -> Neighbours:
+    """Existing facts at or above a cosine for each row of a query matrix, by a scan of `matrix`."""
+    def search(queries: np.ndarray, floor: float) -> list[list[tuple[float, str]]]:
+        sims = queries @ matrix.T if len(ids) else np.zeros((len(queries), 0), np.float32)
+        return [[(float(row[j]), ids[j]) for j in np.flatnonzero(row >= floor)] for row in sims]
+    return search
+
+
 def canonicalize(
     candidates: list[Candidate],
-    existing: dict[str, Fact],
-    existing_ids: list[str],
-    existing_matrix: np.ndarray,
+    existing: MutableMapping[str, Fact],
+    by_norm: Mapping[str, str],
+    neighbours: Neighbours,
     embeddings: np.ndarray,
     scheduler: Scheduler,
     cfg: CanonConfig,
     tags: dict[str, Any],
     within_batch: bool = True,
+    writable: Callable[[str], Fact] | None = None,
 ) -> CanonResult:
     """Canonical facts for `candidates` (whose embeddings are `embeddings`, row-aligned) against
-    `existing` facts (ids row-aligned with `existing_matrix`). `within_batch=False` skips comparing
-    candidates with each other (they are already canonical, as when merging forests)."""
-    by_norm = {f.norm: f.id for f in existing.values()}
+    `existing` facts (`by_norm`: normalised text -> id; `neighbours` finds similar existing facts).
+    An existing fact that gains an occurrence is first replaced by `writable(id)` (a private copy).
+    `within_batch=False` skips comparing candidates with each other (they are already canonical, as
+    when merging forests)."""
     target: list[str | None] = [None] * len(candidates)  # fact id each candidate resolves to
     pending: list[int] = []
     first_new: dict[str, int] = {}
@@ -71,7 +86,7 @@ def canonicalize(
             first_new[norm] = i
             pending.append(i)
 
-    checks = _pairs_to_check(pending, candidates, existing_ids, existing_matrix, embeddings, cfg, within_batch)
+    checks = _pairs_to_check(pending, neighbours, embeddings, cfg, within_batch)
     requests = [_request(_text(ref, existing, candidates), candidates[i].text) for i, ref in checks]
     results = scheduler.run(requests, level=0, tags=tags) if requests else []
     same: dict[int, list[str]] = {}
@@ -93,6 +108,9 @@ def canonicalize(
             out.new_embeddings[fact.id] = embeddings[i]
             out.resolved_ids.append(fact.id)
             continue
+        if fact.id in existing and fact.id not in out.sessions_before:
+            out.sessions_before[fact.id] = fact.sessions
+            fact = writable(fact.id) if writable is not None else fact
         out.resolved_ids.append(fact.id)
         resolved[i] = fact
         fact.occurrences.append(cand.occurrence)
@@ -104,9 +122,7 @@ def canonicalize(
 
 def _pairs_to_check(
     pending: list[int],
-    candidates: list[Candidate],
-    existing_ids: list[str],
-    existing_matrix: np.ndarray,
+    neighbours: Neighbours,
     embeddings: np.ndarray,
     cfg: CanonConfig,
     within_batch: bool,
@@ -117,10 +133,10 @@ def _pairs_to_check(
     if not pending:
         return pairs
     sub = embeddings[pending]
-    sims_old = sub @ existing_matrix.T if len(existing_ids) else np.zeros((len(pending), 0), np.float32)
+    near = neighbours(sub, cfg.min_cosine)
     sims_new = sub @ sub.T
     for row, i in enumerate(pending):
-        scored = [(float(s), existing_ids[j]) for j, s in enumerate(sims_old[row]) if s >= cfg.min_cosine]
+        scored = list(near[row])
         if within_batch:
             scored += [(float(sims_new[row, c]), f"#{pending[c]}") for c in range(row)
                        if sims_new[row, c] >= cfg.min_cosine]

@@ -1,22 +1,18 @@
 """The forest's indexes: NodeIndex (every node), RootIndex (tree roots) and FactIndex (facts).
 
-They are derived from the store: rebuilt from SQLite when their cache files are missing, stale or
-unreadable, and updated in place for exactly the rows an operation changed."""
+They are derived from the store: built from the state when a user's memory is loaded from SQLite,
+then carried from version to version: `fork()` shares every row and `apply` changes exactly the
+rows an operation changed, so a new version costs O(rows changed) and a published one never changes."""
 
 from __future__ import annotations
 
 import hashlib
-import json
-import logging
-from pathlib import Path
 
 import numpy as np
 
-from memforest.index.vectors import VectorIndex
+from memforest.cow import CowMap
+from memforest.index.table import VectorTable
 from memforest.state import ChangeSet, UserState
-
-log = logging.getLogger(__name__)
-_KINDS = ("nodes", "roots", "facts")
 
 
 def node_uid(tree_rowid: int, node_id: int) -> int:
@@ -30,12 +26,12 @@ def fact_uid(fact_id: str) -> int:
 class ForestIndex:
     def __init__(self, dim: int) -> None:
         self.dim = dim
-        self.nodes = VectorIndex(dim)
-        self.roots = VectorIndex(dim)
-        self.facts = VectorIndex(dim)
-        self.node_key: dict[int, tuple[str, int]] = {}
-        self.root_tree: dict[int, str] = {}
-        self.fact_key: dict[int, str] = {}
+        self.nodes = VectorTable(dim)
+        self.roots = VectorTable(dim)
+        self.facts = VectorTable(dim)
+        self.node_key: CowMap[int, tuple[str, int]] = CowMap()
+        self.root_tree: CowMap[int, str] = CowMap()
+        self.fact_key: CowMap[int, str] = CowMap()
         self.version = -1
 
     @classmethod
@@ -46,22 +42,24 @@ class ForestIndex:
         return idx
 
     def _add_all(self, state: UserState) -> None:
-        self.node_key, self.root_tree, self.fact_key = {}, {}, {}
+        node_key, root_tree = {}, {}
         for info in state.trees.values():
             for nid in info.tree.nodes:
-                self.node_key[node_uid(info.rowid, nid)] = (info.tree_id, nid)
+                node_key[node_uid(info.rowid, nid)] = (info.tree_id, nid)
             if info.tree.root is not None:
-                self.root_tree[info.rowid] = info.tree_id
-        self.fact_key = {fact_uid(f): f for f in state.facts}
-        self.nodes.upsert(list(self.node_key), _stack([state.nodes[k].embedding for k in self.node_key.values()], self.dim))
-        self.roots.upsert(list(self.root_tree), _stack([_root_vec(state, t) for t in self.root_tree.values()], self.dim))
-        self.facts.upsert(list(self.fact_key), _stack([state.fact_vecs[f] for f in self.fact_key.values()], self.dim))
+                root_tree[info.rowid] = info.tree_id
+        fact_key = {fact_uid(f): f for f in state.facts}
+        self.nodes.upsert(list(node_key), _stack([state.nodes[k].embedding for k in node_key.values()], self.dim))
+        self.roots.upsert(list(root_tree), _stack([_root_vec(state, t) for t in root_tree.values()], self.dim))
+        self.facts.upsert(list(fact_key), _stack([state.fact_vecs[f] for f in fact_key.values()], self.dim))
+        self.node_key, self.root_tree, self.fact_key = CowMap(node_key), CowMap(root_tree), CowMap(fact_key)
 
-    def copy(self) -> ForestIndex:
-        out = ForestIndex(self.dim)
-        out.nodes, out.roots, out.facts = self.nodes.copy(), self.roots.copy(), self.facts.copy()
-        out.node_key, out.root_tree, out.fact_key = dict(self.node_key), dict(self.root_tree), dict(self.fact_key)
-        out.version = self.version
+    def fork(self) -> ForestIndex:
+        """The next version; this one stays unchanged."""
+        out = ForestIndex.__new__(ForestIndex)
+        out.dim, out.version = self.dim, self.version
+        out.nodes, out.roots, out.facts = self.nodes.fork(), self.roots.fork(), self.facts.fork()
+        out.node_key, out.root_tree, out.fact_key = self.node_key.fork(), self.root_tree.fork(), self.fact_key.fork()
         return out
 
     def apply(self, state: UserState, ch: ChangeSet, removed_nodes: dict[str, list[int]],
@@ -72,11 +70,11 @@ class ForestIndex:
         self.nodes.remove(gone_nodes)
         for uid in gone_nodes:
             self.node_key.pop(uid, None)
-        live = [(state.trees[t].rowid, t, n) for t, n in ch.nodes if t in state.trees and (t, n) in state.nodes]
+        live = [(state.trees[t].rowid, t, n) for t, n in sorted(ch.nodes) if t in state.trees and (t, n) in state.nodes]
         uids = [node_uid(r, n) for r, _, n in live]
         self.nodes.upsert(uids, _stack([state.nodes[(t, n)].embedding for _, t, n in live], self.dim))
         self.node_key.update({u: (t, n) for u, (_, t, n) in zip(uids, live)})
-        dead_roots = [r for r in removed_tree_rowids.values()]
+        dead_roots = list(removed_tree_rowids.values())
         self.roots.remove(dead_roots)
         for r in dead_roots:
             self.root_tree.pop(r, None)
@@ -88,45 +86,18 @@ class ForestIndex:
         self.facts.remove(gone_facts)
         for u in gone_facts:
             self.fact_key.pop(u, None)
-        new = [f for f in ch.facts | ch.deleted_facts if f in state.facts]
+        new = sorted(f for f in ch.facts | ch.deleted_facts if f in state.facts)
         self.facts.upsert([fact_uid(f) for f in new], _stack([state.fact_vecs[f] for f in new], self.dim))
         self.fact_key.update({fact_uid(f): f for f in new})
         self.version = state.version
 
-    def save(self, directory: Path) -> None:
-        """Write the cache files and, last, a stamp naming the version they hold."""
-        directory.mkdir(parents=True, exist_ok=True)
-        for kind in _KINDS:
-            getattr(self, kind).save(directory / f"{kind}.faiss")
-        stamp = directory / "stamp.json"
-        tmp = stamp.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"version": self.version, "dim": self.dim}))
-        tmp.replace(stamp)
-
-    @classmethod
-    def open(cls, directory: Path, state: UserState, dim: int) -> tuple[ForestIndex, bool]:
-        """The cached index when its stamp matches the state's version and it loads, else a rebuild.
-        Returns (index, rebuilt)."""
-        try:
-            stamp = json.loads((directory / "stamp.json").read_text())
-            if stamp["version"] != state.version or stamp["dim"] != dim:
-                raise ValueError(f"stale cache (version {stamp['version']}, store {state.version})")
-            idx = cls(dim)
-            for kind in _KINDS:
-                setattr(idx, kind, VectorIndex.load(directory / f"{kind}.faiss", dim))
-            idx._keys_from_state(state)
-            if set(idx.node_key) != idx.nodes.ids or set(idx.fact_key) != idx.facts.ids or set(idx.root_tree) != idx.roots.ids:
-                raise ValueError("cache rows differ from store rows")
-            idx.version = state.version
-            return idx, False
-        except (OSError, ValueError, KeyError, RuntimeError) as e:
-            log.info("rebuilding indexes of %s: %s", directory, e)
-            return cls.build(state, dim), True
-
-    def _keys_from_state(self, state: UserState) -> None:
-        self.node_key = {node_uid(i.rowid, n): (t, n) for t, i in state.trees.items() for n in i.tree.nodes}
-        self.root_tree = {i.rowid: t for t, i in state.trees.items() if i.tree.root is not None}
-        self.fact_key = {fact_uid(f): f for f in state.facts}
+    def rows_match(self, state: UserState) -> bool:
+        """Whether the index holds exactly the state's node, root and fact rows."""
+        fresh = ForestIndex(self.dim)
+        fresh.node_key = CowMap((node_uid(i.rowid, n), (t, n)) for t, i in state.trees.items() for n in i.tree.nodes)
+        return (set(fresh.node_key) == set(self.node_key) == set(self.nodes.keys())
+                and {i.rowid for i in state.trees.values() if i.tree.root is not None} == set(self.roots.keys())
+                and {fact_uid(f) for f in state.facts} == set(self.facts.keys()))
 
 
 def _root_vec(state: UserState, tree_id: str) -> np.ndarray:

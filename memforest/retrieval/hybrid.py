@@ -141,7 +141,7 @@ def _leaf_key(snap: Snapshot, item: str) -> NodeKey | None:
     if item in state.cells:
         info = state.trees.get(session_tree_id(state.cells[item].session_id))
         return (info.tree_id, info.tree.leaf_of(item)) if info is not None and item in info.tree else None
-    for tree_id in snap.fact_trees.get(item, ()):
+    for tree_id in snap.fact_trees(item):
         info = state.trees.get(tree_id)
         if info is not None and item in info.tree:
             return (tree_id, info.tree.leaf_of(item))

@@ -19,7 +19,7 @@ def recall_trees(snap: Snapshot, qvec: np.ndarray, cfg: QueryConfig) -> list[Rec
     fact_sim: dict[str, float] = {}
     ids, scores = idx.facts.search(qvec, cfg.fact_recall)
     for uid, s in zip(ids.tolist(), scores.tolist()):
-        for tid in snap.fact_trees.get(idx.fact_key[uid], ()):
+        for tid in snap.fact_trees(idx.fact_key[uid]):
             fact_sim[tid] = max(fact_sim.get(tid, -1.0), s)
     trees = snap.state.trees
     out = [

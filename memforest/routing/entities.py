@@ -37,27 +37,43 @@ def fact_labels(fact: Fact, cfg: EntityConfig) -> set[str]:
     return {label for label in labels if label}
 
 
-def record_mentions(state: UserState, fact: Fact, cfg: EntityConfig) -> set[str]:
-    """Count `fact`'s occurrences against its labels; return the labels whose stats changed."""
-    changed = set()
+def record_mentions(state: UserState, fact: Fact, cfg: EntityConfig, before: set[str]) -> dict[str, bool]:
+    """Count `fact` against its labels, given the sessions it had before (empty for a fact new to the
+    memory); return each label whose stats changed, and whether the fact is new to that label."""
+    changed: dict[str, bool] = {}
+    now = fact.sessions
     for label in fact_labels(fact, cfg):
-        stat = state.entities.setdefault(label, EntityStat(label))
+        if label not in state.entities:
+            state.entities[label] = EntityStat(label)
+        stat = state.writable_entity(label)
+        is_new = fact.id not in stat.facts
         stat.facts.add(fact.id)
-        stat.sessions = session_counts(state, stat)
-        changed.add(label)
+        _count(stat, now if is_new else now - before, +1)
+        if not is_new:
+            _count(stat, before - now, -1)
+        changed[label] = is_new
     return changed
 
 
-def forget_fact(state: UserState, fact_id: str, labels: set[str]) -> set[str]:
+def forget_fact(state: UserState, fact: Fact, cfg: EntityConfig) -> set[str]:
     """Remove a fact from its labels' stats; return the labels touched."""
     touched = set()
-    for label in labels:
-        stat = state.entities.get(label)
-        if stat and fact_id in stat.facts:
-            stat.facts.discard(fact_id)
-            stat.sessions = session_counts(state, stat)
+    for label in fact_labels(fact, cfg):
+        if label in state.entities and fact.id in state.entities[label].facts:
+            stat = state.writable_entity(label)
+            stat.facts.discard(fact.id)
+            _count(stat, fact.sessions, -1)
             touched.add(label)
     return touched
+
+
+def _count(stat: EntityStat, sessions: set[str], delta: int) -> None:
+    for sid in sessions:
+        n = stat.sessions.get(sid, 0) + delta
+        if n > 0:
+            stat.sessions[sid] = n
+        else:
+            stat.sessions.pop(sid, None)
 
 
 def is_active(stat: EntityStat, cfg: EntityConfig) -> bool:

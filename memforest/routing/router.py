@@ -28,36 +28,40 @@ class Router:
             info.tree.insert(cid, cell.time)
         self.ch.trees.add(tid)
 
-    def route_facts(self, new_facts: list[Fact], updated: list[Fact]) -> None:
-        """Route new facts to every scope; refresh entity stats for facts seen again."""
-        touched_labels: set[str] = set()
+    def route_facts(self, new_facts: list[Fact], updated: list[tuple[Fact, set[str]]]) -> None:
+        """Route new facts to every scope; update entity stats of facts seen again (`updated` pairs a
+        fact with the sessions it had before this operation)."""
+        added: dict[str, set[str]] = {}
         touched_scenes: set[str] = set()
         for fact in new_facts:
             if fact.origin == "user":
                 self._place(entities.USER_TREE, "entity", "user", fact)
             touched_scenes |= self._route_scene(fact)
-        for fact in [*new_facts, *updated]:
-            touched_labels |= entities.record_mentions(self.state, fact, self.cfg.entity)
-        for label in sorted(touched_labels):
-            self.sync_entity(label)
+        for fact, before in [*((f, set()) for f in new_facts), *updated]:
+            for label, is_new in entities.record_mentions(self.state, fact, self.cfg.entity, before).items():
+                added.setdefault(label, set()).update([fact.id] if is_new else [])
+        for label in sorted(added):
+            self.sync_entity(label, added[label])
         self.merge_scenes(touched_scenes)
 
     def _place(self, tree_id: str, family: str, label: str, fact: Fact) -> None:
-        info = self.state.trees.get(tree_id)
-        if info is None:
+        if tree_id not in self.state.trees:
             fanout = self.cfg.tree.fanout_scene if family == "scene" else self.cfg.tree.fanout_entity
-            info = self.state.add_tree(tree_id, family, label, fanout)
-        if fact.id not in info.tree:
-            info.tree.insert(fact.id, fact.time)
+            self.state.add_tree(tree_id, family, label, fanout)
+        if fact.id not in self.state.trees[tree_id].tree:
+            self.state.writable_tree(tree_id).tree.insert(fact.id, fact.time)
+            self.state.place(tree_id, fact.id)
             self.ch.trees.add(tree_id)
 
-    def sync_entity(self, label: str) -> None:
-        """Activate (and back-fill) or extend a label's tree; drop it when the label falls below the rule."""
-        stat = self.state.entities[label]
+    def sync_entity(self, label: str, added: set[str] | None = None) -> None:
+        """Activate (and back-fill) or extend a label's tree with the facts `added` to it; drop the tree
+        when the label falls below the rule."""
+        stat = self.state.writable_entity(label)
         self.ch.entities.add(label)
         if entities.is_active(stat, self.cfg.entity):
+            fill = stat.facts if stat.tree_id is None else (added or set()) & stat.facts
             stat.tree_id = stat.tree_id or f"entity:{label}"
-            for fid in sorted(stat.facts, key=lambda f: (self.state.facts[f].time, f)):
+            for fid in sorted(fill, key=lambda f: (self.state.facts[f].time, f)):
                 self._place(stat.tree_id, "entity", label, self.state.facts[fid])
             return
         if stat.tree_id is not None:
@@ -74,7 +78,7 @@ class Router:
             chosen = [scenes.new_scene(self.state, fact, vec).scene_id]
         else:
             for sid in chosen:
-                scenes.add_to_scene(self.state.scenes[sid], vec, fact.time)
+                scenes.add_to_scene(self.state, sid, vec, fact.time)
         for sid in chosen:
             self._place(sid, "scene", self._scene_label(sid), fact)
             self.ch.scenes.add(sid)
@@ -87,54 +91,56 @@ class Router:
     def merge_scenes(self, touched: set[str]) -> None:
         for keep_id, absorb_id in scenes.merge_candidates(self.state, touched, self.cfg.scene):
             keep, absorb = self.state.scenes[keep_id], self.state.scenes[absorb_id]
-            target = self.state.trees[keep.tree_id].tree
+            target = self.state.writable_tree(keep.tree_id).tree
             for item, t in list(self.state.trees[absorb.tree_id].tree.items()):
                 if item not in target:
                     target.insert(item, t)
-            scenes.recompute(keep, self.state)
+                    self.state.place(keep.tree_id, item)
+            scenes.recompute(self.state, keep_id)
             self.ch.trees.add(keep.tree_id)
             self.ch.scenes.add(keep_id)
             self.drop_tree(absorb.tree_id)
-            del self.state.scenes[absorb_id]
+            scenes.drop_scene(self.state, absorb_id)
             self.ch.deleted_scenes.add(absorb_id)
 
     def drop_tree(self, tree_id: str) -> None:
         info = self.state.trees.pop(tree_id)
         for nid in info.tree.nodes:
             self.state.nodes.pop((tree_id, nid), None)
+        if info.family != "session":
+            for item in info.tree.placements():
+                self.state.unplace(tree_id, item)
         self.ch.deleted_trees.add(tree_id)
         self.ch.trees.discard(tree_id)
 
     def remove_fact(self, fact: Fact) -> None:
         """Remove a fact's leaves from every tree and its weight from entity and scene stats."""
         for tid in self.state.trees_holding(fact.id):
-            info = self.state.trees[tid]
+            info = self.state.writable_tree(tid)
             info.tree.delete(fact.id)
+            self.state.unplace(tid, fact.id)
             self.ch.trees.add(tid)
             if info.family == "scene":
-                scene = self.state.scenes[tid]
                 if len(info.tree):
-                    scenes.recompute(scene, self.state)
+                    scenes.recompute(self.state, tid)
                     self.ch.scenes.add(tid)
                 else:
                     self.drop_tree(tid)
-                    del self.state.scenes[tid]
+                    scenes.drop_scene(self.state, tid)
                     self.ch.deleted_scenes.add(tid)
             elif not len(info.tree):
                 self.drop_tree(tid)
-        labels = entities.fact_labels(fact, self.cfg.entity)
-        del self.state.facts[fact.id]
-        self.state.fact_vecs.pop(fact.id, None)
+        self.state.remove_fact(fact.id)
         self.ch.deleted_facts.add(fact.id)
         self.ch.facts.discard(fact.id)
-        for label in sorted(entities.forget_fact(self.state, fact.id, labels)):
+        for label in sorted(entities.forget_fact(self.state, fact, self.cfg.entity)):
             self.sync_entity(label)
 
-    def recount(self, facts: list[Fact]) -> None:
-        """Re-derive entity stats of facts whose occurrences changed (sessions may have gone)."""
+    def recount(self, facts: list[tuple[Fact, set[str]]]) -> None:
+        """Update entity stats of facts whose occurrences changed (each with its sessions before)."""
         labels: set[str] = set()
-        for fact in facts:
-            labels |= entities.record_mentions(self.state, fact, self.cfg.entity)
+        for fact, before in facts:
+            labels |= set(entities.record_mentions(self.state, fact, self.cfg.entity, before))
         for label in sorted(labels):
             self.sync_entity(label)
 

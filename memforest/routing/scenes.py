@@ -1,10 +1,14 @@
-"""Scene scopes: online centroid clustering of facts, gated by domain key, with a recency bonus."""
+"""Scene scopes: online centroid clustering of facts, gated by domain key, with a recency bonus.
+
+Scenes are scored all at once over a centroid table per domain (`UserState.scene_tables`), kept in
+step with every scene edit, so routing a fact costs one matrix-vector product, not a Python loop."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from memforest.config import SceneConfig
+from memforest.index.table import VectorTable
 from memforest.state import Scene, UserState
 from memforest.types import Fact
 
@@ -18,16 +22,29 @@ def score(scene: Scene, vec: np.ndarray, t: float, cfg: SceneConfig) -> float:
     return float(scene.centroid @ vec) + bonus
 
 
+def _scores(table: VectorTable, vec: np.ndarray, t: float, cfg: SceneConfig) -> tuple[list[str], np.ndarray]:
+    """Ids and scores (as `score`) of the table's scenes below the size cap."""
+    rows, sims = table.scores(vec)
+    meta = table.row_meta(rows)
+    open_ = meta[:, 0] < cfg.max_size
+    rows, sims, meta = rows[open_], sims[open_], meta[open_]
+    gap = np.abs(t - meta[:, 1]) / DAY
+    bonus = np.where(gap <= cfg.time_window_days, cfg.time_bonus * (1.0 - gap / cfg.time_window_days), 0.0)
+    return [str(table.row_key(r)) for r in rows], sims.astype(np.float64) + bonus
+
+
 def choose_scenes(state: UserState, fact: Fact, vec: np.ndarray, cfg: SceneConfig) -> list[str]:
     """Scene ids to assign `fact` to: the best (and a second one above `second_assign`) when the best
     reaches `assign`; the best alone between `spawn` and `assign`; none (spawn a new one) below."""
-    domain = fact.domain or ""
-    ranked = sorted(
-        ((score(s, vec, fact.time, cfg), s.scene_id) for s in state.scenes.values()
-         if s.domain == domain and s.size < cfg.max_size),
-        reverse=True,
-    )
-    if not ranked or ranked[0][0] < cfg.spawn:
+    table = state.scene_tables.get(fact.domain or "")
+    if table is None or not len(table):
+        return []
+    ids, scores = _scores(table, vec, fact.time, cfg)
+    if not ids:
+        return []
+    ranked = sorted(zip(scores.tolist(), ids), reverse=True)[:2] if len(ids) <= 2 else \
+        sorted(((float(scores[i]), ids[i]) for i in np.argpartition(-scores, 1)[:2]), reverse=True)
+    if ranked[0][0] < cfg.spawn:
         return []
     chosen = [ranked[0][1]]
     if ranked[0][0] >= cfg.assign and len(ranked) > 1 and ranked[1][0] >= cfg.second_assign:
@@ -35,19 +52,29 @@ def choose_scenes(state: UserState, fact: Fact, vec: np.ndarray, cfg: SceneConfi
     return chosen
 
 
-def add_to_scene(scene: Scene, vec: np.ndarray, t: float) -> None:
+def unindex_scene(state: UserState, scene: Scene) -> None:
+    table = state.scene_tables.get(scene.domain)
+    if table is not None:
+        table.remove([scene.scene_id])
+
+
+def add_to_scene(state: UserState, scene_id: str, vec: np.ndarray, t: float) -> None:
+    scene = state.writable_scene(scene_id)
     scene.total = (scene.total + vec).astype(np.float32)
     scene.size += 1
     scene.t_last = max(scene.t_last, t)
+    state.index_scene(scene)
 
 
-def recompute(scene: Scene, state: UserState) -> None:
+def recompute(state: UserState, scene_id: str) -> None:
     """Size, total and last time from the scene tree's current members."""
+    scene = state.writable_scene(scene_id)
     tree = state.trees[scene.tree_id].tree
     members = [item for item, _ in tree.items()]
     scene.size = len(members)
     scene.total = np.sum([state.fact_vecs[m] for m in members], axis=0).astype(np.float32) if members else scene.total * 0
     scene.t_last = max((state.facts[m].time for m in members), default=scene.t_last)
+    state.index_scene(scene)
 
 
 def new_scene(state: UserState, fact: Fact, vec: np.ndarray) -> Scene:
@@ -55,24 +82,34 @@ def new_scene(state: UserState, fact: Fact, vec: np.ndarray) -> Scene:
     state.next_scene += 1
     scene = Scene(scene_id, fact.domain or "", np.asarray(vec, np.float32).copy(), 1, fact.time, scene_id)
     state.scenes[scene_id] = scene
+    state.writable_scene(scene_id)
+    state.index_scene(scene)
     return scene
+
+
+def drop_scene(state: UserState, scene_id: str) -> None:
+    unindex_scene(state, state.scenes.pop(scene_id))
 
 
 def merge_candidates(state: UserState, touched: set[str], cfg: SceneConfig) -> list[tuple[str, str]]:
     """(keep, absorb) pairs of scenes with the same domain, centroid cosine >= `merge`, and a combined
-    size within the cap; each scene takes part in at most one pair."""
+    size within the cap (the first such scene by id); each scene takes part in at most one pair."""
     pairs: list[tuple[str, str]] = []
     used: set[str] = set()
     for sid in sorted(touched):
         a = state.scenes.get(sid)
         if a is None or sid in used:
             continue
-        for other in sorted(state.scenes.values(), key=lambda s: s.scene_id):
-            if other.scene_id == sid or other.scene_id in used or other.domain != a.domain:
-                continue
-            if a.size + other.size <= cfg.max_size and float(a.centroid @ other.centroid) >= cfg.merge:
-                keep, absorb = sorted((a, other), key=lambda s: (-s.size, s.scene_id))
-                pairs.append((keep.scene_id, absorb.scene_id))
-                used.update((sid, other.scene_id))
-                break
+        table = state.scene_tables[a.domain]
+        rows, sims = table.scores(a.centroid)
+        sizes = table.row_meta(rows)[:, 0]
+        ok = (sims >= cfg.merge) & (sizes + a.size <= cfg.max_size)
+        others = sorted(str(table.row_key(r)) for r in rows[ok])
+        other_id = next((o for o in others if o != sid and o not in used), None)
+        if other_id is None:
+            continue
+        keep, absorb = sorted((a, state.scenes[other_id]), key=lambda s: (-s.size, s.scene_id))
+        pairs.append((keep.scene_id, absorb.scene_id))
+        used.update((sid, other_id))
     return pairs
+

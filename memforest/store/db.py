@@ -76,9 +76,17 @@ class UserDB:
         with self.connect() as con:
             con.execute("BEGIN")
             try:
-                return _read_state(con, user)
+                state = _read_state(con, user)
             finally:
                 con.execute("COMMIT")
+        state.derive()
+        return state
+
+    def facts_of_session(self, session_id: str) -> list[str]:
+        """Ids of the facts with an occurrence in `session_id` (committed rows)."""
+        with self.connect() as con:
+            rows = con.execute("SELECT DISTINCT fact_id FROM occurrences WHERE session_id=?", (session_id,))
+            return sorted(r[0] for r in rows)
 
     def commit(self, state: UserState, ch: ChangeSet, expected_version: int) -> int:
         """Write `ch` from `state` in one transaction; return the new version."""

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
+
+from memforest.cow import CowMap
 
 Key = tuple[float, str]
 
@@ -52,6 +54,11 @@ class Node:
     def t_hi(self) -> float:
         """Latest leaf time below this node."""
         return self.key_hi[0]
+
+
+def _clone(node: Node) -> Node:
+    return Node(node.id, node.level, node.parent, list(node.children), node.key_lo, node.key_hi, node.count,
+                node.item, node.prev, node.next, list(node.child_keys))
 
 
 def node_row(tree_id: str, node: Node) -> dict[str, Any]:
@@ -93,6 +100,9 @@ class MemTree:
     ``dirty``: ids of nodes created, or whose set of leaves changed at some point, since the last
     `take_dirty` (removed nodes excluded). ``changed`` / ``removed``: ids of nodes created or modified /
     deleted since the last `take_changes`.
+
+    `fork()` returns a copy-on-write version: it shares every node with this tree and clones a node
+    only when it first changes it, so a fork costs O(nodes changed) and this tree never changes.
     """
 
     def __init__(self, tree_id: str, fanout: int, next_node_id: int = 1) -> None:
@@ -103,11 +113,31 @@ class MemTree:
         self.min_children = (fanout + 1) // 2
         self.next_node_id = next_node_id
         self.root: int | None = None
-        self.nodes: dict[int, Node] = {}
-        self._leaf_of: dict[str, int] = {}
+        self.nodes: MutableMapping[int, Node] = {}
+        self._leaf_of: MutableMapping[str, int] = {}
         self.dirty: set[int] = set()
         self.changed: set[int] = set()
         self.removed: set[int] = set()
+        self._owned: set[int] | None = None  # ids this version may edit in place (None: all)
+
+    def fork(self) -> MemTree:
+        """A copy-on-write version of this tree (pending change tracking stays with this one)."""
+        out = MemTree.__new__(MemTree)
+        out.tree_id, out.fanout, out.min_children = self.tree_id, self.fanout, self.min_children
+        out.next_node_id, out.root = self.next_node_id, self.root
+        out.nodes, out._leaf_of = _fork_map(self.nodes), _fork_map(self._leaf_of)
+        out.dirty, out.changed, out.removed, out._owned = set(), set(), set(), set()
+        return out
+
+    def _w(self, node_id: int) -> Node:
+        """The node `node_id`, cloned first if this version shares it with an older one."""
+        node = self.nodes[node_id]
+        if self._owned is None or node_id in self._owned:
+            return node
+        node = _clone(node)
+        self.nodes[node_id] = node
+        self._owned.add(node_id)
+        return node
 
     @property
     def height(self) -> int:
@@ -147,7 +177,7 @@ class MemTree:
         leaf = self.nodes[self._leaf_of.pop(item)]
         self._join(leaf.prev, leaf.next)
         assert leaf.parent is not None
-        parent = self.nodes[leaf.parent]
+        parent = self._w(leaf.parent)
         pos = parent.children.index(leaf.id)
         del parent.children[pos], parent.child_keys[pos]
         self._remove(leaf.id)
@@ -159,7 +189,7 @@ class MemTree:
                 self._mark(node)
             if up is not None and len(node.children) < self.min_children:
                 self._rebalance(node)
-            node = None if up is None else self.nodes[up]
+            node = None if up is None else self._w(up)
         self._shrink_root()
 
     def merge_from(self, other: MemTree) -> None:
@@ -331,13 +361,15 @@ class MemTree:
 
     def _set_parent(self, child_id: int, parent_id: int | None) -> None:
         """Re-parent a node (its row changes, its leaf set does not)."""
-        self.nodes[child_id].parent = parent_id
+        self._w(child_id).parent = parent_id
         self.changed.add(child_id)
 
     def _new_leaf(self, item: str, key: Key, parent: int | None) -> Node:
         leaf = Node(self.next_node_id, 0, parent, key_lo=key, key_hi=key, item=item)
         self.next_node_id += 1
         self.nodes[leaf.id] = leaf
+        if self._owned is not None:
+            self._owned.add(leaf.id)
         self._leaf_of[item] = leaf.id
         self._mark(leaf)
         return leaf
@@ -346,6 +378,8 @@ class MemTree:
         node = Node(self.next_node_id, level, parent, children)
         self.next_node_id += 1
         self.nodes[node.id] = node
+        if self._owned is not None:
+            self._owned.add(node.id)
         for child in children:
             self._set_parent(child, node.id)
         self._refresh(node)
@@ -373,9 +407,9 @@ class MemTree:
 
     def _descend_for_insert(self, key: Key) -> Node:
         """The level-1 node that receives `key`; counts and key ranges on the path are updated."""
-        nodes, dirty, changed = self.nodes, self.dirty, self.changed
+        dirty, changed = self.dirty, self.changed
         assert self.root is not None
-        node = nodes[self.root]
+        node = self._w(self.root)
         while True:
             node.count += 1
             if key < node.key_lo:
@@ -390,7 +424,7 @@ class MemTree:
             if i < 0:
                 i = 0
                 node.child_keys[0] = key
-            node = nodes[node.children[i]]
+            node = self._w(node.children[i])
 
     def _link_leaf(self, parent: Node, leaf: Node) -> None:
         """Put `leaf` among `parent`'s children and into the leaf chain, by key."""
@@ -410,10 +444,10 @@ class MemTree:
     def _join(self, left: int | None, right: int | None) -> None:
         """Make leaves `left` and `right` neighbours in the chain (either may be None, meaning an end)."""
         if left is not None:
-            self.nodes[left].next = right
+            self._w(left).next = right
             self.changed.add(left)
         if right is not None:
-            self.nodes[right].prev = left
+            self._w(right).prev = left
             self.changed.add(right)
 
     def _split(self, node: Node) -> Node:
@@ -427,7 +461,7 @@ class MemTree:
             root = self._new_internal(node.level + 1, None, [node.id, sibling.id])
             self.root = root.id
             return root
-        parent = self.nodes[node.parent]
+        parent = self._w(node.parent)
         pos = parent.children.index(node.id) + 1
         parent.children.insert(pos, sibling.id)
         parent.child_keys.insert(pos, sibling.key_lo)
@@ -437,10 +471,10 @@ class MemTree:
     def _rebalance(self, node: Node) -> None:
         """Fix an underfull non-root `node`: borrow a child from a sibling, else merge with one."""
         assert node.parent is not None
-        parent = self.nodes[node.parent]
+        parent = self._w(node.parent)
         i = parent.children.index(node.id)
-        left = self.nodes[parent.children[i - 1]] if i > 0 else None
-        right = self.nodes[parent.children[i + 1]] if i + 1 < len(parent.children) else None
+        left = self._w(parent.children[i - 1]) if i > 0 else None
+        right = self._w(parent.children[i + 1]) if i + 1 < len(parent.children) else None
         if left is not None and len(left.children) > self.min_children:
             self._move_child(left, node, left.children.pop(), 0)
         elif right is not None and len(right.children) > self.min_children:
@@ -482,3 +516,8 @@ class MemTree:
                 self._set_parent(self.root, None)
             else:
                 return
+
+
+def _fork_map(m: MutableMapping[Any, Any]) -> CowMap[Any, Any]:
+    """A copy-on-write fork of `m`; a plain dict becomes the shared base (it must not change again)."""
+    return m.fork() if isinstance(m, CowMap) else CowMap.over(m)  # type: ignore[arg-type]

@@ -1,0 +1,139 @@
+"""Per-operation cost against store size: one user's stream of LongMemEval-format sessions, one
+session per call, with the scripted model and the hashing embedder (model time ~0). For each base
+size (stored sessions) it times ingest, delete, correct and query-after-write, with the report's
+stage breakdown, and the resident memory per stored session (tracemalloc peak while loading the
+store, divided by its sessions). Base stores are cached under results/bench/ keyed by parameters."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import time
+import tracemalloc
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from benchmarks.datasets.longmemeval import format_date, parse_date
+from benchmarks.datasets.synthetic_haystack import filler_session
+from benchmarks.datasets.synthetic_text import TOPIC_NAMES
+from memforest.api import MemForest
+from memforest.config import MemForestConfig
+from memforest.llm.testing import HashEmbedder, ScriptedChatModel
+
+USER = "bench"
+START = datetime(2021, 1, 4, 9, 0)
+
+
+def longmemeval_sessions(n: int, offset: int, turns: int, seed: int) -> list[dict[str, Any]]:
+    """Sessions as a LongMemEval haystack holds them (ids, dates `2023/05/20 (Sat) 02:21`, turns),
+    converted to MemForest sessions; realistic turn lengths, about one session a day."""
+    out = []
+    for i in range(offset, offset + n):
+        rng = random.Random(seed * 1_000_003 + i)
+        date = format_date(START + timedelta(hours=19 * i, minutes=rng.randint(0, 59)))
+        turns_raw = filler_session(rng, rng.choice(TOPIC_NAMES), turns)
+        out.append({"session_id": f"s{i:06d}", "timestamp": parse_date(date).isoformat(),
+                    "turns": [{"role": t["role"], "content": t["content"]} for t in turns_raw]})
+    return out
+
+
+def _forest(path: Path) -> MemForest:
+    cfg = MemForestConfig()
+    return MemForest(path, cfg, llm=ScriptedChatModel(), embedder=HashEmbedder(cfg.embedder.dim))
+
+
+def base_store(root: Path, size: int, turns: int, seed: int, batch: int) -> Path:
+    """A store holding `size` sessions (built in batches of `batch` sessions per call), cached."""
+    path = root / f"incremental_base_n{size}_t{turns}_s{seed}"
+    if (path / "done").exists():
+        return path
+    shutil.rmtree(path, ignore_errors=True)
+    with _forest(path) as forest:
+        for lo in range(0, size, batch):
+            forest.ingest_sessions(USER, longmemeval_sessions(min(batch, size - lo), lo, turns, seed))
+    (path / "done").write_text(str(size))
+    return path
+
+
+def measure(base: Path, size: int, reps: int, turns: int, seed: int, scratch: Path) -> dict[str, Any]:
+    work = scratch / f"n{size}"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(base, work)
+    tracemalloc.start()
+    forest = _forest(work)
+    t = time.perf_counter()
+    snap = forest.snapshot(USER)
+    load_s = time.perf_counter() - t
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    stored = len(snap.state.sessions)
+    row: dict[str, Any] = {"sessions": stored, "cells": len(snap.state.cells), "facts": len(snap.state.facts),
+                           "trees": len(snap.state.trees), "nodes": len(snap.state.nodes), "load_s": round(load_s, 3),
+                           "peak_bytes_per_session": round(peak / max(1, stored))}
+    new = longmemeval_sessions(3 * reps, stored + 100, turns, seed + 1)  # later dates, unseen ids
+    ops: dict[str, list[tuple[float, dict[str, float]]]] = {"ingest": [], "delete": [], "correct": [], "query": []}
+    for r in range(reps):
+        a, b, c = new[3 * r: 3 * r + 3]
+        t = time.perf_counter()
+        rep = forest.ingest_sessions(USER, [a])
+        ops["ingest"].append((time.perf_counter() - t, rep.timings))
+        t = time.perf_counter()
+        res = forest.query(USER, "What did I say about my plans for the weekend?", answer=False)
+        ops["query"].append((time.perf_counter() - t, res.trace.get("latency", {})))
+        forest.ingest_sessions(USER, [b])
+        t = time.perf_counter()
+        out = forest.delete_session(USER, b["session_id"])
+        ops["delete"].append((time.perf_counter() - t, out.get("timings", {})))
+        t = time.perf_counter()
+        out = forest.correct_session(USER, {**c, "session_id": a["session_id"]})
+        ops["correct"].append((time.perf_counter() - t, out.get("timings", {})))
+    forest.close()
+    for name, samples in ops.items():
+        walls = [w for w, _ in samples]
+        stages: dict[str, float] = {}
+        for _, st in samples:
+            for k, v in st.items():
+                stages[k] = stages.get(k, 0.0) + v / len(samples)
+        row[name] = {"mean_s": round(statistics.mean(walls), 4), "median_s": round(statistics.median(walls), 4),
+                     "stages": {k: round(v, 4) for k, v in stages.items()}}
+    shutil.rmtree(work, ignore_errors=True)
+    return row
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="100,1000,10000")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--turns", type=int, default=10, help="turns per session (~5 cells of 2 turns)")
+    parser.add_argument("--batch", type=int, default=50, help="sessions per call while building a base store")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--root", default="results/bench")
+    args = parser.parse_args(argv)
+    root = Path(args.root)
+    root.mkdir(parents=True, exist_ok=True)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = []
+    for size in sizes:
+        t = time.perf_counter()
+        base = base_store(root, size, args.turns, args.seed, args.batch)
+        build = time.perf_counter() - t
+        row = measure(base, size, args.reps, args.turns, args.seed, root / "incremental_work")
+        row["build_s"] = round(build, 1)
+        rows.append(row)
+        print(f"n={size}: " + ", ".join(f"{op} {row[op]['mean_s'] * 1000:.1f} ms" for op in
+                                        ("ingest", "delete", "correct", "query"))
+              + f", {row['peak_bytes_per_session'] / 1024:.1f} KiB/session (tracemalloc peak of the load)", flush=True)
+    ratios = {}
+    if len(rows) > 1:
+        lo, hi = rows[0], rows[-1]
+        ratios = {op: round(hi[op]["mean_s"] / lo[op]["mean_s"], 2) for op in ("ingest", "delete", "correct", "query")}
+        ratios["memory_per_session"] = round(hi["peak_bytes_per_session"] / lo["peak_bytes_per_session"], 2)
+        print(f"ratio n={sizes[-1]} / n={sizes[0]}: " + ", ".join(f"{k} {v}x" for k, v in ratios.items()))
+    return {"sizes": sizes, "rows": rows, "ratios": ratios, "reps": args.reps}
+
+
+if __name__ == "__main__":
+    main()

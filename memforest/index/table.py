@@ -1,0 +1,147 @@
+"""Versioned vector tables: exact inner-product search where a new version costs O(rows it changes).
+
+Rows are append-only and shared by every version; a version is its row count, a live mask and a
+key -> row map (copy-on-write). Changing a key's vector appends a row and retires the old one in the
+new version only, so a published version never changes. Retired rows are dropped by a compaction
+once they outnumber the live ones (O(size), amortised over as many changes)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+import numpy as np
+
+from memforest.cow import CowMap
+
+_MIN_ROWS = 1024
+
+
+class _Rows:
+    """The shared, append-only storage: vectors, their keys and optional per-row numbers."""
+
+    def __init__(self, dim: int, capacity: int) -> None:
+        self.vecs = np.zeros((capacity, dim), np.float32)
+        self.keys: list[Any] = []
+        self.meta = np.zeros((capacity, 2), np.float64)
+
+
+class VectorTable:
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self._rows = _Rows(dim, _MIN_ROWS)
+        self._n = 0
+        self._live = np.zeros(_MIN_ROWS, bool)
+        self._slot: CowMap[Hashable, int] = CowMap()
+        self._own_tail = True  # whether rows >= _n may be written by this version
+
+    def __len__(self) -> int:
+        return len(self._slot)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._slot
+
+    def keys(self) -> Iterable[Hashable]:
+        return iter(self._slot)
+
+    def fork(self) -> VectorTable:
+        """The next version; this one stays unchanged (and may no longer append)."""
+        out = VectorTable.__new__(VectorTable)
+        out.dim, out._rows, out._n = self.dim, self._rows, self._n
+        out._live, out._slot, out._own_tail = self._live.copy(), self._slot.fork(), True
+        self._own_tail = False
+        return out
+
+    def vector(self, key: Hashable) -> np.ndarray:
+        return self._rows.vecs[self._slot[key]]
+
+    def meta(self, key: Hashable) -> np.ndarray:
+        return self._rows.meta[self._slot[key]]
+
+    def upsert(self, keys: list[Hashable], vecs: np.ndarray, meta: np.ndarray | None = None) -> None:
+        if not keys:
+            return
+        self.remove(keys)
+        if self._dead() > max(_MIN_ROWS, len(self._slot)):
+            self._compact()
+        self._reserve(self._n + len(keys))
+        rows, lo, hi = self._rows, self._n, self._n + len(keys)
+        rows.vecs[lo:hi] = np.asarray(vecs, np.float32).reshape(len(keys), self.dim)
+        rows.meta[lo:hi] = 0.0 if meta is None else meta
+        del rows.keys[lo:]
+        rows.keys.extend(keys)
+        self._live[lo:hi] = True
+        for i, key in enumerate(keys):
+            self._slot[key] = lo + i
+        self._n = hi
+
+    def remove(self, keys: Iterable[Hashable]) -> None:
+        for key in keys:
+            slot = self._slot.pop(key, None)
+            if slot is not None:
+                self._live[slot] = False
+
+    def scores(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row numbers, inner products) of the live rows for one query vector."""
+        n = self._n
+        live = np.flatnonzero(self._live[:n])
+        sims = self._rows.vecs[:n] @ np.asarray(query, np.float32).reshape(-1)
+        return live, sims[live]
+
+    def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(keys, scores) of the top-k rows for one query vector, best first (integer keys)."""
+        rows, sims = self.scores(query)
+        top = self.top(rows, sims, k)
+        return np.asarray([key for key, _ in top], np.int64), np.asarray([s for _, s in top], np.float32)
+
+    def top(self, rows: np.ndarray, sims: np.ndarray, k: int) -> list[tuple[Hashable, float]]:
+        if k <= 0 or not len(rows):
+            return []
+        if k < len(rows):
+            part = np.argpartition(-sims, k - 1)[:k]
+            rows, sims = rows[part], sims[part]
+        order = np.lexsort((rows, -sims))
+        keys = self._rows.keys
+        return [(keys[rows[i]], float(sims[i])) for i in order]
+
+    def row_meta(self, rows: np.ndarray) -> np.ndarray:
+        return self._rows.meta[rows]
+
+    def row_key(self, row: int) -> Hashable:
+        return self._rows.keys[row]
+
+    def _dead(self) -> int:
+        return self._n - len(self._slot)
+
+    def _reserve(self, n: int) -> None:
+        if self._own_tail and n <= len(self._rows.vecs):
+            if len(self._live) < len(self._rows.vecs):
+                self._live = np.resize(self._live, len(self._rows.vecs))
+            return
+        self._regrow(max(n, _MIN_ROWS), keep=self._n)
+
+    def _regrow(self, n: int, keep: int) -> None:
+        """Private storage for rows [0, keep) with room for `n` (older versions keep the old storage)."""
+        capacity = max(_MIN_ROWS, 2 * n)
+        old = self._rows
+        rows = _Rows(self.dim, capacity)
+        rows.vecs[:keep] = old.vecs[:keep]
+        rows.meta[:keep] = old.meta[:keep]
+        rows.keys = old.keys[:keep]
+        live = np.zeros(capacity, bool)
+        live[:keep] = self._live[:keep]
+        self._rows, self._live, self._own_tail = rows, live, True
+
+    def _compact(self) -> None:
+        keys = list(self._slot)
+        slots = np.asarray([self._slot[k] for k in keys], np.int64)
+        old = self._rows
+        capacity = max(_MIN_ROWS, 2 * len(keys))
+        rows = _Rows(self.dim, capacity)
+        rows.vecs[: len(keys)] = old.vecs[slots]
+        rows.meta[: len(keys)] = old.meta[slots]
+        rows.keys = keys
+        self._rows, self._n, self._own_tail = rows, len(keys), True
+        self._live = np.zeros(capacity, bool)
+        self._live[: len(keys)] = True
+        self._slot = CowMap((k, i) for i, k in enumerate(keys))

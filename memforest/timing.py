@@ -1,0 +1,31 @@
+"""Stage clocks for operation reports: consecutive laps, so the stages add up to the wall time."""
+
+from __future__ import annotations
+
+import time
+
+
+class Clock:
+    """Times consecutive stages into `timings` (seconds, accumulated per stage name)."""
+
+    def __init__(self, timings: dict[str, float] | None = None) -> None:
+        self.timings: dict[str, float] = {} if timings is None else timings
+        self.start = self.t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name] = round(self.timings.get(name, 0.0) + now - self.t, 6)
+        self.t = now
+
+    def merge(self, stages: dict[str, float]) -> None:
+        """Add stages timed by another clock that ran inside the current lap (the lap is restarted
+        after them, so nothing is counted twice)."""
+        for name, seconds in stages.items():
+            if name != "total":
+                self.timings[name] = round(self.timings.get(name, 0.0) + seconds, 6)
+        self.t = time.perf_counter()
+
+    def total(self) -> dict[str, float]:
+        """The timings with `total`: the wall time since the clock started."""
+        self.timings["total"] = round(time.perf_counter() - self.start, 6)
+        return self.timings

@@ -1,0 +1,113 @@
+"""Resident copy-on-write versions: published snapshots never change, other processes' commits are
+seen, readers never wait for a writer, and the versioned vector tables behave as indexes."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+from conftest import make_sessions
+
+from memforest.cow import CowMap
+from memforest.index.table import VectorTable
+
+
+def fingerprint(snap) -> dict:
+    st = snap.state
+    return {
+        "version": st.version,
+        "facts": {f: (x.text, tuple(x.occurrences)) for f, x in st.facts.items()},
+        "entities": {k: (sorted(e.facts), dict(e.sessions), e.tree_id) for k, e in st.entities.items()},
+        "scenes": {k: (s.size, s.t_last, s.total.tobytes()) for k, s in st.scenes.items()},
+        "trees": {t: sorted((n.id, n.parent, tuple(n.children), n.count, n.key_lo, n.key_hi, n.prev, n.next)
+                            for n in i.tree.nodes.values()) for t, i in st.trees.items()},
+        "nodes": {k: (d.text, d.embedding.tobytes()) for k, d in st.nodes.items()},
+        "cells": dict(st.cells), "placements": dict(st.placements),
+        "index": sorted(snap.index.node_key.items()),
+    }
+
+
+def test_published_snapshot_never_changes_after_later_writes(scripted_forest) -> None:
+    forest = scripted_forest()
+    sessions = make_sessions(8, 4)
+    forest.ingest_sessions("u", sessions[:5])
+    snap = forest.snapshot("u")
+    before = fingerprint(snap)
+    forest.ingest_sessions("u", [sessions[5]])
+    forest.delete_session("u", "s001")
+    forest.correct_session("u", {**sessions[6], "session_id": "s002"})
+    assert fingerprint(snap) == before
+    assert forest.snapshot("u").version == snap.version + 3
+    assert forest.check("u")["ok"]
+
+
+def test_write_by_another_process_is_seen(scripted_forest, tmp_path) -> None:
+    one = scripted_forest(path=tmp_path / "st")
+    two = scripted_forest(path=tmp_path / "st")
+    sessions = make_sessions(4, 4)
+    one.ingest_sessions("u", sessions[:2])
+    assert two.snapshot("u").version == 1
+    two.ingest_sessions("u", [sessions[2]])  # commits version 2; `one` still holds version 1
+    report = one.ingest_sessions("u", [sessions[3]])  # reloads version 2 before writing
+    assert report.version == 3 and set(one.snapshot("u").state.sessions) == {s["session_id"] for s in sessions}
+    assert one.check("u")["ok"]
+
+
+def test_stage_timings_cover_the_wall_time(scripted_forest) -> None:
+    forest = scripted_forest()
+    report = forest.ingest_sessions("u", make_sessions(3, 4))
+    stages = {k: v for k, v in report.timings.items() if k != "total"}
+    assert {"lock", "load", "commit", "index", "publish"} <= set(stages)
+    assert abs(sum(stages.values()) - report.timings["total"]) <= 0.05 * report.timings["total"]
+
+
+def test_reader_during_a_long_write_returns_the_previous_version(scripted_forest) -> None:
+    forest = scripted_forest()
+    sessions = make_sessions(12, 6)
+    forest.ingest_sessions("u", sessions[:10])
+    assert forest._llm is not None
+    forest._llm.latency_s = 0.05  # every model call of the next write is slow
+    writing = threading.Thread(target=forest.ingest_sessions, args=("u", sessions[10:]))
+    writing.start()
+    time.sleep(0.2)
+    assert writing.is_alive()
+    t = time.perf_counter()
+    result = forest.query("u", "topic about Boston", answer=False)
+    waited = time.perf_counter() - t
+    still_writing = writing.is_alive()
+    writing.join()
+    assert still_writing and result.trace["version"] == 1 and waited < 5.0
+    assert forest.snapshot("u").version == 2
+
+
+def test_cow_map_fork_is_independent() -> None:
+    base = CowMap({i: i for i in range(10)})
+    fork = base.fork()
+    fork[3], fork[20] = -3, 20
+    del fork[4]
+    assert base[3] == 3 and 4 in base and 20 not in base and len(base) == 10
+    assert fork[3] == -3 and 4 not in fork and len(fork) == 10 and sorted(fork)[-1] == 20
+
+
+def test_vector_table_versions_remove_and_search() -> None:
+    rng = np.random.default_rng(0)
+    vecs = rng.normal(size=(50, 8)).astype(np.float32)
+    table = VectorTable(8)
+    table.upsert(list(range(50)), vecs)
+    old = table
+    new = table.fork()
+    new.remove([7])
+    new.upsert([8], -vecs[8:9])
+    ids, _ = old.search(vecs[7], 1)
+    assert ids.tolist() == [7]
+    ids, _ = new.search(vecs[7], 50)
+    assert 7 not in ids.tolist() and len(new) == 49
+    ids, _ = new.search(-vecs[8], 1)
+    assert ids.tolist() == [8]
+    ids, _ = old.search(vecs[8], 1)
+    assert ids.tolist() == [8]
+    for _ in range(3000):  # retired rows are compacted away; results stay exact
+        new.upsert([9], vecs[9:10])
+    ids, _ = new.search(vecs[9], 1)
+    assert ids.tolist() == [9] and len(new) == 49
