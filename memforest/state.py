@@ -11,9 +11,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from memforest.cow import CowMap
-from memforest.index.table import VectorTable
 from memforest.trees.memtree import MemTree
 from memforest.types import Cell, Fact, Session
+from memforest.vector_table import VectorTable
 
 NodeKey = tuple[str, int]  # (tree id, node id)
 

@@ -10,7 +10,7 @@ import numpy as np
 from conftest import make_sessions
 
 from memforest.cow import CowMap
-from memforest.index.table import VectorTable
+from memforest.vector_table import VectorTable
 
 
 def fingerprint(snap) -> dict:

@@ -145,7 +145,7 @@ def _pairs_to_check(
     return pairs
 
 
-def _text(ref: str, existing: dict[str, Fact], candidates: list[Candidate]) -> str:
+def _text(ref: str, existing: Mapping[str, Fact], candidates: list[Candidate]) -> str:
     return candidates[int(ref[1:])].text if ref.startswith("#") else existing[ref].text
 
 
@@ -165,7 +165,7 @@ def _is_same(response: Any) -> bool:
     return isinstance(payload, dict) and payload.get("same") is True
 
 
-def _resolve(ref: str | None, existing: dict[str, Fact], resolved: dict[int, Fact]) -> Fact | None:
+def _resolve(ref: str | None, existing: Mapping[str, Fact], resolved: dict[int, Fact]) -> Fact | None:
     if ref is None:
         return None
     if ref.startswith("#"):

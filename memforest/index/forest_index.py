@@ -11,8 +11,8 @@ import hashlib
 import numpy as np
 
 from memforest.cow import CowMap
-from memforest.index.table import VectorTable
 from memforest.state import ChangeSet, UserState
+from memforest.vector_table import VectorTable
 
 
 def node_uid(tree_rowid: int, node_id: int) -> int:

@@ -7,7 +7,7 @@ once they outnumber the live ones (O(size), amortised over as many changes)."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -58,7 +58,7 @@ class VectorTable:
     def meta(self, key: Hashable) -> np.ndarray:
         return self._rows.meta[self._slot[key]]
 
-    def upsert(self, keys: list[Hashable], vecs: np.ndarray, meta: np.ndarray | None = None) -> None:
+    def upsert(self, keys: Sequence[Hashable], vecs: np.ndarray, meta: np.ndarray | None = None) -> None:
         if not keys:
             return
         self.remove(keys)
