@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import fcntl
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from memforest.check import check_state
+from memforest.check import check_store
 from memforest.config import MemForestConfig
 from memforest.errors import InputError, StoreError
 from memforest.index.forest_index import ForestIndex
@@ -29,9 +29,12 @@ from memforest.sessions import check_id, parse_session, parse_sessions
 from memforest.snapshot import Snapshot
 from memforest.state import ChangeSet, UserState
 from memforest.store.db import UserDB
+from memforest.store.lock import write_lock
 from memforest.timeutil import iso_minute, parse_time
 from memforest.types import Session
 from memforest.write import IngestReport, ingest_sessions, refresh_pending
+
+log = logging.getLogger(__name__)
 
 
 class MemForest:
@@ -107,16 +110,22 @@ class MemForest:
         return sorted(p.name for p in base.iterdir() if (p / "memory.sqlite").exists()) if base.exists() else []
 
     def _db(self, user: str, create: bool) -> UserDB:
+        return self._open_db(user, create)[0]
+
+    def _open_db(self, user: str, create: bool) -> tuple[UserDB, bool]:
+        """The user's database, checked (schema, version); with `create`, a new one is made after the
+        models are built, so a configuration that cannot build them leaves nothing behind.
+        Returns (db, whether this call created it)."""
         directory = self.user_dir(user)
-        path = directory / "memory.sqlite"
-        if not path.exists():
-            if not create:
-                raise StoreError(f"no memory for user {user!r} in {self.root}")
-            directory.mkdir(parents=True, exist_ok=True)
-        db = UserDB(path)
-        if create:
-            db.create(self.embedder.name, self.embedder.dim)
-        return db
+        db = UserDB(directory / "memory.sqlite")
+        if not db.path.exists() and not create:
+            raise StoreError(f"no memory for user {user!r} in {self.root}")
+        if db.path.exists():
+            db.validate()
+            return db, False
+        embedder, _ = self.embedder, self.scheduler
+        directory.mkdir(parents=True, exist_ok=True)
+        return db, db.create(embedder.name, embedder.dim)
 
     def snapshot(self, user: str) -> Snapshot:
         """The last committed version of `user`'s memory (reloaded when another process committed)."""
@@ -133,18 +142,20 @@ class MemForest:
     @contextmanager
     def _writer(self, user: str, create: bool = True) -> Iterator[tuple[UserDB, UserState, ChangeSet]]:
         """Serialise writers of one user (across threads and processes), hand out a private copy
-        of the committed state, and commit the ChangeSet the block fills in."""
-        db = self._db(user, create=create)
-        lock_path = self.user_dir(user) / "write.lock"
-        with lock_path.open("a") as lock_file:
-            fcntl.flock(lock_file, fcntl.LOCK_EX)
+        of the committed state, and commit the ChangeSet the block fills in. The store's schema and
+        embedder are checked against this configuration before anything is read or written."""
+        db, fresh = self._open_db(user, create)
+        with write_lock(self.user_dir(user) / "write.lock", user, self.config.limits.lock_wait_s):
             try:
+                db.validate(self.embedder.name, self.embedder.dim)
                 state = db.load(user)
                 changes = ChangeSet()
                 yield db, state, changes
                 self._commit(user, db, state, changes)
-            finally:
-                fcntl.flock(lock_file, fcntl.LOCK_UN)
+            except BaseException:
+                if fresh:
+                    _discard_new_store(db, self.user_dir(user))
+                raise
 
     def _commit(self, user: str, db: UserDB, state: UserState, ch: ChangeSet) -> None:
         removed_nodes: dict[str, list[int]] = {}
@@ -170,7 +181,7 @@ class MemForest:
             index.apply(state, ch, removed_nodes, removed_rowids)
         else:
             index = ForestIndex.build(state, state.dim)
-        index.save(self.user_dir(user) / "index")
+        _save_cache(index, self.user_dir(user) / "index")
         self._snapshots[user] = Snapshot(state, index)
         self.last_commit["index"] = round(time.perf_counter() - t, 4)
 
@@ -226,6 +237,10 @@ class MemForest:
         """Merge the forests of `sources` (users of this store, or of `source_store`) into `target`."""
         origin = MemForest(source_store, self.config, embedder=self.embedder) if source_store else self
         states = [origin.snapshot(u).state for u in sources]
+        for src in states:
+            if (src.embedder, src.dim) != (self.embedder.name, self.embedder.dim):
+                raise StoreError(f"source user {src.user!r} was built with embedder {src.embedder} ({src.dim}-d); "
+                                 f"this configuration uses {self.embedder.name} ({self.embedder.dim}-d)")
         if not source_store and target in sources:
             raise InputError("the merge target must not be one of its sources")
         reports = []
@@ -247,10 +262,12 @@ class MemForest:
         return report
 
     def check(self, user: str) -> dict[str, Any]:
-        """Structural invariants, placements and index rows against store rows."""
-        db = self._db(user, create=False)
-        state = db.load(user)
-        return check_state(state, self.user_dir(user) / "index")
+        """Every finding about the user's store: SQLite integrity, schema, tree structure, placements,
+        vectors, and the index caches against the store (damaged caches are rebuilt from SQLite)."""
+        path = self.user_dir(user) / "memory.sqlite"
+        if not path.exists():
+            raise StoreError(f"no memory for user {user!r} in {self.root}")
+        return check_store(user, UserDB(path), self.user_dir(user) / "index")
 
     def _refresh(self, state: UserState, ch: ChangeSet, op: str) -> RefreshStats:
         return refresh(state, set(ch.trees), self.scheduler, self.embedder, self.config.tree, ch,
@@ -284,3 +301,24 @@ def _removed_tree_rowids(old: Snapshot | None, ch: ChangeSet) -> dict[str, int]:
     if old is None:
         return {}
     return {t: old.state.trees[t].rowid for t in ch.deleted_trees if t in old.state.trees}
+
+
+def _save_cache(index: ForestIndex, directory: Path) -> None:
+    """Write the index caches after a commit. A failure here (full disk, unwritable folder) does not
+    fail the committed operation: the caches are rebuilt from SQLite when next opened."""
+    try:
+        index.save(directory)
+    except (OSError, RuntimeError) as e:
+        log.warning("memforest: warning: committed, but the index cache in %s was not written (%s); "
+                    "it is rebuilt from the database when next opened", directory, e)
+
+
+def _discard_new_store(db: UserDB, directory: Path) -> None:
+    """Remove the database a failed first write created, so a rejected first write leaves nothing."""
+    try:
+        if db.discard_if_empty():
+            (directory / "write.lock").unlink(missing_ok=True)
+            with suppress(OSError):  # not empty: something else lives there
+                directory.rmdir()
+    except (OSError, StoreError) as e:
+        log.warning("memforest: warning: could not remove the new empty store %s: %s", directory, e)

@@ -1,23 +1,66 @@
-"""`memforest check`: the store's invariants, placements and index rows."""
+"""`memforest check`: every finding about a user's store, never a crash.
+
+The database (file, SQLite integrity, schema version), the state it holds (tree structure,
+placements, facts, vector widths) and the index caches (stamp, rows, a checksum of the vectors
+against the store). A damaged database is reported with its path and left as it is; damaged or stale
+caches are rebuilt from it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from memforest.errors import StoreError
 from memforest.index.forest_index import ForestIndex
 from memforest.routing import entities
 from memforest.state import UserState
+from memforest.store.db import UserDB
+from memforest.store.integrity import database_problems, index_findings, rebuild_index, vector_problems
 from memforest.trees.memtree import TreeInvariantError
 
 
+def check_store(user: str, db: UserDB, index_dir: Path) -> dict[str, Any]:
+    """`ok` is whether the database is sound; `problems` lists what is wrong with it, `cache` what
+    was wrong with the index caches (then rebuilt: `index_rebuilt`)."""
+    report: dict[str, Any] = {"user": user, "path": str(db.path), "ok": False, "problems": [], "cache": [],
+                              "index_rebuilt": False}
+    problems = database_problems(db.path)
+    state = None
+    if not problems:
+        try:
+            state = db.load(user)
+        except StoreError as e:
+            problems.append(str(e))
+    if state is not None:
+        problems += vector_problems(state)
+        if not problems:
+            problems += state_problems(state)
+            report.update(version=state.version, trees=len(state.trees), facts=len(state.facts))
+    if state is not None and not problems:
+        report["cache"] = index_findings(index_dir, state)
+        if report["cache"]:
+            failed = rebuild_index(index_dir, state)
+            report["index_rebuilt"] = failed is None
+            report["cache"] += [failed] if failed else []
+    report["problems"], report["ok"] = problems, not problems
+    return report
+
+
 def check_state(state: UserState, index_dir: Path) -> dict[str, Any]:
-    """A list of problems (empty when the store is sound) and whether the index cache was rebuilt."""
+    """A list of problems (empty when the state is sound) and whether the index cache was rebuilt."""
+    problems = state_problems(state)
+    _, rebuilt = ForestIndex.open(index_dir, state, state.dim)
+    return {"user": state.user, "version": state.version, "ok": not problems, "problems": problems,
+            "index_rebuilt": rebuilt, "trees": len(state.trees), "facts": len(state.facts)}
+
+
+def state_problems(state: UserState) -> list[str]:
+    """Tree structure, every node's summary and vector, placements and facts."""
     problems: list[str] = []
     for tid, info in state.trees.items():
         try:
             info.tree.validate()
-        except TreeInvariantError as e:
+        except (TreeInvariantError, KeyError, TypeError) as e:
             problems.append(f"{tid}: {e}")
             continue
         for nid in info.tree.nodes:
@@ -25,9 +68,7 @@ def check_state(state: UserState, index_dir: Path) -> dict[str, Any]:
                 problems.append(f"{tid} node {nid}: no summary or embedding")
         problems += _placements(state, tid)
     problems += _facts(state)
-    _, rebuilt = ForestIndex.open(index_dir, state, state.dim)
-    return {"user": state.user, "version": state.version, "ok": not problems, "problems": problems,
-            "index_rebuilt": rebuilt, "trees": len(state.trees), "facts": len(state.facts)}
+    return problems
 
 
 def _placements(state: UserState, tid: str) -> list[str]:
@@ -58,4 +99,9 @@ def _facts(state: UserState) -> list[str]:
     for sid, scene in state.scenes.items():
         if scene.tree_id not in state.trees or len(state.trees[scene.tree_id].tree) != scene.size:
             problems.append(f"{sid}: size {scene.size} differs from its tree")
+    for sid, cells in state.session_cells.items():
+        if sid not in state.sessions:
+            problems.append(f"cells {cells[:3]} belong to missing session {sid}")
+        elif cells and f"session:{sid}" not in state.trees:
+            problems.append(f"session {sid} has no session tree")
     return problems
