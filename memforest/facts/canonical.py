@@ -22,6 +22,7 @@ from memforest.prompts import token_bound
 from memforest.types import Fact
 
 _NON_WORD = re.compile(r"[^0-9a-z]+")
+BLOCK_CELLS = 1 << 22  # similarities computed at once while looking for candidates (16 MiB of float32)
 
 
 def normalize_text(text: str) -> str:
@@ -110,23 +111,44 @@ def _pairs_to_check(
     embeddings: np.ndarray,
     cfg: CanonConfig,
     within_batch: bool,
+    block_cells: int = BLOCK_CELLS,
 ) -> list[tuple[int, str]]:
     """(candidate index, reference) pairs; a reference is an existing fact id or `#j` for an
-    earlier candidate of the same batch. Top `candidates` above `min_cosine`, at most `max_llm_checks`."""
+    earlier candidate of the same batch. Top `candidates` above `min_cosine`, at most `max_llm_checks`.
+
+    Similarities are computed a block of rows at a time, at most `block_cells` entries at once, so
+    memory stays bounded however many candidates one write brings (never an N x N matrix)."""
     pairs: list[tuple[int, str]] = []
     if not pending:
         return pairs
     sub = embeddings[pending]
-    sims_old = sub @ existing_matrix.T if len(existing_ids) else np.zeros((len(pending), 0), np.float32)
-    sims_new = sub @ sub.T
-    for row, i in enumerate(pending):
-        scored = [(float(s), existing_ids[j]) for j, s in enumerate(sims_old[row]) if s >= cfg.min_cosine]
-        if within_batch:
-            scored += [(float(sims_new[row, c]), f"#{pending[c]}") for c in range(row)
-                       if sims_new[row, c] >= cfg.min_cosine]
-        scored.sort(key=lambda x: -x[0])
-        pairs.extend((i, ref) for _, ref in scored[: cfg.candidates][: cfg.max_llm_checks])
+    width = len(existing_ids) + (len(pending) if within_batch else 0)
+    rows = max(1, block_cells // max(width, 1))
+    for lo in range(0, len(pending), rows):
+        hi = min(lo + rows, len(pending))
+        block = sub[lo:hi]
+        sims_old = block @ existing_matrix.T if len(existing_ids) else np.zeros((hi - lo, 0), np.float32)
+        sims_new = block @ sub[:hi].T if within_batch else np.zeros((hi - lo, 0), np.float32)
+        for r in range(hi - lo):
+            row = lo + r
+            refs = _above(sims_old[r], sims_new[r, :row] if within_batch else sims_new[r], existing_ids,
+                          pending, cfg)
+            pairs.extend((pending[row], ref) for ref in refs)
     return pairs
+
+
+def _above(old: np.ndarray, new: np.ndarray, existing_ids: list[str], pending: list[int],
+           cfg: CanonConfig) -> list[str]:
+    """References whose similarity reaches `min_cosine`, best first (ties: existing facts, then
+    earlier candidates, each in order), cut to `candidates` and then `max_llm_checks`."""
+    hit_old = np.flatnonzero(old >= cfg.min_cosine)
+    hit_new = np.flatnonzero(new >= cfg.min_cosine)
+    if not hit_old.size and not hit_new.size:
+        return []
+    scores = np.concatenate([old[hit_old], new[hit_new]]).astype(np.float64)
+    refs = [existing_ids[j] for j in hit_old] + [f"#{pending[c]}" for c in hit_new]
+    order = list(np.argsort(-scores, kind="stable"))
+    return [refs[k] for k in order[: cfg.candidates][: cfg.max_llm_checks]]
 
 
 def _text(ref: str, existing: dict[str, Fact], candidates: list[Candidate]) -> str:
