@@ -12,7 +12,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from memforest.check import check_store
+from memforest.check import check_store, damaged
 from memforest.config import MemForestConfig
 from memforest.errors import InputError, StoreError
 from memforest.index.forest_index import ForestIndex
@@ -152,9 +152,12 @@ class MemForest:
                 changes = ChangeSet()
                 yield db, state, changes
                 self._commit(user, db, state, changes)
-            except BaseException:
+            except BaseException as e:
                 if fresh:
                     _discard_new_store(db, self.user_dir(user))
+                diagnosis = damaged(e, user, db)
+                if diagnosis is not e:
+                    raise diagnosis from e
                 raise
 
     def _commit(self, user: str, db: UserDB, state: UserState, ch: ChangeSet) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memforest.errors import StoreError
+from memforest.errors import MemForestError, StoreError
 from memforest.index.forest_index import ForestIndex
 from memforest.routing import entities
 from memforest.state import UserState
@@ -44,6 +44,34 @@ def check_store(user: str, db: UserDB, index_dir: Path) -> dict[str, Any]:
             report["cache"] += [failed] if failed else []
     report["problems"], report["ok"] = problems, not problems
     return report
+
+
+def store_problems(user: str, db: UserDB) -> list[str]:
+    """What is wrong with the database (file, integrity, schema, rows, vectors, trees), caches left
+    alone: the diagnosis of an operation that failed unexpectedly."""
+    problems = database_problems(db.path)
+    if problems:
+        return problems
+    try:
+        state = db.load(user)
+    except StoreError as e:
+        return [str(e)]
+    return vector_problems(state) or state_problems(state)
+
+
+def damaged(exc: BaseException, user: str, db: UserDB) -> BaseException:
+    """A StoreError naming the damage when an unexpected failure comes from a damaged store, else `exc`."""
+    if isinstance(exc, MemForestError) or not isinstance(exc, Exception):
+        return exc
+    try:
+        problems = store_problems(user, db)
+    except Exception:  # the diagnosis must never hide the failure it explains
+        return exc
+    if not problems:
+        return exc
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return StoreError(f"the memory of user {user!r} in {db.path} is damaged: {problems[0]}{more}; "
+                      "run `memforest check` and restore it from a backup")
 
 
 def check_state(state: UserState, index_dir: Path) -> dict[str, Any]:

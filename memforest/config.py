@@ -189,7 +189,7 @@ AT_LEAST: tuple[tuple[str, str, float], ...] = (
     ("llm", "context_tokens", 256), ("llm", "max_retries", 0), ("llm", "json_retries", 0),
     ("llm", "timeout_s", 0.001), ("embedder", "dim", 1), ("embedder", "batch_size", 1),
     ("chunk", "max_turns", 1), ("chunk", "max_chars", 1), ("extraction", "max_items", 1),
-    ("tree", "fanout_session", 2), ("tree", "fanout_entity", 2), ("tree", "fanout_scene", 2),
+    ("tree", "fanout_session", 3), ("tree", "fanout_entity", 3), ("tree", "fanout_scene", 3),
     ("query", "top_trees", 1), ("query", "beam", 1), ("query", "final_units", 1),
     ("limits", "turn_chars", 1), ("limits", "turns_per_session", 1), ("limits", "sessions_per_call", 1),
     ("limits", "lock_wait_s", 0),

@@ -84,7 +84,7 @@ OPTION_VALUES = st.one_of(
                      " ", "=", "a=b", "extractive", "planner", "teleport", "0.5", "-0.5", "1e-9"]),
     st.integers(-(10**6), 10**6).map(str), st.floats().map(str), st.text(max_size=10))
 PLAUSIBLE = ["chunk.max_turns=4", "chunk.max_turns=1", "chunk.max_chars=20", "chunk.gap_hours=0", "degraded_ok=true",
-             "tree.fanout_session=2", "tree.fanout_scene=2", "tree.summary_mode=extractive", "tree.leaf_words=0",
+             "tree.fanout_session=3", "tree.fanout_scene=3", "tree.summary_mode=extractive", "tree.leaf_words=0",
              "tree.summary_words=1", "scene.assign=0.1", "scene.spawn=0.99", "scene.max_size=1", "canon.min_cosine=0",
              "canon.candidates=0", "canon.max_llm_checks=0", "extraction.max_items=1", "extraction.max_fact_chars=1",
              "entity.min_facts=1", "entity.min_sessions=1", "query.mode=planner", "query.top_trees=1",
@@ -165,12 +165,14 @@ def _sql_damage(db: Path, how: tuple[Any, ...]) -> None:
             con.execute(f"DELETE FROM {table} WHERE rowid % ? = ?", (how[2], how[3] % how[2]))
         elif kind == "garble":
             columns = [row[1] for row in con.execute(f"PRAGMA table_info({table})")]
+            if not columns:
+                return
             column = columns[how[2] % len(columns)]
             con.execute(f"UPDATE {table} SET {column} = ? WHERE rowid % ? = 0", (how[3], how[4]))
         else:
             con.execute("UPDATE meta SET value = ? WHERE key = ?", (how[2], table))
         con.commit()
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):
         pass  # a damage SQLite itself refuses (NOT NULL, a file already broken)
     finally:
         con.close()

@@ -47,7 +47,7 @@ class UserDB:
             con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=FULL")
             yield con
-        except sqlite3.Error as e:
+        except (sqlite3.Error, UnicodeDecodeError) as e:  # text that is not UTF-8 is damage too
             raise store_error(e, self.path) from e
         finally:
             con.close()

@@ -16,7 +16,7 @@ from memforest.errors import StoreError
 from memforest.index.forest_index import ForestIndex
 from memforest.index.vectors import VectorIndex, _faiss
 from memforest.state import UserState
-from memforest.store.validate import file_problem, schema_problems, store_error
+from memforest.store.validate import column_problems, file_problem, schema_problems, store_error
 
 KINDS = ("nodes", "roots", "facts")
 _SHOWN_LINES = 10
@@ -35,8 +35,8 @@ def database_problems(path: Path) -> list[str]:
         lines = [row[0] for row in con.execute("PRAGMA integrity_check")]
         if lines != ["ok"]:
             return [f"{path}: SQLite integrity check: {line}" for line in lines[:_SHOWN_LINES]]
-        return schema_problems(con, path)
-    except sqlite3.Error as e:
+        return schema_problems(con, path) or column_problems(con, path)
+    except (sqlite3.Error, UnicodeDecodeError) as e:
         return [str(store_error(e, path))]
     finally:
         con.close()

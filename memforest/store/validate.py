@@ -61,6 +61,31 @@ def schema_problems(con: sqlite3.Connection, path: Path) -> list[str]:
     return problems
 
 
+_TYPES = {"TEXT": ("text",), "INTEGER": ("integer",), "REAL": ("real", "integer"), "BLOB": ("blob",)}
+_TIME_COLUMNS = {"time", "t_lo", "t_hi", "source_time", "event_start", "event_end", "t_last"}
+_TIME_RANGE = (-3e9, 8e9)  # seconds since 1970: about the years 1875 to 2223
+
+
+def column_problems(con: sqlite3.Connection, path: Path) -> list[str]:
+    """Values whose type differs from their column's declared type (SQLite stores any type in any
+    column), NULLs in NOT NULL columns, and times outside the calendar MemForest accepts."""
+    problems = []
+    for table in TABLES:
+        for _, column, declared, notnull, _, _ in con.execute(f"PRAGMA table_info({table})").fetchall():
+            allowed = _TYPES.get(str(declared).upper(), ())
+            if not allowed:
+                continue
+            kinds = ", ".join(f"'{k}'" for k in (*allowed, *(() if notnull else ("null",))))
+            condition = f"typeof({column}) NOT IN ({kinds})"
+            if column in _TIME_COLUMNS:
+                condition += f" OR ({column} IS NOT NULL AND ({column} < {_TIME_RANGE[0]} OR {column} > {_TIME_RANGE[1]}))"
+            bad = con.execute(f"SELECT count(*) FROM {table} WHERE {condition}").fetchone()[0]
+            if bad:
+                problems.append(f"{path} is damaged: {bad} value(s) of {table}.{column} are not {declared.lower()}"
+                                f"{' times in range' if column in _TIME_COLUMNS else ''}; {_ADVICE}")
+    return problems
+
+
 def identity_problem(con: sqlite3.Connection, path: Path, embedder: str, dim: int) -> str | None:
     """A mismatch between the configured embedder and the one the store was built with."""
     meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim')").fetchall())
@@ -70,10 +95,12 @@ def identity_problem(con: sqlite3.Connection, path: Path, embedder: str, dim: in
     return None
 
 
-def store_error(exc: sqlite3.Error, path: Path) -> StoreError:
+def store_error(exc: sqlite3.Error | UnicodeDecodeError, path: Path) -> StoreError:
     """An SQLite failure as a one-line StoreError naming the database and what to do."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     low = text.lower()
+    if isinstance(exc, UnicodeDecodeError):
+        return StoreError(f"{path} is damaged (a text value is not valid UTF-8: {exc.reason}); {_ADVICE}")
     if "disk is full" in low:
         return StoreError(f"{path}: the disk is full ({text}); the operation was rolled back, nothing was written")
     if "locked" in low or "busy" in low:
