@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import fcntl
 import itertools
+import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from memforest import publish
-from memforest.check import check_state
+from memforest.check import check_store, damaged
 from memforest.config import MemForestConfig
 from memforest.errors import InputError, StoreError
 from memforest.lifecycle import delete_session
@@ -28,10 +28,13 @@ from memforest.sessions import check_id, parse_session, parse_sessions
 from memforest.snapshot import Snapshot
 from memforest.state import ChangeSet, UserState
 from memforest.store.db import UserDB
+from memforest.store.lock import write_lock
 from memforest.timeutil import iso_minute, parse_time
 from memforest.timing import Clock
 from memforest.types import Session
 from memforest.write import IngestReport, ingest_sessions, refresh_pending
+
+log = logging.getLogger(__name__)
 
 
 class MemForest:
@@ -106,16 +109,22 @@ class MemForest:
         return sorted(p.name for p in base.iterdir() if (p / "memory.sqlite").exists()) if base.exists() else []
 
     def _db(self, user: str, create: bool) -> UserDB:
+        return self._open_db(user, create)[0]
+
+    def _open_db(self, user: str, create: bool) -> tuple[UserDB, bool]:
+        """The user's database, checked (schema, version); with `create`, a new one is made after the
+        models are built, so a configuration that cannot build them leaves nothing behind.
+        Returns (db, whether this call created it)."""
         directory = self.user_dir(user)
-        path = directory / "memory.sqlite"
-        if not path.exists():
-            if not create:
-                raise StoreError(f"no memory for user {user!r} in {self.root}")
-            directory.mkdir(parents=True, exist_ok=True)
-        db = UserDB(path)
-        if create:
-            db.create(self.embedder.name, self.embedder.dim)
-        return db
+        db = UserDB(directory / "memory.sqlite")
+        if not db.path.exists() and not create:
+            raise StoreError(f"no memory for user {user!r} in {self.root}")
+        if db.path.exists():
+            db.validate()
+            return db, False
+        embedder, _ = self.embedder, self.scheduler
+        directory.mkdir(parents=True, exist_ok=True)
+        return db, db.create(embedder.name, embedder.dim)
 
     def snapshot(self, user: str) -> Snapshot:
         """The last committed version of `user`'s memory: the resident one, reloaded when another
@@ -138,22 +147,27 @@ class MemForest:
                 ) -> Iterator[tuple[UserDB, UserState, ChangeSet]]:
         """Serialise writers of one user (across threads and processes), hand out the next version of
         the committed state (copy-on-write; `whole=True`: a private full copy read from the store),
-        and commit and publish the ChangeSet the block fills in."""
+        and commit and publish the ChangeSet the block fills in. The store's schema and embedder are
+        checked against this configuration before anything is read or written."""
         clock = clock or Clock()
-        db = self._db(user, create=create)
-        lock_path = self.user_dir(user) / "write.lock"
-        with lock_path.open("a") as lock_file:
-            fcntl.flock(lock_file, fcntl.LOCK_EX)
+        db, fresh = self._open_db(user, create)
+        with write_lock(self.user_dir(user) / "write.lock", user, self.config.limits.lock_wait_s):
             try:
                 clock.lap("lock")
+                db.validate(self.embedder.name, self.embedder.dim)
                 base = self._current(user, db)
                 state = db.load(user) if whole else base.state.fork()
                 changes = ChangeSet()
                 clock.lap("load")
                 yield db, state, changes
                 self._commit(user, db, base, state, changes, clock, whole)
-            finally:
-                fcntl.flock(lock_file, fcntl.LOCK_UN)
+            except BaseException as e:
+                if fresh:
+                    _discard_new_store(db, self.user_dir(user))
+                diagnosis = damaged(e, user, db)
+                if diagnosis is not e:
+                    raise diagnosis from e
+                raise
 
     def _commit(self, user: str, db: UserDB, base: Snapshot, state: UserState, ch: ChangeSet, clock: Clock,
                 whole: bool) -> None:
@@ -163,10 +177,19 @@ class MemForest:
         clock.lap("changes")
         db.commit(state, ch, expected_version=base.version)
         clock.lap("commit")
-        snap = publish.next_snapshot(base, state, ch, removed_nodes, rebuild=whole)
+        try:
+            snap: Snapshot | None = publish.next_snapshot(base, state, ch, removed_nodes, rebuild=whole)
+        except Exception as e:  # committed: the operation stands, the next reader loads it from the store
+            log.warning("memforest: warning: committed, but the new version of %r was not published in "
+                        "memory (%s: %s); it is loaded from the database when next read", user,
+                        type(e).__name__, e)
+            snap = None
         clock.lap("index")
         with self._lock:
-            self._snapshots[user] = snap
+            if snap is None:
+                self._snapshots.pop(user, None)
+            else:
+                self._snapshots[user] = snap
         clock.lap("publish")
 
     # ---- write path -------------------------------------------------------------------------------
@@ -233,6 +256,10 @@ class MemForest:
         """Merge the forests of `sources` (users of this store, or of `source_store`) into `target`."""
         origin = MemForest(source_store, self.config, embedder=self.embedder) if source_store else self
         states = [origin.snapshot(u).state for u in sources]
+        for src in states:
+            if (src.embedder, src.dim) != (self.embedder.name, self.embedder.dim):
+                raise StoreError(f"source user {src.user!r} was built with embedder {src.embedder} ({src.dim}-d); "
+                                 f"this configuration uses {self.embedder.name} ({self.embedder.dim}-d)")
         if not source_store and target in sources:
             raise InputError("the merge target must not be one of its sources")
         reports = []
@@ -254,10 +281,19 @@ class MemForest:
         return report
 
     def check(self, user: str) -> dict[str, Any]:
-        """Structural invariants, placements and index rows against store rows."""
-        db = self._db(user, create=False)
-        state = db.load(user)
-        return check_state(state, self.snapshot(user).index if self.snapshot(user).version == state.version else None)
+        """Every finding about the user's store: SQLite integrity, schema, tree structure, placements,
+        vectors, and the resident indexes against the store (damaged ones are rebuilt from SQLite)."""
+        path = self.user_dir(user) / "memory.sqlite"
+        if not path.exists():
+            raise StoreError(f"no memory for user {user!r} in {self.root}")
+        with self._lock:
+            resident = self._snapshots.get(user)
+        report = check_store(user, UserDB(path), resident.index if resident else None)
+        if report["index_rebuilt"]:
+            with self._lock:
+                if self._snapshots.get(user) is resident:
+                    del self._snapshots[user]  # the next reader rebuilds the indexes from the store
+        return report
 
     def _refresh(self, state: UserState, ch: ChangeSet, op: str) -> RefreshStats:
         return refresh(state, set(ch.trees), self.scheduler, self.embedder, self.config.tree, ch,
@@ -286,3 +322,14 @@ class MemForest:
         return run_query(snap, question, iso_minute(ref), cfg, self.embedder,
                          self.scheduler if needs_llm else None, self.log, answer, tags)
 
+
+
+def _discard_new_store(db: UserDB, directory: Path) -> None:
+    """Remove the database a failed first write created, so a rejected first write leaves nothing."""
+    try:
+        if db.discard_if_empty():
+            (directory / "write.lock").unlink(missing_ok=True)
+            with suppress(OSError):  # not empty: something else lives there
+                directory.rmdir()
+    except (OSError, StoreError) as e:
+        log.warning("memforest: warning: could not remove the new empty store %s: %s", directory, e)

@@ -1,23 +1,82 @@
-"""`memforest check`: the store's invariants, placements and index rows."""
+"""`memforest check`: every finding about a user's store, never a crash.
+
+The database (file, SQLite integrity, schema version), the state it holds (tree structure,
+placements, facts, vector widths) and the resident indexes (version, rows, a checksum of the
+vectors against the store). A damaged database is reported with its path and left as it is; damaged
+or stale indexes are dropped and rebuilt from it."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from memforest.errors import MemForestError, StoreError
 from memforest.index.forest_index import ForestIndex
 from memforest.routing import entities
 from memforest.state import UserState
+from memforest.store.db import UserDB
+from memforest.store.integrity import database_problems, index_findings, vector_problems
 from memforest.trees.memtree import TreeInvariantError
 
 
-def check_state(state: UserState, index: ForestIndex | None) -> dict[str, Any]:
-    """A list of problems (empty when the store is sound); `index`: the resident indexes of the same
-    version, checked row for row against the store (None: they are rebuilt from it)."""
+def check_store(user: str, db: UserDB, index: ForestIndex | None) -> dict[str, Any]:
+    """`ok` is whether the database is sound; `problems` lists what is wrong with it, `cache` what
+    was wrong with the resident indexes `index` (the caller then drops them: `index_rebuilt`)."""
+    report: dict[str, Any] = {"user": user, "path": str(db.path), "ok": False, "problems": [], "cache": [],
+                              "index_rebuilt": False}
+    problems = database_problems(db.path)
+    state = None
+    if not problems:
+        try:
+            state = db.load(user)
+        except StoreError as e:
+            problems.append(str(e))
+    if state is not None:
+        problems += vector_problems(state)
+        if not problems:
+            problems += state_problems(state)
+            report.update(version=state.version, trees=len(state.trees), facts=len(state.facts))
+    if state is not None and not problems and index is not None:
+        report["cache"] = index_findings(index, state)
+        report["index_rebuilt"] = bool(report["cache"])
+    report["problems"], report["ok"] = problems, not problems
+    return report
+
+
+def store_problems(user: str, db: UserDB) -> list[str]:
+    """What is wrong with the database (file, integrity, schema, rows, vectors, trees), caches left
+    alone: the diagnosis of an operation that failed unexpectedly."""
+    problems = database_problems(db.path)
+    if problems:
+        return problems
+    try:
+        state = db.load(user)
+    except StoreError as e:
+        return [str(e)]
+    return vector_problems(state) or state_problems(state)
+
+
+def damaged(exc: BaseException, user: str, db: UserDB) -> BaseException:
+    """A StoreError naming the damage when an unexpected failure comes from a damaged store, else `exc`."""
+    if isinstance(exc, MemForestError) or not isinstance(exc, Exception):
+        return exc
+    try:
+        problems = store_problems(user, db)
+    except Exception:  # the diagnosis must never hide the failure it explains
+        return exc
+    if not problems:
+        return exc
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return StoreError(f"the memory of user {user!r} in {db.path} is damaged: {problems[0]}{more}; "
+                      "run `memforest check` and restore it from a backup")
+
+
+def state_problems(state: UserState) -> list[str]:
+    """Tree structure, every node's summary and vector, placements and facts."""
     problems: list[str] = []
     for tid, info in state.trees.items():
         try:
             info.tree.validate()
-        except TreeInvariantError as e:
+        except (TreeInvariantError, KeyError, TypeError) as e:
             problems.append(f"{tid}: {e}")
             continue
         for nid in info.tree.nodes:
@@ -25,11 +84,7 @@ def check_state(state: UserState, index: ForestIndex | None) -> dict[str, Any]:
                 problems.append(f"{tid} node {nid}: no summary or embedding")
         problems += _placements(state, tid)
     problems += _facts(state)
-    if index is not None and not index.rows_match(state):
-        problems.append("index rows differ from store rows")
-    rebuilt = index is None
-    return {"user": state.user, "version": state.version, "ok": not problems, "problems": problems,
-            "index_rebuilt": rebuilt, "trees": len(state.trees), "facts": len(state.facts)}
+    return problems
 
 
 def _placements(state: UserState, tid: str) -> list[str]:
@@ -60,4 +115,9 @@ def _facts(state: UserState) -> list[str]:
     for sid, scene in state.scenes.items():
         if scene.tree_id not in state.trees or len(state.trees[scene.tree_id].tree) != scene.size:
             problems.append(f"{sid}: size {scene.size} differs from its tree")
+    for sid, cells in state.session_cells.items():
+        if sid not in state.sessions:
+            problems.append(f"cells {cells[:3]} belong to missing session {sid}")
+        elif cells and f"session:{sid}" not in state.trees:
+            problems.append(f"session {sid} has no session tree")
     return problems

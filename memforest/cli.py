@@ -55,6 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if args.debug:
             traceback.print_exc()
+        if not isinstance(e, MemForestError) and getattr(args, "store", None):
+            from memforest.commands import diagnose
+
+            e = diagnose(args, e)
         code, message = failure(e, getattr(args, "store", None))
         print(f"memforest: error: {' '.join(redact(message).split())}", file=sys.stderr)
         return code

@@ -96,6 +96,30 @@ def open_forest(args: argparse.Namespace, generate: bool = True) -> Any:
     return MemForest(args.store, cfg, call_log=CallLog(args.calls) if args.calls else None, generate=generate)
 
 
+def diagnose(args: argparse.Namespace, exc: Exception) -> Exception:
+    """When a store command fails unexpectedly, a StoreError naming the damage if one of the users it
+    touched has a damaged store; otherwise `exc` itself."""
+    from memforest.check import damaged
+    from memforest.sessions import check_id
+    from memforest.store.db import UserDB
+
+    store = getattr(args, "store", None)
+    if store is None:
+        return exc
+    users = [getattr(args, "user", None), getattr(args, "target", None)]
+    users += (getattr(args, "sources", None) or "").split(",")
+    for user in users:
+        try:
+            path = Path(store) / "users" / check_id((user or "").strip(), "user") / "memory.sqlite"
+        except (InputError, TypeError):
+            continue
+        if path.is_file():
+            found = damaged(exc, user.strip(), UserDB(path))  # type: ignore[union-attr]
+            if found is not exc:
+                return found  # type: ignore[return-value]
+    return exc
+
+
 def _source_users(text: str) -> list[str]:
     users = [u.strip() for u in text.split(",") if u.strip()]
     if not users:

@@ -139,11 +139,13 @@ class QueryConfig:
 
 @dataclass
 class LimitsConfig:
-    """Bounds on the input of one write; a larger input is refused with an error naming the bound."""
+    """Bounds on one write: its input (a larger input is refused with an error naming the bound) and
+    how long it waits for the user's write lock."""
 
     turn_chars: int = 200_000
     turns_per_session: int = 5_000
     sessions_per_call: int = 10_000
+    lock_wait_s: float = 600.0  # then the write fails, naming the lock, instead of waiting forever
 
 
 @dataclass
@@ -171,7 +173,7 @@ class MemForestConfig:
                 raise ConfigError(f"option {section}.{name}: {shown(value)} is not one of {', '.join(allowed)}")
         for section, name, least in AT_LEAST:
             value = getattr(getattr(self, section), name)
-            if value < least:
+            if not value >= least:  # NaN too
                 raise ConfigError(f"option {section}.{name}: {value} is below {least}")
         return self
 
@@ -187,9 +189,10 @@ AT_LEAST: tuple[tuple[str, str, float], ...] = (
     ("llm", "context_tokens", 256), ("llm", "max_retries", 0), ("llm", "json_retries", 0),
     ("llm", "timeout_s", 0.001), ("embedder", "dim", 1), ("embedder", "batch_size", 1),
     ("chunk", "max_turns", 1), ("chunk", "max_chars", 1), ("extraction", "max_items", 1),
-    ("tree", "fanout_session", 2), ("tree", "fanout_entity", 2), ("tree", "fanout_scene", 2),
+    ("tree", "fanout_session", 3), ("tree", "fanout_entity", 3), ("tree", "fanout_scene", 3),
     ("query", "top_trees", 1), ("query", "beam", 1), ("query", "final_units", 1),
     ("limits", "turn_chars", 1), ("limits", "turns_per_session", 1), ("limits", "sessions_per_call", 1),
+    ("limits", "lock_wait_s", 0),
 )
 
 

@@ -4,10 +4,10 @@ secrets and huge values out of messages and logs."""
 import re
 
 _SECRETS = re.compile(
-    r"(?i)(authorization\s*[:=]\s*)(?:bearer\s+)?[^\s,;'\"}]+"  # an Authorization header or field
+    r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(?:(?:bearer|basic|token|digest)\s+)?[^\s,;'\"}]+"  # a header/field
     r"|\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"  # a bearer token anywhere
     r"|\bsk-[A-Za-z0-9_-]{8,}"  # OpenAI-style keys
-    r"|(?i:(api[_-]?key\s*[:=]\s*['\"]?))[A-Za-z0-9._~+/=-]{8,}"  # api_key=... / "api-key": "..."
+    r"|(?i:(api[_-]?key['\"]?\s*[:=]\s*['\"]?))[A-Za-z0-9._~+/=-]{8,}"  # api_key=..., "api-key": "..."
 )
 _MAX_SHOWN = 80
 

@@ -82,3 +82,14 @@ def cli_store(tmp_path, capsys):
     assert main(["ingest", *common, str(data)]) == 0
     capsys.readouterr()
     return common
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The fuzz suite's cases and outcomes per class (also written to $MEMFOREST_FUZZ_REPORT)."""
+    fuzzkit = __import__("sys").modules.get("fuzzkit")
+    if fuzzkit is None or not fuzzkit.COUNTS:
+        return
+    terminalreporter.write_sep("=", f"fuzz cases per class ({'long' if fuzzkit.LONG else 'fast'} profile)")
+    terminalreporter.write_line(fuzzkit.format_report())
+    if os.environ.get("MEMFOREST_FUZZ_REPORT"):
+        fuzzkit.write_report(os.environ["MEMFOREST_FUZZ_REPORT"])

@@ -23,6 +23,7 @@ from memforest.prompts import token_bound
 from memforest.types import Fact
 
 _NON_WORD = re.compile(r"[^0-9a-z]+")
+BLOCK_CELLS = 1 << 22  # similarities computed at once while looking for candidates (16 MiB of float32)
 
 
 def normalize_text(text: str) -> str:
@@ -126,22 +127,31 @@ def _pairs_to_check(
     embeddings: np.ndarray,
     cfg: CanonConfig,
     within_batch: bool,
+    block_cells: int = BLOCK_CELLS,
 ) -> list[tuple[int, str]]:
     """(candidate index, reference) pairs; a reference is an existing fact id or `#j` for an
-    earlier candidate of the same batch. Top `candidates` above `min_cosine`, at most `max_llm_checks`."""
+    earlier candidate of the same batch. Top `candidates` above `min_cosine`, at most `max_llm_checks`.
+
+    Similarities are computed a block of rows at a time, at most `block_cells` entries at once, so
+    memory stays bounded however many candidates one write brings (never an N x N matrix)."""
     pairs: list[tuple[int, str]] = []
     if not pending:
         return pairs
     sub = embeddings[pending]
-    near = neighbours(sub, cfg.min_cosine)
-    sims_new = sub @ sub.T
-    for row, i in enumerate(pending):
-        scored = list(near[row])
-        if within_batch:
-            scored += [(float(sims_new[row, c]), f"#{pending[c]}") for c in range(row)
-                       if sims_new[row, c] >= cfg.min_cosine]
-        scored.sort(key=lambda x: -x[0])
-        pairs.extend((i, ref) for _, ref in scored[: cfg.candidates][: cfg.max_llm_checks])
+    rows = max(1, block_cells // max(len(pending) if within_batch else 1, 1))
+    for lo in range(0, len(pending), rows):
+        hi = min(lo + rows, len(pending))
+        block = sub[lo:hi]
+        near = neighbours(block, cfg.min_cosine)
+        sims_new = block @ sub[:hi].T if within_batch else np.zeros((hi - lo, 0), np.float32)
+        for r in range(hi - lo):
+            row = lo + r
+            scored = list(near[r])
+            if within_batch:
+                hits = np.flatnonzero(sims_new[r, :row] >= cfg.min_cosine)
+                scored += [(float(sims_new[r, c]), f"#{pending[c]}") for c in hits]
+            scored.sort(key=lambda x: -x[0])
+            pairs.extend((pending[row], ref) for _, ref in scored[: cfg.candidates][: cfg.max_llm_checks])
     return pairs
 
 

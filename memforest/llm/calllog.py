@@ -96,14 +96,14 @@ class CallLog:
 def _last_ids(path: Path) -> tuple[int, int]:
     """The largest call and wave ids in a JSONL call log; a torn last line (a crash mid-write) is skipped."""
     last_id = last_wave = 0
-    with path.open(encoding="utf-8") as f:
+    with path.open("rb") as f:
         for line in f:
             try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            last_id = max(last_id, int(row.get("id") or 0))
-            last_wave = max(last_wave, int(row.get("wave") or 0))
+                row = json.loads(line.decode("utf-8", errors="replace"))
+                last_id = max(last_id, int(row.get("id") or 0))
+                last_wave = max(last_wave, int(row.get("wave") or 0))
+            except (ValueError, TypeError, AttributeError, OverflowError):
+                continue  # not a record of ours: torn, foreign or damaged
     return last_id, last_wave
 
 

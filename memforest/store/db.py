@@ -6,10 +6,12 @@ committed version and never wait for a writer."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,7 @@ import numpy as np
 from memforest.errors import StoreError
 from memforest.state import ChangeSet, EntityStat, NodeData, Scene, TreeInfo, UserState
 from memforest.store.schema import DDL, SCHEMA_VERSION
+from memforest.store.validate import file_problem, identity_problem, schema_problems, store_error
 from memforest.trees.memtree import MemTree
 from memforest.types import Cell, Fact, Occurrence, Session, Turn
 
@@ -35,36 +38,49 @@ class UserDB:
 
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
-        con = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        """A connection in WAL mode; SQLite failures surface as StoreErrors naming the database."""
+        try:
+            con = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        except sqlite3.Error as e:
+            raise store_error(e, self.path) from e
         try:
             con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=FULL")
             yield con
+        except (sqlite3.Error, UnicodeDecodeError) as e:  # text that is not UTF-8 is damage too
+            raise store_error(e, self.path) from e
         finally:
             con.close()
 
-    def create(self, embedder: str, dim: int) -> None:
-        """Create the schema if missing and check that the embedder matches the stored one."""
-        with self.connect() as con:
-            con.execute("BEGIN IMMEDIATE")
-            for statement in DDL.split(";"):
-                if statement.strip():
-                    con.execute(statement)
-            meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-            if not meta:
-                for k, v in {"schema_version": SCHEMA_VERSION, "embedder": embedder, "dim": dim,
-                             "version": 0, "next_tree_rowid": 1, "next_scene": 1}.items():
-                    con.execute("INSERT INTO meta VALUES (?, ?)", (k, str(v)))
-                con.execute("COMMIT")
-                return
-            con.execute("COMMIT")
-        if int(meta["schema_version"]) != SCHEMA_VERSION:
-            raise StoreError(f"{self.path}: schema version {meta['schema_version']}, expected {SCHEMA_VERSION}")
-        if meta["embedder"] != embedder or int(meta["dim"]) != dim:
-            raise StoreError(
-                f"{self.path} was built with embedder {meta['embedder']} ({meta['dim']}-d); "
-                f"this configuration uses {embedder} ({dim}-d)"
-            )
+    def validate(self, embedder: str | None = None, dim: int | None = None) -> None:
+        """Refuse, naming the path, a file that is not a sound database of this schema version or
+        (when given) was built with another embedder. Reads only; nothing is created or repaired."""
+        problem = file_problem(self.path)
+        if problem is None:
+            with self.connect() as con:
+                problems = schema_problems(con, self.path)
+                if not problems and embedder is not None and dim is not None:
+                    problems = [p for p in [identity_problem(con, self.path, embedder, dim)] if p]
+            problem = problems[0] if problems else None
+        if problem is not None:
+            raise StoreError(problem)
+
+    def create(self, embedder: str, dim: int) -> bool:
+        """Create the database if it does not exist, atomically (a complete database appears at the
+        path, or none); check an existing one. Returns whether this call created it."""
+        created = False
+        if not self.path.exists():
+            created = _create_file(self.path, embedder, dim)
+        self.validate(embedder, dim)
+        return created
+
+    def discard_if_empty(self) -> bool:
+        """Remove a database no operation has committed to (a failed first write); True if removed."""
+        if self.version() != 0:
+            return False
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+        return True
 
     def version(self) -> int:
         with self.connect() as con:
@@ -72,13 +88,16 @@ class UserDB:
         return int(row[0]) if row else 0
 
     def load(self, user: str) -> UserState:
-        """The committed state, read in one snapshot."""
+        """The committed state, read in one snapshot; rows that do not fit together are a StoreError."""
         with self.connect() as con:
             con.execute("BEGIN")
             try:
                 state = _read_state(con, user)
+            except (KeyError, ValueError, TypeError, IndexError, AttributeError) as e:
+                raise StoreError(f"{self.path} is damaged: its rows do not fit together ({type(e).__name__}: "
+                                 f"{' '.join(str(e).split())[:120]}); run `memforest check`") from e
             finally:
-                con.execute("COMMIT")
+                _rollback(con)  # a read-only transaction: nothing to keep
         state.derive()
         return state
 
@@ -108,10 +127,48 @@ class UserDB:
                             (version, ch.operation.get("kind", "?"), json.dumps(ch.operation), time.time()))
                 con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                _rollback(con)
                 raise
         state.version = version
         return version
+
+
+def _rollback(con: sqlite3.Connection) -> None:
+    """Roll back if a transaction is still open: SQLite has already rolled back after some errors (a
+    full disk), and a second failure must not hide the first."""
+    if con.in_transaction:
+        with suppress(sqlite3.Error):
+            con.execute("ROLLBACK")
+
+
+def _create_file(path: Path, embedder: str, dim: int) -> bool:
+    """Build the schema in a private file, then link it into place unless another writer was first."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    try:
+        con = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=FULL")
+            con.execute("BEGIN IMMEDIATE")
+            for statement in DDL.split(";"):
+                if statement.strip():
+                    con.execute(statement)
+            for k, v in {"schema_version": SCHEMA_VERSION, "embedder": embedder, "dim": dim,
+                         "version": 0, "next_tree_rowid": 1, "next_scene": 1}.items():
+                con.execute("INSERT INTO meta VALUES (?, ?)", (k, str(v)))
+            con.execute("COMMIT")
+        finally:
+            con.close()  # the last connection checkpoints the WAL into the file
+        try:
+            os.link(tmp, path)
+            return True
+        except FileExistsError:
+            return False
+    except sqlite3.Error as e:
+        raise store_error(e, path) from e
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{tmp}{suffix}").unlink(missing_ok=True)
 
 
 def _read_state(con: sqlite3.Connection, user: str) -> UserState:

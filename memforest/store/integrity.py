@@ -1,0 +1,96 @@
+"""Findings about a store: SQLite's own integrity check, the schema, the vectors' widths, and the
+resident indexes compared with the store row by row and vector by vector (a checksum per index).
+
+Nothing here writes the database; indexes are derived from it and rebuilt by reloading."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+from memforest.errors import StoreError
+from memforest.index.forest_index import ForestIndex
+from memforest.state import UserState
+from memforest.store.validate import column_problems, file_problem, schema_problems, store_error
+from memforest.vector_table import VectorTable
+
+KINDS = ("nodes", "roots", "facts")
+_SHOWN_LINES = 10
+
+
+def database_problems(path: Path) -> list[str]:
+    """The file, SQLite's `PRAGMA integrity_check` and the schema (tables, meta, version)."""
+    problem = file_problem(path)
+    if problem is not None:
+        return [problem]
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60.0)
+    except sqlite3.Error as e:
+        return [str(store_error(e, path))]
+    try:
+        lines = [row[0] for row in con.execute("PRAGMA integrity_check")]
+        if lines != ["ok"]:
+            return [f"{path}: SQLite integrity check: {line}" for line in lines[:_SHOWN_LINES]]
+        return schema_problems(con, path) or column_problems(con, path)
+    except (sqlite3.Error, UnicodeDecodeError) as e:
+        return [str(store_error(e, path))]
+    finally:
+        con.close()
+
+
+def vector_problems(state: UserState) -> list[str]:
+    """Stored vectors of the wrong width or with non-finite values."""
+    problems = []
+    groups = {"node": {f"{t} node {n}": d.embedding for (t, n), d in state.nodes.items()},
+              "fact": dict(state.fact_vecs), "scene": {s: sc.total for s, sc in state.scenes.items()}}
+    for kind, vectors in groups.items():
+        wrong = sorted(k for k, v in vectors.items() if v.shape != (state.dim,))
+        bad = sorted(k for k, v in vectors.items() if v.shape == (state.dim,) and not np.isfinite(v).all())
+        if wrong:
+            problems.append(f"{len(wrong)} {kind} vector(s) are not {state.dim}-d, e.g. {wrong[0]}")
+        if bad:
+            problems.append(f"{len(bad)} {kind} vector(s) hold NaN or infinity, e.g. {bad[0]}")
+    return problems
+
+
+def index_findings(index: ForestIndex, state: UserState) -> list[str]:
+    """How resident indexes differ from what the store says they hold: their version, missing or extra
+    rows, vectors that differ (by checksum)."""
+    if index.version != state.version:
+        return [f"the resident index is at version {index.version}, the store at {state.version}"]
+    reference = ForestIndex.build(state, state.dim)
+    findings: list[str] = []
+    for kind in KINDS:
+        findings += _compare(kind, _rows(getattr(index, kind)), _rows(getattr(reference, kind)))
+    return findings
+
+
+def _rows(table: VectorTable) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, vectors) of a table's live rows, sorted by id."""
+    keys = table.keys()
+    ids = np.array(sorted(int(k) for k in keys), dtype=np.int64)  # type: ignore[call-overload]
+    if not ids.size:
+        return ids, np.zeros((0, table.dim), np.float32)
+    return ids, np.stack([table.vector(int(i)) for i in ids]).astype(np.float32)
+
+
+def checksum(ids: np.ndarray, vecs: np.ndarray) -> str:
+    return hashlib.sha256(ids.tobytes() + np.ascontiguousarray(vecs, dtype=np.float32).tobytes()).hexdigest()
+
+
+def _compare(kind: str, have: tuple[np.ndarray, np.ndarray], expected: tuple[np.ndarray, np.ndarray]) -> list[str]:
+    (ids, vecs), (want_ids, want_vecs) = have, expected
+    if checksum(ids, vecs) == checksum(want_ids, want_vecs):
+        return []
+    if not np.array_equal(ids, want_ids):
+        extra, missing = np.setdiff1d(ids, want_ids).size, np.setdiff1d(want_ids, ids).size
+        return [f"{kind} index rows differ from the store ({missing} missing, {extra} extra)"]
+    differ = int((~np.all(vecs == want_vecs, axis=1)).sum())
+    return [f"{kind} index: {differ} of {len(ids)} vectors differ from the store (checksum mismatch)"]
+
+
+def load_problem(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, StoreError) else f"the state cannot be loaded ({type(exc).__name__}: {exc})"
