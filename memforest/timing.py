@@ -1,8 +1,13 @@
-"""Stage clocks for operation reports: consecutive laps, so the stages add up to the wall time."""
+"""Stage clocks for operation reports: consecutive laps, so the stages add up to the wall time.
+
+Time that falls between named laps (releasing a lock, returning from a nested clock) is counted as
+`other`, so the stages always partition the wall time and `other` shows what is left unnamed."""
 
 from __future__ import annotations
 
 import time
+
+OTHER = "other"
 
 
 class Clock:
@@ -20,12 +25,18 @@ class Clock:
     def merge(self, stages: dict[str, float]) -> None:
         """Add stages timed by another clock that ran inside the current lap (the lap is restarted
         after them, so nothing is counted twice)."""
+        now = time.perf_counter()
+        inner = 0.0
         for name, seconds in stages.items():
             if name != "total":
                 self.timings[name] = round(self.timings.get(name, 0.0) + seconds, 6)
-        self.t = time.perf_counter()
+                inner += seconds
+        if now - self.t > inner:
+            self.timings[OTHER] = round(self.timings.get(OTHER, 0.0) + now - self.t - inner, 6)
+        self.t = now
 
     def total(self) -> dict[str, float]:
         """The timings with `total`: the wall time since the clock started."""
-        self.timings["total"] = round(time.perf_counter() - self.start, 6)
+        self.lap(OTHER)
+        self.timings["total"] = round(self.t - self.start, 6)
         return self.timings

@@ -59,7 +59,7 @@ def test_stage_timings_cover_the_wall_time(scripted_forest) -> None:
     report = forest.ingest_sessions("u", make_sessions(3, 4))
     stages = {k: v for k, v in report.timings.items() if k != "total"}
     assert {"lock", "load", "commit", "index", "publish"} <= set(stages)
-    assert abs(sum(stages.values()) - report.timings["total"]) <= 0.05 * report.timings["total"]
+    assert abs(sum(stages.values()) - report.timings["total"]) <= 1e-4  # a partition of the wall time
 
 
 def test_reader_during_a_long_write_returns_the_previous_version(scripted_forest) -> None:
