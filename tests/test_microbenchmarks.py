@@ -88,5 +88,5 @@ def test_incremental_suite_smoke(tmp_path) -> None:
             assert row[op]["mean_s"] > 0
         stages = row["ingest"]["stages"]
         parts = sum(v for k, v in stages.items() if k != "total")
-        assert abs(parts - stages["total"]) <= 1e-4  # the stages partition the wall time
+        assert abs(parts - stages["total"]) <= 1e-3  # the stages partition the wall time (4-decimal rounding)
     assert set(out["ratios"]) == {"ingest", "delete", "correct", "query", "memory_per_session"}
