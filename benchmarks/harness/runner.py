@@ -138,7 +138,8 @@ def open_harness(cfg: Config, dataset: Dataset, files: RunFiles) -> Harness:
         raise
     wandb = WandbLogger(cfg.get("wandb") or {}, files.dir, dict(cfg))
     h = Harness(cfg, files, dataset, system, answerer, judge, wandb, closing=closing, embedder=embedder)
-    files.note_invocation(embedder=embedder_settings(embedder))
+    files.note_invocation(embedder=embedder_settings(embedder),
+                          system_runtime=dict(getattr(system, "runtime_settings", None) or {}))
     restore(h)
     return h
 

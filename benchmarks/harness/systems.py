@@ -115,26 +115,28 @@ def served_system(method: Config, llm: Config, embedder: Config, models: Models,
         return Endpoints(url, str(llm["model"]), str(embedder["model"]), int(embedder["dim"]),
                          int(serving["context_tokens"]))
 
-    factory(endpoints(PROBE_URL), name=name).close()
+    probe = factory(endpoints(PROBE_URL), name=name)
+    runtime = dict(getattr(probe, "runtime_settings", None) or {})
+    probe.close()
     stack = serving_stack(name, serving, llm, embedder, models)
     return ProxiedSystem(name, lambda url: factory(endpoints(url), name=name), stack,
-                         ingest_phase="build", query_phase="retrieve")
+                         ingest_phase="build", query_phase="retrieve", runtime_settings=runtime)
 
 
 def serving_stack(name: str, serving: Config, llm: Config, embedder: Config, models: Models) -> ServingStack:
     """llama.cpp serves the packaged (or `llm.model_path`) GGUF at `serving.context_tokens`; an `openai`
     backbone is forwarded to; any other (vLLM in process, the scripted model) is served by the harness.
-    The embedder is served likewise unless it is itself an `openai` endpoint."""
+    The embedder is always the harness's own, served by the harness (an `openai` embedder is reached
+    through it), so that a request with `input_type: query` gets the same query instruction MemForest's
+    questions get."""
     backend = str(llm["backend"])
     if backend not in HTTP_BACKENDS and models.llm is None:
         raise SystemUnavailable(f"{name}: llm.backend={backend} needs the harness's chat model")
-    remote_embed = embedder["backend"] == "openai"
     return ServingStack(
         models.call_log, name, llm_model=str(llm["model"]),
         llm_base_url=llm.get("base_url") if backend == "openai" else None,
         chat=models.llm if backend not in HTTP_BACKENDS else None, gguf_path=llm.get("model_path"),
         n_ctx=int(serving["context_tokens"]), threads=int(serving["threads"]), seed=int(llm["seed"]),
-        embedder=None if remote_embed else models.embedder,
-        embed_base_url=embedder.get("base_url") if remote_embed else None,
+        embedder=models.embedder,
         max_tokens_cap=serving.get("max_tokens_cap"),
     )
