@@ -157,7 +157,7 @@ def graphiti_modules(recorder: Recorder) -> dict[str, types.ModuleType]:
     recipes = _module("graphiti_core.search.search_config_recipes",
                       EDGE_HYBRID_SEARCH_RRF=SearchConfig("edges", "rrf"),
                       NODE_HYBRID_SEARCH_RRF=SearchConfig("nodes", "rrf"))
-    names = {
+    names: dict[str, dict[str, Any]] = {
         "graphiti_core": {"Graphiti": Graphiti},
         "graphiti_core.embedder": {},
         "graphiti_core.embedder.openai": {"OpenAIEmbedder": OpenAIEmbedder, "OpenAIEmbedderConfig": dict},

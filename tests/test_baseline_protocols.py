@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from library_stubs import Recorder, install
 
 from baselines.base import Endpoints, Session, Turn
 from baselines.mem0.protocol import NAME_PEOPLE, Store, render_stores, speaker_stores
 from benchmarks.harness.systems import with_budget
-from tests.library_stubs import Recorder, install
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -124,7 +124,7 @@ def test_mem0_2_worker_follows_the_same_protocol(tmp_path: Path, monkeypatch: py
 def test_mem0_context_lists_each_speaker_and_cuts_to_the_budget() -> None:
     stores = speaker_stores("c", ["Ann", "Bo"], str)
     assert stores == [Store("c__Ann", "Ann"), Store("c__Bo", "Bo")] and speaker_stores("c", [], str) == [Store("c")]
-    found = [(stores[0], [{"text": "Ann sails", "time": "2023-05-08", "score": 0.9},
+    found: list[tuple[Store, list[dict[str, Any]]]] = [(stores[0], [{"text": "Ann sails", "time": "2023-05-08", "score": 0.9},
                           {"text": "Ann reads", "time": None, "score": 0.2}]),
              (stores[1], [{"text": "Bo moved", "time": "2023-06-21", "score": 0.5}])]
     context, kept = render_stores(found)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from library_stubs import TODAY, Recorder, install
 
 from baselines.base import Endpoints, Session, Turn
 from baselines.flat_rag import FlatRAGSystem
@@ -25,7 +26,6 @@ from baselines.worker import WorkerSystem
 from benchmarks.datasets import load_dataset
 from memforest.llm.base import EmbedKind
 from memforest.llm.testing import HashEmbedder
-from tests.library_stubs import TODAY, Recorder, install
 
 FIXTURES = Path(__file__).parent / "fixtures"
 QUERY = {"input_type": "query"}

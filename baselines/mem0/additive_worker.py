@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 def _load(name: str, path: Path) -> Any:
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None

@@ -27,7 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from baselines.base import Endpoints, EvidenceItem, Retrieval, Session
-from baselines.common import PhaseClock, day, query_embeddings, quiet_environment, render_turn, require, safe_id
+from baselines.common import (
+    PhaseClock,
+    day,
+    query_embeddings,
+    quiet_environment,
+    render_turn,
+    require,
+    safe_id,
+)
 
 quiet_environment()  # telemetry off before the library is ever imported
 
@@ -210,7 +218,8 @@ def _within(facts: list[EvidenceItem], entities: list[EvidenceItem],
     """At most `limit` items in all, facts and entities taken in turn (best first within each)."""
     if limit is None:
         return facts, entities
-    kept_facts, kept_entities = [], []
+    kept_facts: list[EvidenceItem] = []
+    kept_entities: list[EvidenceItem] = []
     for i in range(max(len(facts), len(entities))):
         for pool, kept in ((facts, kept_facts), (entities, kept_entities)):
             if i < len(pool) and len(kept_facts) + len(kept_entities) < limit:
