@@ -1,4 +1,4 @@
-"""Each adapter drives its library as its authors' evaluation does (baselines/README.md, fidelity
+"""Mem0 and Zep Local drive their libraries as their authors' evaluations do (baselines/README.md, fidelity
 table), checked on recording stand-ins of the libraries; and the budget axis."""
 
 from __future__ import annotations
