@@ -71,7 +71,9 @@ def hit_item(hit: dict[str, Any]) -> dict[str, Any]:
 
 
 class Mem0System:
-    """`top_k`: memories searched per store (30: Mem0's evaluation default, `run_experiments.py`).
+    """`top_k`: memories searched per store (30: Mem0's evaluation default, `run_experiments.py`). The
+    Mem0 paper's s = 10 is not a retrieval budget: it is the update neighbourhood, the similar memories a
+    newly extracted fact is compared with (1.x's code takes 5 per fact).
     `speaker_stores`: a two-person conversation gets one store per speaker (Mem0's LoCoMo protocol).
     `instruction`: appended to the extraction prompt for those stores (None: none). `evidence_limit`:
     keep only the best this many memories over all stores (the shared-budget view; None: all)."""
