@@ -225,6 +225,7 @@ def test_mem0_2_ranking_signals_reach_the_run_record(tmp_path: Path, monkeypatch
     harness warns and keeps what the worker reported for run.json (`system_runtime`)."""
     from benchmarks.harness import systems
     from benchmarks.harness.app import compose_config, plain
+    from benchmarks.serving.stack import ProxiedSystem
     from memforest.llm.calllog import CallLog
     from memforest.llm.testing import HashEmbedder, ScriptedChatModel
 
@@ -234,6 +235,7 @@ def test_mem0_2_ranking_signals_reach_the_run_record(tmp_path: Path, monkeypatch
                                 "llm.backend=scripted", "embedder.backend=hash", "embedder.dim=64"]))
     models = systems.Models(HashEmbedder(64), ScriptedChatModel(), CallLog())
     system = systems.build_system(cfg["method"], cfg["llm"], cfg["embedder"], models)
-    assert getattr(system, "runtime_settings") == {"mem0ai": "2.0.18", "bm25": False, "entity_boosts": False}
+    assert isinstance(system, ProxiedSystem)
+    assert system.runtime_settings == {"mem0ai": "2.0.18", "bm25": False, "entity_boosts": False}
     assert sum("runs WITHOUT" in r.getMessage() for r in caplog.records) == 2
     system.close()
