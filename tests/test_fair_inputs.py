@@ -178,7 +178,8 @@ def test_zep_gets_each_turn_once(kind: str, tmp_path: Path, monkeypatch: pytest.
     system.ingest(sessions)
     system.retrieve("Where does Nadia sail?", datetime(2024, 1, 2))
     system.close()
-    assert_each_turn_once([e["episode_body"] for e in recorder.episodes], [one_line(t) for t in turns], turns)
+    expected = [f"{t.speaker or t.role}: {t.content}" for t in turns]
+    assert_each_turn_once([e["episode_body"] for e in recorder.episodes], expected, turns)
     assert_no_gold(recorder.episodes)
     questions = [e for e in recorder.embeddings if e["input"] == ["Where does Nadia sail?"]]
     assert len(questions) == 2 and all(e.get("extra_body") == QUERY for e in questions)

@@ -3,7 +3,7 @@ configured, driven as Zep's own evaluation drives Zep (getzep/zep-papers,
 `kg_architecture_agent_memory/locomo_eval/zep_locomo_ingestion.py`, `zep_locomo_search.py` and
 `zep_longmem_eval.ipynb`; see baselines/README.md):
 
-- one `message` episode per turn, its body `speaker: text` (the role for user/assistant data), cut to
+- one `message` episode per turn, its body `speaker: text` as written (the role for user/assistant data), cut to
   `message_chars` as Zep's LongMemEval script cuts it, with the session's time as reference time,
   staggered by one second per message so that the graph keeps the turns' order;
 - a question searches edges (facts) and nodes (entities), `edge_limit` and `node_limit` of each, with
@@ -32,9 +32,9 @@ from baselines.common import (
     day,
     query_embeddings,
     quiet_environment,
-    render_turn,
     require,
     safe_id,
+    speaker_of,
 )
 
 quiet_environment()  # telemetry off before the library is ever imported
@@ -162,7 +162,7 @@ class ZepLocalSystem:
                     name = f"{session.session_id}#{turn.turn_id}"
                     try:
                         result = self.loop.run_until_complete(self.graph.add_episode(
-                            name=name, episode_body=render_turn(turn)[: self.message_chars],
+                            name=name, episode_body=f"{speaker_of(turn)}: {turn.content}"[: self.message_chars],
                             source_description="conversation message",
                             reference_time=utc(session.timestamp) + timedelta(seconds=index),
                             source=EpisodeType.message, group_id=self.group))
