@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import re
@@ -11,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from baselines.base import SystemUnavailable, Turn
+from baselines.base import Session, SystemUnavailable, Turn
 
 # Telemetry off and no hub downloads, for every library an adapter imports.
 QUIET_ENV = {
@@ -53,7 +54,37 @@ def speaker_of(turn: Turn) -> str:
 
 
 def render_turn(turn: Turn) -> str:
+    """`speaker: text` on one line (the role when the turn has no named speaker)."""
     return f"{speaker_of(turn)}: {' '.join(turn.content.split())}"
+
+
+def named_text(turn: Turn) -> str:
+    """The text a library gets as a message's content: a named speaker (LoCoMo) attached once as a
+    `Name: ` prefix, the text alone for user/assistant turns, whose role says who spoke."""
+    return f"{turn.speaker}: {turn.content}" if turn.speaker else turn.content
+
+
+def named_speakers(sessions: Sequence[Session]) -> list[str]:
+    """The named speakers of a conversation (LoCoMo), in order of first turn; empty for user/assistant data."""
+    return list(dict.fromkeys(t.speaker for s in sessions for t in s.turns if t.speaker))
+
+
+# The served `/v1/embeddings` embeds as a question with this extra field (the query instruction of the
+# run's embedder applies), as a stored passage without it.
+QUERY_INPUT = {"input_type": "query"}
+
+
+@contextlib.contextmanager
+def query_embeddings(client: Any) -> Iterator[None]:
+    """While active, every embeddings request of the OpenAI client `client` (sync or async) asks the
+    served endpoint for query embeddings: a baseline's questions get the treatment MemForest's get."""
+    resource = client.embeddings
+    original = resource.create
+    resource.create = functools.partial(original, extra_body=QUERY_INPUT)
+    try:
+        yield
+    finally:
+        resource.create = original
 
 
 def chat_role(turn: Turn) -> str:

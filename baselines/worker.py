@@ -143,6 +143,8 @@ class WorkerSystem:
         self._proc: subprocess.Popen[str] | None = None
         self._log: IO[bytes] | None = None
         self._ids = 0
+        self.info: Any = None
+        self.runtime_settings: dict[str, Any] = {}  # what the worker's environment turned out to allow
         try:
             self._start()
         except WorkerError as exc:

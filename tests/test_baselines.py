@@ -128,11 +128,14 @@ def test_missing_package_is_unavailable_with_hint(monkeypatch: pytest.MonkeyPatc
 def test_mem0_prompt_date_is_the_session_date() -> None:
     import mem0.memory.utils as prompts
 
-    from baselines.mem0.system import extraction_date
+    from baselines.mem0.system import extraction_prompts
 
     before = prompts.USER_MEMORY_EXTRACTION_PROMPT
-    with extraction_date(datetime(2021, 7, 4)):
+    with extraction_prompts(datetime(2021, 7, 4), "Name people."):
         assert "Today's date is 2021-07-04" in prompts.USER_MEMORY_EXTRACTION_PROMPT
+        assert prompts.USER_MEMORY_EXTRACTION_PROMPT.endswith("\n\nName people.")
+    with extraction_prompts(datetime(2021, 7, 4), None):
+        assert not prompts.USER_MEMORY_EXTRACTION_PROMPT.endswith("Name people.")
     assert before == prompts.USER_MEMORY_EXTRACTION_PROMPT
 
 
@@ -257,8 +260,8 @@ def test_zep_local_on_kuzu(stack: ServingStack, tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(LLMClient._generate_response_with_retry.retry, "wait", tenacity.wait_none())
     system = ZepLocalSystem(endpoints(stack.base_url))
     stats, result, records = run_system(stack, system, tmp_path)
-    assert stats["episodes"] + stats["failed_episodes"] == 2 and isinstance(result, Retrieval)
-    assert set(result.trace["counts"]) == {"edges", "nodes", "episodes", "communities"}
+    assert stats["episodes"] + stats["failed_episodes"] == 4 and isinstance(result, Retrieval)  # one per message
+    assert set(result.trace["counts"]) == {"edges", "nodes"}
     assert_accounted(records, "ingest", "chat")
     assert_accounted(records, "query", "embed")
     assert (tmp_path / "graph.kuzu").exists()
@@ -337,7 +340,7 @@ def test_mem0_additive(long_context_stack: ServingStack, tmp_path: Path) -> None
     stats, result, records = run_system(stack, system, tmp_path / "store")
     assert stats["adds"] == 2 and 0 <= stats["failed_adds"] <= 2 and "worker_cpu_seconds" in stats
     assert stats["mem0ai"] == system.info["mem0ai"]  # the build records the version of the other environment
-    assert isinstance(result, Retrieval) and len(result.evidence) <= 10
+    assert isinstance(result, Retrieval) and len(result.evidence) <= 20  # Mem0 2.x's default top_k
     days = {"s1": "2023-03-01 09:00", "s2": "2023-04-02 09:00"}
     for item in result.evidence:
         assert len(item.session_ids) == 1 and item.time == days[item.session_ids[0]]

@@ -165,6 +165,29 @@ def test_model_server_embeddings_float_and_base64() -> None:
     assert len(short.json()["data"][0]["embedding"]) == 8 and bad.status_code == 400
 
 
+def test_model_server_embeds_as_query_or_passage() -> None:
+    """`input_type: query` gets the embedder's query form (its instruction), as MemForest's questions do."""
+    seen: list[str] = []
+
+    class Prefixing(HashEmbedder):
+        def embed(self, texts: Any, kind: Any = "passage") -> np.ndarray:
+            seen.append(kind)
+            return super().embed([("query: " if kind == "query" else "") + t for t in texts], kind)
+
+    embedder = Prefixing(dim=16)
+    with ModelServer(embedder, model_name="hash") as server:
+        def vector(body: dict[str, Any]) -> np.ndarray:
+            reply = httpx.post(f"{server.base_url}/embeddings", json={"input": ["my cat"], **body}, timeout=30)
+            return np.asarray(reply.json()["data"][0]["embedding"], dtype=np.float32)
+
+        query, passage, default = vector({"input_type": "query"}), vector({"input_type": "passage"}), vector({})
+        bad = httpx.post(f"{server.base_url}/embeddings", json={"input": ["x"], "input_type": "doc"}, timeout=30)
+    np.testing.assert_allclose(query, embedder.embed(["my cat"], "query")[0], rtol=1e-6)
+    np.testing.assert_allclose(passage, default)
+    assert not np.allclose(query, passage) and bad.status_code == 400
+    assert seen[:3] == ["query", "passage", "passage"]
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 def test_proxy_in_front_of_llama_cpp_server(tmp_path: Any) -> None:

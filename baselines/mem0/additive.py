@@ -3,10 +3,14 @@ package name as the 1.x installed here, so the two cannot share one environment.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from baselines.base import Endpoints, SystemUnavailable
+from baselines.mem0.protocol import NAME_PEOPLE
 from baselines.worker import WorkerSystem
+
+log = logging.getLogger(__name__)
 
 WORKER = Path(__file__).with_name("additive_worker.py")
 INSTALL_HINT = (
@@ -19,17 +23,23 @@ def mem0_additive_system(
     endpoints: Endpoints,
     *,
     python: str | None = None,
-    top_k: int = 10,
+    top_k: int = 20,
+    speaker_top_k: int = 30,
     batch_turns: int = 2,
-    threshold: float = 0.0,
+    threshold: float = 0.1,
     temperature: float = 0.0,
     max_tokens: int = 2000,
+    speaker_stores: bool = True,
+    instruction: str | None = NAME_PEOPLE,
+    evidence_limit: int | None = None,
     log_path: str | Path | None = None,
     name: str = "mem0_additive",
 ) -> WorkerSystem:
-    """`python`: the interpreter of an environment with mem0ai 2.x. `threshold` is the minimum cosine
-    similarity of a search hit (Mem0 2.x accepts 0 to 1; its own default is 0.1): 0 keeps every hit
-    that is not negative, the nearest Mem0 2.x comes to the fixed `top_k` budget of Mem0 1.x."""
+    """`python`: the interpreter of an environment with mem0ai 2.x. `top_k` (Mem0 2.x's default search
+    size, 20) and `threshold` (its default minimum similarity, 0.1) apply to a single store;
+    `speaker_top_k` (30, Mem0's LoCoMo evaluation) to each store of a two-person conversation, which
+    gets one store per speaker with `instruction` as each add's prompt (baselines/mem0/protocol.py).
+    `evidence_limit` keeps only the best that many memories over all stores (the shared budget)."""
     if not python:
         raise SystemUnavailable(
             f"{name}: no interpreter configured (method.system.python); Mem0 2.x needs an "
@@ -43,9 +53,28 @@ def mem0_additive_system(
         "embed_dims": endpoints.embed_dim,
         "api_key": endpoints.api_key,
         "top_k": top_k,
+        "speaker_top_k": speaker_top_k,
         "batch_turns": batch_turns,
         "threshold": threshold,
         "temperature": temperature,
         "max_tokens": max_tokens,
+        "speaker_stores": speaker_stores,
+        "instruction": instruction,
+        "evidence_limit": evidence_limit,
     }
-    return WorkerSystem(name, python, WORKER, options, log_path=log_path)
+    system = WorkerSystem(name, python, WORKER, options, log_path=log_path)
+    system.runtime_settings = ranking_signals(name, system.info or {})
+    return system
+
+
+def ranking_signals(name: str, info: dict[str, object]) -> dict[str, object]:
+    """Which of Mem0 2.x's optional ranking signals are on in the worker's environment, with a loud
+    warning for each that is off (its model is missing there)."""
+    signals = {"mem0ai": info.get("mem0ai"), "bm25": bool(info.get("fastembed")),
+               "entity_boosts": bool(info.get("spacy_model"))}
+    missing = {"bm25": "fastembed", "entity_boosts": "spaCy's en_core_web_sm"}
+    for signal, package in missing.items():
+        if not signals[signal]:
+            log.warning("%s: Mem0 2.x runs WITHOUT %s (%s is missing in its environment): semantic "
+                        "similarity only; recorded in run.json", name, signal.replace("_", " "), package)
+    return signals

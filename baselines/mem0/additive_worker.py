@@ -3,17 +3,23 @@ the Mem0 1.x of this project's environment, and answers the protocol of baseline
 the standard library and mem0 only.
 
 hello options: `llm_base_url`, `llm_model`, `embed_base_url`, `embed_model`, `embed_dims`, `api_key`,
-`temperature`, `max_tokens`, `top_k`, `batch_turns`, `threshold` (all sent by `mem0_additive_system`).
+`temperature`, `max_tokens`, `top_k`, `speaker_top_k`, `batch_turns`, `threshold`, `speaker_stores`,
+`instruction`, `evidence_limit` (all sent by `mem0_additive_system`).
 
-As for the 1.x adapter: embedded Qdrant (and Mem0's SQLite history) under each instance's workdir;
-chat and embeddings through the OpenAI-compatible endpoints given (the harness's logging proxy);
-sessions added `batch_turns` turns at a time with metadata {session_id, session_date, turn_ids}.
+As for the 1.x adapter: Mem0's evaluation protocol (baselines/mem0/protocol.py: one store per speaker
+of a two-person conversation, roles reversed, the name-people instruction as the add's `prompt`, both
+stores searched with `speaker_top_k` each; user/assistant data in one store searched with `top_k`);
+embedded Qdrant (and Mem0's SQLite history) under each instance's workdir; chat and embeddings through
+the OpenAI-compatible endpoints given (the harness's logging proxy), questions embedded in the served
+endpoint's query form; sessions added `batch_turns` turns at a time with metadata {session_id,
+session_date, turn_ids}.
 Mem0 2.x's extraction prompt has an "Observation Date" and a "Current Date", both the wall-clock day
 unless the caller gives them (its own `timestamp` argument is refused outside the hosted platform);
 each add runs with the session's day in both, and the session time is each new memory's `created_at`.
 
 Mem0 2.x ranks by embedding similarity, plus BM25 when fastembed can load its model and entity
-boosts when spaCy's `en_core_web_sm` is installed; `hello` reports whether those two packages are.
+boosts when spaCy's `en_core_web_sm` is installed; `hello` reports whether those two packages are, and
+the harness warns and records it when either ranking signal is off.
 When that spaCy model is absent the worker tells Mem0 so up front, so that Mem0 does not try to
 download it.
 Build statistics carry the mem0ai version, which this project's own package list cannot see.
@@ -27,18 +33,25 @@ import contextlib
 import functools
 import importlib.util
 import re
+import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-_spec = importlib.util.spec_from_file_location(
-    "worker_protocol", Path(__file__).resolve().parents[1] / "worker.py"
-)
-assert _spec is not None and _spec.loader is not None
-protocol = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(protocol)
+
+def _load(name: str, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+protocol = _load("worker_protocol", Path(__file__).resolve().parents[1] / "worker.py")
+mem0_protocol = _load("mem0_protocol", Path(__file__).with_name("protocol.py"))
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -76,9 +89,40 @@ def batches(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[start : start + step]
 
 
-def message(turn: dict[str, Any]) -> dict[str, str]:
+def message(turn: dict[str, Any], store: Any) -> dict[str, str]:
+    """A turn as a Mem0 message: a named speaker attached once as `Name: `; in a speaker store the
+    store's speaker is the user, else the dataset's role."""
     text = f"{turn['speaker']}: {turn['content']}" if turn.get("speaker") else turn["content"]
+    if store.speaker is not None:
+        return {"role": store.role(turn.get("speaker")), "content": text}
     return {"role": "assistant" if turn["role"] == "assistant" else "user", "content": text}
+
+
+@contextlib.contextmanager
+def query_embeddings(client: Any) -> Iterator[None]:
+    """The served embeddings endpoint's query form for every request of `client` while active."""
+    resource = client.embeddings
+    original = resource.create
+    resource.create = functools.partial(original, extra_body={"input_type": "query"})
+    try:
+        yield
+    finally:
+        resource.create = original
+
+
+def speakers_of(sessions: list[dict[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(t["speaker"] for s in sessions for t in s["turns"] if t.get("speaker")))
+
+
+def hit_item(hit: dict[str, Any]) -> dict[str, Any]:
+    meta = hit.get("metadata") or {}
+    return {
+        "text": hit.get("memory", ""),
+        "time": meta.get("session_date"),
+        "score": hit.get("score"),
+        "session_ids": [meta["session_id"]] if meta.get("session_id") else [],
+        "turn_ids": [str(t) for t in meta.get("turn_ids") or []],
+    }
 
 
 class Mem0Worker:
@@ -86,6 +130,7 @@ class Mem0Worker:
         self.options: dict[str, Any] = {}
         self.memory: Any = None
         self.user, self.version = "user", ""
+        self.stores: list[Any] = []
         self.passed_through: tuple[type[BaseException], ...] = ()
 
     def hello(self, options: dict[str, Any]) -> dict[str, Any]:
@@ -107,7 +152,7 @@ class Mem0Worker:
 
         self.close()
         o, root = self.options, Path(workdir)
-        self.user = _UNSAFE.sub("_", instance_id) or "user"
+        self.user, self.stores = _UNSAFE.sub("_", instance_id) or "user", []
         self.memory = Memory.from_config(
             {
                 "llm": {
@@ -143,7 +188,11 @@ class Mem0Worker:
         )
         return {}
 
-    def add_batch(self, session: dict[str, Any], turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _stores(self, sessions: list[dict[str, Any]]) -> list[Any]:
+        speakers = speakers_of(sessions) if self.options.get("speaker_stores", True) else []
+        return mem0_protocol.speaker_stores(self.user, speakers, lambda s: _UNSAFE.sub("_", s) or "x")
+
+    def add_batch(self, session: dict[str, Any], turns: list[dict[str, Any]], store: Any) -> list[dict[str, Any]]:
         when = datetime.fromisoformat(session["timestamp"])
         metadata = {
             "session_id": session["session_id"],
@@ -151,27 +200,32 @@ class Mem0Worker:
             "turn_ids": [t["turn_id"] for t in turns],
             "created_at": when.isoformat(),
         }
+        prompt = self.options.get("instruction") if store.speaker is not None else None
         with observation_day(when.strftime("%Y-%m-%d")):
-            result = self.memory.add([message(t) for t in turns], user_id=self.user, metadata=metadata)
+            result = self.memory.add([message(t, store) for t in turns], user_id=store.user_id,
+                                     metadata=metadata, prompt=prompt)
         return list((result or {}).get("results", []))
 
     def ingest(self, sessions: list[dict[str, Any]]) -> dict[str, Any]:
         assert self.memory is not None, "reset first"
+        self.stores = self._stores(sessions)
         wall, cpu = time.perf_counter(), time.process_time()
         adds, failed, memories, first_error = 0, 0, 0, None
         for session in sessions:
             turns = [t for t in session["turns"] if t["content"].strip()]
-            for batch in batches(turns, int(self.options.get("batch_turns", 2))):
-                adds += 1
-                try:
-                    memories += len(self.add_batch(session, batch))
-                except self.passed_through:
-                    raise
-                except Exception as exc:  # model output that Mem0 does not guard against
-                    failed += 1
-                    first_error = first_error or f"{type(exc).__name__}: {exc}"
+            for store in self.stores:
+                for batch in batches(turns, int(self.options.get("batch_turns", 2))):
+                    adds += 1
+                    try:
+                        memories += len(self.add_batch(session, batch, store))
+                    except self.passed_through:
+                        raise
+                    except Exception as exc:  # model output that Mem0 does not guard against
+                        failed += 1
+                        first_error = first_error or f"{type(exc).__name__}: {exc}"
         stats = {
             "mem0ai": self.version,
+            "stores": len(self.stores),
             "adds": adds,
             "failed_adds": failed,
             "memories_added": memories,
@@ -183,29 +237,22 @@ class Mem0Worker:
     def retrieve(self, question: str, when: str | None) -> dict[str, Any]:
         assert self.memory is not None, "reset first"
         wall, cpu = time.perf_counter(), time.process_time()
-        found = self.memory.search(
-            question,
-            top_k=int(self.options.get("top_k", 10)),
-            filters={"user_id": self.user},
-            threshold=float(self.options.get("threshold", 0.0)),
-        )
+        stores = self.stores or self._stores([])
+        key = "speaker_top_k" if stores[0].speaker is not None else "top_k"
+        found = []
+        with query_embeddings(self.memory.embedding_model.client):
+            for store in stores:
+                hits = self.memory.search(question, top_k=int(self.options.get(key, 20)),
+                                          filters={"user_id": store.user_id},
+                                          threshold=float(self.options.get("threshold", 0.1)))
+                found.append((store, [hit_item(h) for h in hits.get("results", [])]))
+        context, kept = mem0_protocol.render_stores(found, self.options.get("evidence_limit"))
         trace = {
             "query_wall_seconds": round(time.perf_counter() - wall, 4),
             "query_cpu_seconds": round(time.process_time() - cpu, 4),
+            "per_store": {s.user_id: len(items) for s, items in found},
         }
-        evidence = []
-        for item in found.get("results", []):
-            meta = item.get("metadata") or {}
-            evidence.append(
-                {
-                    "text": item.get("memory", ""),
-                    "time": meta.get("session_date"),
-                    "score": item.get("score"),
-                    "session_ids": [meta["session_id"]] if meta.get("session_id") else [],
-                    "turn_ids": [str(t) for t in meta.get("turn_ids") or []],
-                }
-            )
-        return {"evidence": evidence, "trace": trace}
+        return {"context": context, "evidence": kept, "trace": trace}
 
     def close(self) -> dict[str, Any]:
         memory, self.memory = self.memory, None

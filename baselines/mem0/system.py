@@ -1,10 +1,17 @@
 """Mem0 (PyPI `mem0ai` 1.x): extract facts, then ADD/UPDATE/DELETE them against retrieved memories.
 
-Embedded Qdrant under the workdir; chat and embeddings through OpenAI-compatible endpoints (the
-logging proxy). Sessions are added `batch_turns` turns at a time (2 = one exchange, as Mem0's own
-benchmark scripts do), each with metadata {session_id, session_date, turn_ids}. Mem0 1.x writes
-"Today's date is <import day>" into its extraction prompts; the adapter substitutes the session's
-date for each add, so no wall-clock date reaches the model.
+Driven as Mem0's own LoCoMo evaluation drives it (mem0ai/mem0 `evaluation/src/memzero/add.py` and
+`search.py`, see baselines/README.md): a conversation between two named people is written to one store
+per speaker, each speaker in turn the `user` and the other the `assistant`, every message `Name: text`,
+two messages per add, with an instruction to name people instead of saying "user"; a question searches
+both stores, `top_k` memories each, and the answer model sees each speaker's memories under their name.
+User/assistant data (LongMemEval) goes to one store with the dataset's roles.
+
+Embedded Qdrant under the workdir; chat and embeddings through OpenAI-compatible endpoints (the logging
+proxy); questions are embedded in the served endpoint's query form. Each add carries metadata
+{session_id, session_date, turn_ids}. Mem0 1.x writes "Today's date is <import day>" into its
+extraction prompts; the adapter substitutes the session's date for each add, so no wall-clock date
+reaches the model.
 """
 
 from __future__ import annotations
@@ -17,8 +24,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from baselines.base import Endpoints, EvidenceItem, Retrieval, Session, render_evidence
-from baselines.common import PhaseClock, chat_role, chunks, day, quiet_environment, require, safe_id
+from baselines.base import Endpoints, EvidenceItem, Retrieval, Session
+from baselines.common import (
+    PhaseClock,
+    chat_role,
+    chunks,
+    day,
+    named_speakers,
+    named_text,
+    query_embeddings,
+    quiet_environment,
+    require,
+    safe_id,
+)
+from baselines.mem0.protocol import NAME_PEOPLE, Store, render_stores, speaker_stores
 
 quiet_environment()  # telemetry off before the library is ever imported
 
@@ -27,13 +46,15 @@ _PROMPTS = ("USER_MEMORY_EXTRACTION_PROMPT", "AGENT_MEMORY_EXTRACTION_PROMPT", "
 
 
 @contextlib.contextmanager
-def extraction_date(when: datetime) -> Iterator[None]:
-    """Mem0's extraction prompts with `when` as today's date, for the duration of one add."""
+def extraction_prompts(when: datetime, instruction: str | None) -> Iterator[None]:
+    """Mem0's extraction prompts with `when` as today's date and `instruction` appended (Mem0 1.x has
+    no `custom_instructions` outside its hosted platform), for the duration of one add."""
     import mem0.memory.utils as prompts
 
     saved = {name: getattr(prompts, name) for name in _PROMPTS if hasattr(prompts, name)}
     for name, text in saved.items():
-        setattr(prompts, name, _TODAY.sub(f"Today's date is {when:%Y-%m-%d}", text))
+        dated = _TODAY.sub(f"Today's date is {when:%Y-%m-%d}", text)
+        setattr(prompts, name, f"{dated}\n\n{instruction}" if instruction else dated)
     try:
         yield
     finally:
@@ -41,9 +62,25 @@ def extraction_date(when: datetime) -> Iterator[None]:
             setattr(prompts, name, text)
 
 
+def hit_item(hit: dict[str, Any]) -> dict[str, Any]:
+    """A Mem0 search hit as an evidence record (the fields of EvidenceItem)."""
+    meta = hit.get("metadata") or {}
+    return {"text": hit.get("memory", ""), "time": meta.get("session_date"), "score": hit.get("score"),
+            "session_ids": [meta["session_id"]] if meta.get("session_id") else [],
+            "turn_ids": [str(t) for t in meta.get("turn_ids") or []]}
+
+
 class Mem0System:
-    def __init__(self, endpoints: Endpoints, *, top_k: int = 10, batch_turns: int = 2, temperature: float = 0.0,
-                 max_tokens: int = 2000, name: str = "mem0") -> None:
+    """`top_k`: memories searched per store (30: Mem0's evaluation default, `run_experiments.py`). The
+    Mem0 paper's s = 10 is not a retrieval budget: it is the update neighbourhood, the similar memories a
+    newly extracted fact is compared with (1.x's code takes 5 per fact).
+    `speaker_stores`: a two-person conversation gets one store per speaker (Mem0's LoCoMo protocol).
+    `instruction`: appended to the extraction prompt for those stores (None: none). `evidence_limit`:
+    keep only the best this many memories over all stores (the shared-budget view; None: all)."""
+
+    def __init__(self, endpoints: Endpoints, *, top_k: int = 30, batch_turns: int = 2, temperature: float = 0.0,
+                 max_tokens: int = 2000, speaker_stores: bool = True, instruction: str | None = NAME_PEOPLE,
+                 evidence_limit: int | None = None, name: str = "mem0") -> None:
         require("mem0", name, "mem0")
         self.name = name
         e = endpoints
@@ -52,9 +89,11 @@ class Mem0System:
         self.embed = {"model": e.embed_model, "openai_base_url": e.base_url, "api_key": e.api_key,
                       "embedding_dims": e.embed_dim}
         self.dims, self.top_k, self.batch_turns = e.embed_dim, top_k, batch_turns
+        self.per_speaker, self.instruction, self.evidence_limit = speaker_stores, instruction, evidence_limit
         self.clock = PhaseClock()
         self.memory: Any = None
-        self.user = "user"
+        self.instance = "user"
+        self.stores: list[Store] = []
 
     def reset(self, instance_id: str, workdir: Path) -> None:
         self.close()
@@ -62,7 +101,7 @@ class Mem0System:
         workdir.mkdir(parents=True, exist_ok=True)
         from mem0 import Memory
 
-        self.user = safe_id(instance_id)
+        self.instance, self.stores = safe_id(instance_id), []
         self.memory = Memory.from_config({
             "llm": {"provider": "openai", "config": self.llm},
             "embedder": {"provider": "openai", "config": self.embed},
@@ -72,36 +111,47 @@ class Mem0System:
             "history_db_path": str(workdir / "history.db"),
         })
 
+    def attach(self, instance_id: str, workdir: Path, sessions: Sequence[Session]) -> None:
+        """Reopen a finished store (a resumed run): the stores follow from the sessions' speakers."""
+        self.reset(instance_id, workdir)
+        self.stores = self._stores(sessions)
+
+    def _stores(self, sessions: Sequence[Session]) -> list[Store]:
+        speakers = named_speakers(sessions) if self.per_speaker else []
+        return speaker_stores(self.instance, speakers, safe_id)
+
     def ingest(self, sessions: Sequence[Session]) -> dict[str, Any]:
         assert self.memory is not None, "reset() first"
+        self.stores = self._stores(sessions)
         events: Counter[str] = Counter()
-        adds = 0
+        adds: Counter[str] = Counter()
         with self.clock.measure("ingest"):
             for session in sessions:
-                for turns in chunks([t for t in session.turns if t.content.strip()], self.batch_turns):
-                    messages = [{"role": chat_role(t), "content": f"{t.speaker}: {t.content}" if t.speaker else t.content}
-                                for t in turns]
-                    metadata = {"session_id": session.session_id, "session_date": day(session.timestamp),
-                                "turn_ids": [t.turn_id for t in turns]}
-                    with extraction_date(session.timestamp):
-                        result = self.memory.add(messages, user_id=self.user, metadata=metadata)
-                    events.update(r.get("event", "?") for r in (result or {}).get("results", []))
-                    adds += 1
-        return {"adds": adds, "events": dict(events), **self.clock.of("ingest")}
+                turns = [t for t in session.turns if t.content.strip()]
+                for store in self.stores:
+                    for piece in chunks(turns, self.batch_turns):
+                        messages = [{"role": store.role(t.speaker) if store.speaker else chat_role(t),
+                                     "content": named_text(t)} for t in piece]
+                        metadata = {"session_id": session.session_id, "session_date": day(session.timestamp),
+                                    "turn_ids": [t.turn_id for t in piece]}
+                        instruction = self.instruction if store.speaker else None
+                        with extraction_prompts(session.timestamp, instruction):
+                            result = self.memory.add(messages, user_id=store.user_id, metadata=metadata)
+                        events.update(r.get("event", "?") for r in (result or {}).get("results", []))
+                        adds[store.user_id] += 1
+        return {"adds": sum(adds.values()), "adds_per_store": dict(adds), "events": dict(events),
+                **self.clock.of("ingest")}
 
     def retrieve(self, question: str, when: datetime | None) -> Retrieval:
         assert self.memory is not None, "reset() first"
-        with self.clock.measure("query"):
-            found = self.memory.search(question, user_id=self.user, limit=self.top_k)
-        evidence = []
-        for item in found.get("results", []) if isinstance(found, dict) else found:
-            meta = item.get("metadata") or {}
-            evidence.append(EvidenceItem(
-                text=item.get("memory", ""), time=meta.get("session_date"), score=item.get("score"),
-                session_ids=[meta["session_id"]] if meta.get("session_id") else [],
-                turn_ids=[str(t) for t in meta.get("turn_ids") or []]))
-        return Retrieval(render_evidence(evidence), evidence,
-                         trace=self.clock.of("query"))
+        found: list[tuple[Store, list[dict[str, Any]]]] = []
+        with self.clock.measure("query"), query_embeddings(self.memory.embedding_model.client):
+            for store in self.stores or self._stores([]):
+                hits = self.memory.search(question, user_id=store.user_id, limit=self.top_k)
+                found.append((store, [hit_item(h) for h in (hits.get("results", []) if isinstance(hits, dict) else hits)]))
+        context, kept = render_stores(found, self.evidence_limit)
+        return Retrieval(context, [EvidenceItem(**item) for item in kept],
+                         trace={**self.clock.of("query"), "per_store": {s.user_id: len(items) for s, items in found}})
 
     def close(self) -> None:
         memory, self.memory = self.memory, None

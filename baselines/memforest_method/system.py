@@ -8,13 +8,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from baselines.base import EvidenceItem, Retrieval, Session, render_evidence
+from baselines.base import EvidenceItem, Retrieval, Session, Turn, render_evidence
 from memforest.api import MemForest
 from memforest.config import MemForestConfig
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:@+-]")
+
+
+def turn_text(turn: Turn) -> str:
+    """A turn as MemForest stores it: its role says user or assistant, and a named speaker (LoCoMo),
+    which MemForest's session format has no field for, is attached once as a `Name: ` prefix."""
+    return f"{turn.speaker}: {turn.content}" if turn.speaker else turn.content
 
 
 class MemForestSystem:
@@ -69,7 +75,7 @@ class MemForestSystem:
                 payload.append({
                     "session_id": sid,
                     "timestamp": s.timestamp.isoformat(),
-                    "turns": [{"role": t.role, "content": t.content,
+                    "turns": [{"role": t.role, "content": turn_text(t),
                                "timestamp": t.timestamp.isoformat() if t.timestamp else None} for t in turns],
                 })
         return payload

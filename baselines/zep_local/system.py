@@ -1,10 +1,20 @@
 """Zep Local: Graphiti (PyPI `graphiti-core`) on the embedded Kuzu database, or on Neo4j when a URI is
-configured. One episode per session (or per `episode_turns` turns), with the session's timestamp as
-its reference time. Search is Graphiti's combined hybrid recipe with a limit of `limit` per evidence
-class (edges, nodes, episodes, communities). Its reranker is `EmbeddingReranker` (cosine similarity on
-our embedder), because Graphiti's default reranker reads OpenAI log-probabilities that other servers
-do not return. Chat goes through `OpenAIGenericClient` in `json_object` mode (llama.cpp's server
-refuses `json_schema`).
+configured, driven as Zep's own evaluation drives Zep (getzep/zep-papers,
+`kg_architecture_agent_memory/locomo_eval/zep_locomo_ingestion.py`, `zep_locomo_search.py` and
+`zep_longmem_eval.ipynb`; see baselines/README.md):
+
+- one `message` episode per turn, its body `speaker: text` as written (the role for user/assistant data), cut to
+  `message_chars` as Zep's LongMemEval script cuts it, with the session's time as reference time,
+  staggered by one second per message so that the graph keeps the turns' order;
+- a question searches edges (facts) and nodes (entities), `edge_limit` and `node_limit` of each, with
+  hybrid BM25 + cosine search fused by reciprocal rank (Zep's hosted edge cross-encoder has no
+  counterpart on our served models: no re-ranker is used rather than a cosine stand-in);
+- the answer model reads the facts with their validity ranges and the entities with their summaries,
+  in our wording of Zep's context layout (`ZEP_CONTEXT`). The dates there are already the times the
+  facts held (Graphiti resolved relative dates when it wrote them), and the context says so.
+
+Chat goes through `OpenAIGenericClient` in `json_object` mode (llama.cpp's server refuses
+`json_schema`); questions are embedded in the served endpoint's query form.
 """
 
 from __future__ import annotations
@@ -12,40 +22,65 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from baselines.base import Endpoints, EvidenceItem, Retrieval, Session
-from baselines.common import PhaseClock, chunks, day, quiet_environment, render_turn, require, safe_id
+from baselines.common import (
+    PhaseClock,
+    day,
+    query_embeddings,
+    quiet_environment,
+    require,
+    safe_id,
+    speaker_of,
+)
 
 quiet_environment()  # telemetry off before the library is ever imported
+
+ZEP_CONTEXT = """Facts and entities from the memory of past conversations.
+
+Facts, each with the range of time it held ("present": it still holds). These dates are when the
+fact was true or the event happened, already worked out from the conversation: use them as they are.
+<FACTS>
+{facts}
+</FACTS>
+
+Entities, each with a summary (NAME: summary).
+<ENTITIES>
+{entities}
+</ENTITIES>"""
 
 
 def utc(when: datetime) -> datetime:
     return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when
 
 
-def make_reranker(embedder: Any) -> Any:
-    """A Graphiti CrossEncoderClient ranking passages by embedding cosine similarity to the query."""
+def unused_reranker() -> Any:
+    """Graphiti builds an OpenAI re-ranker when given none; the searches here re-rank by reciprocal
+    rank fusion, so the client it holds must never be called."""
     from graphiti_core.cross_encoder.client import CrossEncoderClient
 
-    class EmbeddingReranker(CrossEncoderClient):
+    class NoReranker(CrossEncoderClient):
         async def rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
-            if not passages:
-                return []
-            vectors = np.asarray(await embedder.create_batch([query, *passages]), dtype=np.float32)
-            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
-            scores = vectors[1:] @ vectors[0]
-            return sorted(zip(passages, scores.tolist()), key=lambda x: -x[1])
+            raise RuntimeError("zep_local searches without a cross-encoder; none is configured")
 
-    return EmbeddingReranker()
+    return NoReranker()
+
+
+def validity(edge: Any) -> str:
+    return f"{day(edge.valid_at) or 'date unknown'} - {day(edge.invalid_at) or 'present'}"
 
 
 class ZepLocalSystem:
-    def __init__(self, endpoints: Endpoints, *, limit: int = 10, episode_turns: int | None = None,
+    """`edge_limit`/`node_limit`: facts and entities per question (20 each in Zep's evaluation).
+    `evidence_limit`: keep only that many items in all, facts and entities alternating (the shared
+    budget; None: all). `message_chars`: a message's text is cut to that many characters (Zep's
+    LongMemEval script: 8000)."""
+
+    def __init__(self, endpoints: Endpoints, *, edge_limit: int = 20, node_limit: int = 20,
+                 evidence_limit: int | None = None, message_chars: int = 8000,
                  max_tokens: int = 8192, temperature: float = 0.0, neo4j_uri: str | None = None,
                  neo4j_user: str = "neo4j", neo4j_password_env: str = "NEO4J_PASSWORD",
                  name: str = "zep_local") -> None:
@@ -58,13 +93,15 @@ class ZepLocalSystem:
                                         base_url=e.base_url, temperature=temperature, max_tokens=max_tokens)
         self.embed: dict[str, Any] = dict(api_key=e.api_key, base_url=e.base_url, embedding_model=e.embed_model,
                                           embedding_dim=e.embed_dim)
-        self.limit, self.episode_turns = limit, episode_turns
+        self.edge_limit, self.node_limit, self.evidence_limit = edge_limit, node_limit, evidence_limit
+        self.message_chars = message_chars
         self.neo4j = (neo4j_uri, neo4j_user, neo4j_password_env)  # the password is read when connecting
         self.clock = PhaseClock()
         self.graph: Any = None
         self.group = "g"
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.episodes: dict[str, tuple[str, list[str]]] = {}  # episode uuid -> (session id, turn ids)
+        self.embedder: Any = None
+        self.episodes: dict[str, tuple[str, str]] = {}  # episode uuid -> (session id, turn id)
 
     def reset(self, instance_id: str, workdir: Path) -> None:
         self.close()
@@ -75,11 +112,11 @@ class ZepLocalSystem:
 
         Path(workdir).mkdir(parents=True, exist_ok=True)
         self.loop = asyncio.new_event_loop()
-        embedder = OpenAIEmbedder(OpenAIEmbedderConfig(**self.embed))
+        embedder = self.embedder = OpenAIEmbedder(OpenAIEmbedderConfig(**self.embed))
         llm = OpenAIGenericClient(LLMConfig(**self.llm), max_tokens=int(self.llm["max_tokens"]),
                                   structured_output_mode="json_object")
         driver, self.group = self._driver(Path(workdir), safe_id(instance_id))
-        self.graph = Graphiti(llm_client=llm, embedder=embedder, cross_encoder=make_reranker(embedder),
+        self.graph = Graphiti(llm_client=llm, embedder=embedder, cross_encoder=unused_reranker(),
                               graph_driver=driver)
         self.episodes = {}
         self.loop.run_until_complete(self._prepare(driver))
@@ -121,19 +158,20 @@ class ZepLocalSystem:
         with self.clock.measure("ingest"):
             for session in sessions:
                 turns = [t for t in session.turns if t.content.strip()]
-                for part, piece in enumerate(chunks(turns, self.episode_turns)):
-                    name = f"{session.session_id}#{part}"
+                for index, turn in enumerate(turns):
+                    name = f"{session.session_id}#{turn.turn_id}"
                     try:
                         result = self.loop.run_until_complete(self.graph.add_episode(
-                            name=name, episode_body="\n".join(render_turn(t) for t in piece),
-                            source_description="conversation session", reference_time=utc(session.timestamp),
+                            name=name, episode_body=f"{speaker_of(turn)}: {turn.content}"[: self.message_chars],
+                            source_description="conversation message",
+                            reference_time=utc(session.timestamp) + timedelta(seconds=index),
                             source=EpisodeType.message, group_id=self.group))
                     except (ValueError, EmptyResponseError, RefusalError) as exc:
                         # Graphiti already retried the malformed output 4 times; a skipped episode is
                         # counted, as a failed add would be in a real deployment, and the build goes on.
                         failures.append(f"{name}: {type(exc).__name__}: {str(exc)[:200]}")
                         continue
-                    self.episodes[result.episode.uuid] = (session.session_id, [t.turn_id for t in piece])
+                    self.episodes[result.episode.uuid] = (session.session_id, turn.turn_id)
                     counts["episodes"] += 1
                     counts["nodes"] += len(result.nodes)
                     counts["edges"] += len(result.edges)
@@ -141,38 +179,49 @@ class ZepLocalSystem:
 
     def retrieve(self, question: str, when: datetime | None) -> Retrieval:
         assert self.graph is not None and self.loop is not None, "reset() first"
-        from graphiti_core.search.search_config_recipes import COMBINED_HYBRID_SEARCH_CROSS_ENCODER
+        from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF, NODE_HYBRID_SEARCH_RRF
 
-        config = COMBINED_HYBRID_SEARCH_CROSS_ENCODER.model_copy(update={"limit": self.limit})
-        with self.clock.measure("query"):
-            found = self.loop.run_until_complete(self.graph.search_(question, config=config, group_ids=[self.group]))
-        evidence, sections = [], []
-        for kind, items, scores in (("fact", found.edges, found.edge_reranker_scores),
-                                    ("entity", found.nodes, found.node_reranker_scores),
-                                    ("episode", found.episodes, found.episode_reranker_scores),
-                                    ("community", found.communities, found.community_reranker_scores)):
-            rows = [self._evidence(kind, item, score) for item, score in zip(items, list(scores) + [None] * len(items))]
-            evidence += rows
-            if rows:
-                sections.append(f"{kind.upper()}S:\n" + "\n".join(f"- [{e.time}] {e.text}" for e in rows))
-        return Retrieval("\n\n".join(sections), evidence, trace={**self.clock.of("query"),
-                         "counts": {"edges": len(found.edges), "nodes": len(found.nodes),
-                                    "episodes": len(found.episodes), "communities": len(found.communities)}})
+        searches = [EDGE_HYBRID_SEARCH_RRF.model_copy(update={"limit": self.edge_limit}),
+                    NODE_HYBRID_SEARCH_RRF.model_copy(update={"limit": self.node_limit})]
+        with self.clock.measure("query"), query_embeddings(self.embedder.client):
+            edges, nodes = (self.loop.run_until_complete(self.graph.search_(question, config=config,
+                                                                             group_ids=[self.group]))
+                            for config in searches)
+        facts = [self._fact(e, score) for e, score in zip(edges.edges, _scores(edges.edge_reranker_scores, edges.edges))]
+        entities = [EvidenceItem(f"{n.name}: {n.summary}", None, score=score)
+                    for n, score in zip(nodes.nodes, _scores(nodes.node_reranker_scores, nodes.nodes))]
+        facts, entities = _within(facts, entities, self.evidence_limit)
+        context = ZEP_CONTEXT.format(facts="\n".join(f"- {f.text} ({f.time})" for f in facts),
+                                     entities="\n".join(f"- {e.text}" for e in entities))
+        return Retrieval(context, facts + entities, trace={**self.clock.of("query"),
+                         "counts": {"edges": len(edges.edges), "nodes": len(nodes.nodes)}})
 
-    def _evidence(self, kind: str, item: Any, score: float | None) -> EvidenceItem:
-        if kind == "fact":
-            sources = [self.episodes[u] for u in item.episodes or [] if u in self.episodes]
-            span = f"{day(item.valid_at) or '?'} - {day(item.invalid_at) or 'present'}"
-            return EvidenceItem(item.fact, span, list(dict.fromkeys(s for s, _ in sources)),
-                                [t for _, ts in sources for t in ts], score)
-        if kind == "episode":
-            session, turns = self.episodes.get(item.uuid, (None, []))
-            return EvidenceItem(item.content, day(item.valid_at), [session] if session else [], turns, score)
-        return EvidenceItem(f"{item.name}: {item.summary}", day(getattr(item, "created_at", None)), score=score)
+    def _fact(self, edge: Any, score: float | None) -> EvidenceItem:
+        sources = [self.episodes[u] for u in edge.episodes or [] if u in self.episodes]
+        return EvidenceItem(edge.fact, validity(edge), list(dict.fromkeys(s for s, _ in sources)),
+                            list(dict.fromkeys(t for _, t in sources)), score)
 
     def close(self) -> None:
-        graph, loop, self.graph, self.loop = self.graph, self.loop, None, None
+        graph, loop, self.graph, self.loop, self.embedder = self.graph, self.loop, None, None, None
         if loop is not None:
             if graph is not None:
                 loop.run_until_complete(graph.close())
             loop.close()
+
+
+def _scores(scores: Sequence[float] | None, items: Sequence[Any]) -> list[float | None]:
+    return [*list(scores or [])[: len(items)], *[None] * max(0, len(items) - len(scores or []))]
+
+
+def _within(facts: list[EvidenceItem], entities: list[EvidenceItem],
+            limit: int | None) -> tuple[list[EvidenceItem], list[EvidenceItem]]:
+    """At most `limit` items in all, facts and entities taken in turn (best first within each)."""
+    if limit is None:
+        return facts, entities
+    kept_facts: list[EvidenceItem] = []
+    kept_entities: list[EvidenceItem] = []
+    for i in range(max(len(facts), len(entities))):
+        for pool, kept in ((facts, kept_facts), (entities, kept_entities)):
+            if i < len(pool) and len(kept_facts) + len(kept_entities) < limit:
+                kept.append(pool[i])
+    return kept_facts, kept_entities

@@ -1,8 +1,9 @@
 """LoCoMo loader (`locomo10.json`: ten long conversations between two people, with QA).
 
 LoCoMo has no assistant: both speakers are people. Every turn gets role "user", the speaker's name
-in `Turn.speaker`, and content prefixed with "Name: " so that a system reading only role and content
-still knows who spoke. A turn that shares an image renders as `text [shares <blip_caption>]`.
+in `Turn.speaker` and the spoken text alone as content: each adapter attaches the speaker once, in the
+form its library takes (a field, or a `Name: ` prefix). A turn that shares an image renders as
+`text [shares <blip_caption>]`.
 Turn ids are the source `dia_id`s (`D<N>:<i>`), session ids are `session_<N>`, and sessions are
 ordered by N. Questions are numbered in source order (`<sample_id>:q<index>`) whether or not
 category 5 is loaded. Category 5 (adversarial) questions are marked as abstentions: their `answer`
@@ -75,14 +76,14 @@ def session_of(dia_id: str) -> str:
 
 
 def render_turn(raw: dict[str, Any]) -> str:
-    """`Name: text`, plus `[shares <caption>]` when the turn carries an image."""
+    """The turn's text, plus `[shares <caption>]` when the turn carries an image (no speaker)."""
     text = str(raw.get("text", "")).strip()
     caption = raw.get("blip_caption")
     if caption:
         text = f"{text} [shares {caption}]".strip()
     elif raw.get("img_url"):
         text = f"{text} [shares an image]".strip()
-    return sanitize_text(f"{raw.get('speaker', 'unknown')}: {text}")
+    return sanitize_text(text)
 
 
 def parse_sessions(conversation: dict[str, Any]) -> tuple[Session, ...]:

@@ -25,7 +25,7 @@ from benchmarks.harness.answering import answer_request
 from benchmarks.harness.metrics import dedupe
 from benchmarks.harness.models import library_config, scheduler
 from benchmarks.harness.results import RunCallLog, RunFiles, git_info, package_versions, read_jsonl
-from benchmarks.harness.systems import Models, attach, build_system, system_settings
+from benchmarks.harness.systems import Models, attach, build_system, system_settings, with_budget
 from benchmarks.harness.wandb_logger import WandbLogger
 from benchmarks.judging.grading import judge_rows, make_judge
 from benchmarks.judging.judges import Judge
@@ -138,7 +138,8 @@ def open_harness(cfg: Config, dataset: Dataset, files: RunFiles) -> Harness:
         raise
     wandb = WandbLogger(cfg.get("wandb") or {}, files.dir, dict(cfg))
     h = Harness(cfg, files, dataset, system, answerer, judge, wandb, closing=closing, embedder=embedder)
-    files.note_invocation(embedder=embedder_settings(embedder))
+    files.note_invocation(embedder=embedder_settings(embedder),
+                          system_runtime=dict(getattr(system, "runtime_settings", None) or {}))
     restore(h)
     return h
 
@@ -172,6 +173,7 @@ def restore(h: Harness) -> None:
 
 def run_benchmark(cfg: Config, run_dir: str | Path | None = None) -> dict[str, Any]:
     """Run (or resume) one configuration; return the run summary, also written as summary.md."""
+    cfg = with_budget(cfg)
     files = RunFiles(run_dir or cfg["run_dir"])
     dataset = load_benchmark_dataset(cfg["dataset"])
     files.open_run(run_metadata(cfg, dataset), fingerprint(cfg, dataset))

@@ -58,7 +58,19 @@ class MethodNode:
     system: Any = MISSING
     needs_chat_model: bool = True  # on the write or retrieval path (answering builds it anyway)
     serving: ServingNode | None = None  # library baselines, reached over HTTP
+    # budget=shared: settings of this node (dotted paths, e.g. `system.top_k`) that put the method at
+    # the shared evidence budget `${budget.evidence}`; empty = the method has no retrieval budget
+    shared_budget: dict[str, Any] = field(default_factory=dict)
     memforest: MemForestNode | None = None  # MemForest methods: the library configuration
+
+
+@dataclass
+class BudgetNode:
+    """`native`: each method at its authors' retrieval budget (the method configs as they are);
+    `shared`: every method at `evidence` units through its `shared_budget` settings."""
+
+    mode: str = "native"  # native | shared
+    evidence: int = 10
 
 
 @dataclass
@@ -110,6 +122,7 @@ class BenchConfig:
     llm: ChatModelNode = MISSING
     embedder: EmbedderNode = MISSING
     judge: JudgeNode = field(default_factory=JudgeNode)
+    budget: BudgetNode = field(default_factory=BudgetNode)
     answer: AnswerNode = field(default_factory=AnswerNode)
     wandb: WandbNode = field(default_factory=WandbNode)
     experiment_name: str = "default"
@@ -133,3 +146,4 @@ def register() -> None:
     store.store(group="llm", name="_schema", node=ChatModelNode)
     store.store(group="embedder", name="_schema", node=EmbedderNode)
     store.store(group="judge", name="_schema", node=JudgeNode)
+    store.store(group="budget", name="_schema", node=BudgetNode)

@@ -11,8 +11,10 @@ A system that cannot run here raises SystemUnavailable with the reason; the run 
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,7 @@ from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
 
 Config = Mapping[str, Any]
+log = logging.getLogger(__name__)
 PROBE_URL = "http://127.0.0.1:9/v1"  # nothing listens there: adapters must not connect on construction
 
 
@@ -39,6 +42,36 @@ class Models:
     embedder: Embedder
     llm: ChatModel | None
     call_log: CallLog
+
+
+BUDGET_MODES = ("native", "shared")
+
+
+def with_budget(cfg: Config) -> dict[str, Any]:
+    """The run's configuration with the budget axis applied: under `budget.mode=shared` the method's
+    `shared_budget` settings (dotted paths in the method node) replace its own; `native` leaves the
+    method at its authors' budget."""
+    budget = cfg.get("budget") or {"mode": "native"}
+    mode = str(budget.get("mode"))
+    if mode not in BUDGET_MODES:
+        raise ValueError(f"budget.mode={mode!r}: expected one of {', '.join(BUDGET_MODES)}")
+    out = dict(cfg)
+    if mode == "native":
+        return out
+    method = copy.deepcopy(dict(cfg["method"]))
+    if not method.get("shared_budget"):
+        log.warning("budget=shared: method %s has no shared_budget settings and runs at its own budget",
+                    method.get("name"))
+    for path, value in (method.get("shared_budget") or {}).items():
+        *parents, leaf = str(path).split(".")
+        node = method
+        for key in parents:
+            if not isinstance(node.get(key), dict):
+                raise ValueError(f"method {method.get('name')}: shared_budget path {path!r} is not in the method")
+            node = node[key]
+        node[leaf] = value
+    out["method"] = method
+    return out
 
 
 def system_factory(method: Config) -> functools.partial[MemorySystem]:
@@ -115,26 +148,28 @@ def served_system(method: Config, llm: Config, embedder: Config, models: Models,
         return Endpoints(url, str(llm["model"]), str(embedder["model"]), int(embedder["dim"]),
                          int(serving["context_tokens"]))
 
-    factory(endpoints(PROBE_URL), name=name).close()
+    probe = factory(endpoints(PROBE_URL), name=name)
+    runtime = dict(getattr(probe, "runtime_settings", None) or {})
+    probe.close()
     stack = serving_stack(name, serving, llm, embedder, models)
     return ProxiedSystem(name, lambda url: factory(endpoints(url), name=name), stack,
-                         ingest_phase="build", query_phase="retrieve")
+                         ingest_phase="build", query_phase="retrieve", runtime_settings=runtime)
 
 
 def serving_stack(name: str, serving: Config, llm: Config, embedder: Config, models: Models) -> ServingStack:
     """llama.cpp serves the packaged (or `llm.model_path`) GGUF at `serving.context_tokens`; an `openai`
     backbone is forwarded to; any other (vLLM in process, the scripted model) is served by the harness.
-    The embedder is served likewise unless it is itself an `openai` endpoint."""
+    The embedder is always the harness's own, served by the harness (an `openai` embedder is reached
+    through it), so that a request with `input_type: query` gets the same query instruction MemForest's
+    questions get."""
     backend = str(llm["backend"])
     if backend not in HTTP_BACKENDS and models.llm is None:
         raise SystemUnavailable(f"{name}: llm.backend={backend} needs the harness's chat model")
-    remote_embed = embedder["backend"] == "openai"
     return ServingStack(
         models.call_log, name, llm_model=str(llm["model"]),
         llm_base_url=llm.get("base_url") if backend == "openai" else None,
         chat=models.llm if backend not in HTTP_BACKENDS else None, gguf_path=llm.get("model_path"),
         n_ctx=int(serving["context_tokens"]), threads=int(serving["threads"]), seed=int(llm["seed"]),
-        embedder=None if remote_embed else models.embedder,
-        embed_base_url=embedder.get("base_url") if remote_embed else None,
+        embedder=models.embedder,
         max_tokens_cap=serving.get("max_tokens_cap"),
     )

@@ -1,7 +1,9 @@
 """A tiny OpenAI-compatible server on loopback around our in-process models, so that systems that only
 speak the OpenAI API (Mem0, Graphiti, MemPalace, MemoryOS) run offline on the local models:
 
-- `POST /v1/embeddings` for an Embedder (float or base64 vectors, optional `dimensions`);
+- `POST /v1/embeddings` for an Embedder (float or base64 vectors, optional `dimensions`, optional
+  `input_type`: "query" embeds the texts as questions, with the embedder's query instruction, and
+  "passage", the default, as stored text; every system's questions get the same treatment this way);
 - `POST /v1/chat/completions` for a ChatModel (e.g. the scripted test model, or vLLM in-process);
   `response_format` json_object / json_schema become the request's JSON schema (`{"type": "object"}`
   when none is given); streaming is not offered;
@@ -39,6 +41,7 @@ from memforest.llm.base import (
 
 BATCH_WINDOW_S = 0.005  # how long a batch waits for more requests once one has arrived
 EMBED_BATCH_REQUESTS = 64
+EMBED_KINDS: tuple[EmbedKind, ...] = ("query", "passage")
 EmbedItem = tuple[tuple[str, ...], EmbedKind]
 
 
@@ -109,7 +112,10 @@ class ModelServer(LoopbackServer):
             texts = [texts]
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             return 400, {"error": {"message": "input must be a string or a list of strings"}}
-        vectors = self.embed(texts) if texts else np.zeros((0, self.embedder.dim), np.float32)
+        kind = request.get("input_type") or "passage"
+        if kind not in EMBED_KINDS:
+            return 400, {"error": {"message": f"input_type must be one of {', '.join(EMBED_KINDS)}"}}
+        vectors = self.embed(texts, kind) if texts else np.zeros((0, self.embedder.dim), np.float32)
         dims = request.get("dimensions")
         if dims is not None and int(dims) != vectors.shape[1]:
             if int(dims) > vectors.shape[1]:

@@ -99,9 +99,11 @@ class ProxiedSystem:
     ModelError, which the harness records as a failed build or retrieval."""
 
     def __init__(self, name: str, factory: Callable[[str], MemorySystem], stack: ServingStack,
-                 ingest_phase: str = "ingest", query_phase: str = "query") -> None:
+                 ingest_phase: str = "ingest", query_phase: str = "query",
+                 runtime_settings: dict[str, Any] | None = None) -> None:
         self.name = name
         self.factory, self.stack = factory, stack
+        self.runtime_settings = dict(runtime_settings or {})  # what the baseline's environment allows
         self.ingest_phase, self.query_phase = ingest_phase, query_phase
         self.inner: MemorySystem | None = None
 
