@@ -22,6 +22,7 @@ weekday]" blocks (LoCoMo).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import inspect
@@ -90,10 +91,8 @@ def render(shape: str, payload: dict) -> str:
     stamp, weekday, memory = payload.get("time_stamp", ""), payload.get("weekday", ""), payload.get("memory", "")
     if shape == "chat":
         return f"{stamp} {weekday} {memory}"
-    try:
+    with contextlib.suppress(ValueError):
         stamp = datetime.fromisoformat(stamp.replace("Z", "+00:00")).strftime("%d %B %Y")
-    except ValueError:
-        pass
     return f"[Memory recorded on: {stamp}, {weekday}]\n{memory}"
 
 
@@ -134,7 +133,8 @@ class LightMemWorker:
 
     def ingest(self, sessions: list) -> dict:
         self._open(shape_of(sessions))
-        prompt, speakers = self._prompt(), []
+        prompt = self._prompt()
+        speakers: list[str] = []
         calls = [p for s in sessions for p in (conversation_pairs(s, speakers) if self.shape == "conversation"
                                                else chat_pairs(s))]
         for index, messages in enumerate(calls):

@@ -23,9 +23,11 @@ from baselines.base import Session, Turn
 
 # The settings of the MemoryOS paper (short-term queue 7, top-m segments 5, top-k pages 10) and the
 # retrieval thresholds of its `eval/` code (0.1 each); heat threshold 5 and topic similarity 0.6 likewise.
-PAPER_SETTINGS = {"short_term_capacity": 7, "top_k_sessions": 5, "retrieval_queue_capacity": 10,
-                  "segment_threshold": 0.1, "page_threshold": 0.1, "knowledge_threshold": 0.1,
-                  "heat_threshold": 5.0, "similarity_threshold": 0.6}
+SHORT_TERM, TOP_M_SEGMENTS, TOP_K_PAGES = 7, 5, 10
+PAPER_SETTINGS: dict[str, float] = {"short_term_capacity": SHORT_TERM, "top_k_sessions": TOP_M_SEGMENTS,
+                                    "retrieval_queue_capacity": TOP_K_PAGES, "segment_threshold": 0.1,
+                                    "page_threshold": 0.1, "knowledge_threshold": 0.1, "heat_threshold": 5.0,
+                                    "similarity_threshold": 0.6}
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,18 @@ import numpy as np
 
 from baselines.base import Endpoints, EvidenceItem, Retrieval, Session
 from baselines.common import PhaseClock, quiet_environment, require, safe_id
-from baselines.memoryos.protocol import PAPER_SETTINGS, Parties, pages_of, parties, render_context
+from baselines.memoryos.protocol import (
+    PAPER_SETTINGS,
+    SHORT_TERM,
+    TOP_K_PAGES,
+    TOP_M_SEGMENTS,
+    Parties,
+    pages_of,
+    parties,
+    render_context,
+)
 from memforest.config import EmbedderConfig
-from memforest.llm.base import EmbedKind, Embedder
+from memforest.llm.base import Embedder, EmbedKind
 from memforest.llm.embedders import OpenAIEmbedder
 
 quiet_environment()  # telemetry off before the library is ever imported
@@ -44,8 +53,8 @@ class MemoryOSSystem:
     """Defaults are the paper's settings; `query_prefix` is the run's embedder query instruction (the
     harness passes `${embedder.query_prefix}`), applied to the question only."""
 
-    def __init__(self, endpoints: Endpoints, *, short_term_capacity: int = P["short_term_capacity"],
-                 top_k_sessions: int = P["top_k_sessions"], retrieval_queue_capacity: int = P["retrieval_queue_capacity"],
+    def __init__(self, endpoints: Endpoints, *, short_term_capacity: int = SHORT_TERM,
+                 top_k_sessions: int = TOP_M_SEGMENTS, retrieval_queue_capacity: int = TOP_K_PAGES,
                  segment_threshold: float = P["segment_threshold"], page_threshold: float = P["page_threshold"],
                  knowledge_threshold: float = P["knowledge_threshold"], top_k_knowledge: int = 20,
                  mid_term_capacity: int = 2000, long_term_knowledge_capacity: int = 100,
