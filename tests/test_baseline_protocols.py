@@ -165,7 +165,7 @@ def mempalace_stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 def run_mempalace(sessions: list[Session], tmp_path: Path, **settings: object) -> tuple[object, object]:
     from baselines.mempalace import MemPalaceSystem
 
-    system = MemPalaceSystem(endpoints(), **settings)  # type: ignore[arg-type]
+    system = MemPalaceSystem(endpoints(), query_prefix=PREFIX, **settings)  # type: ignore[arg-type]
     system.reset("i", tmp_path)
     collection = system.collection
     system.ingest(sessions)
@@ -178,7 +178,7 @@ def test_mempalace_ranks_user_documents_and_answers_from_whole_sessions(mempalac
     collection, result = run_mempalace(chat(), tmp_path)
     indexed = [row[1] for row in collection.rows]  # type: ignore[attr-defined]
     assert indexed == ["I adopted a grey cat called Miso.\nShe needs a vet.", "I moved to Lisbon for a new job."]
-    assert collection.queries == [{"texts": ["What is my cat's name?"], "n_results": 2}]  # type: ignore[attr-defined]
+    assert collection.queries == [{"texts": [PREFIX + "What is my cat's name?"], "n_results": 2}]  # type: ignore[attr-defined]
     assert result.trace["top_k"] == 5 and result.evidence[0].session_ids == ["s1"]  # type: ignore[attr-defined]
     # The answer model reads both speakers, each turn once with its speaker once.
     assert "assistant: Miso is a lovely name." in result.context  # type: ignore[attr-defined]

@@ -56,9 +56,10 @@ def shape(sessions: Sequence[Session]) -> str:
 
 class MemPalaceSystem:
     def __init__(self, endpoints: Endpoints, *, top_k: int | None = None, user_turns_only: bool = True,
-                 answer_documents: str = "session", name: str = "mempalace") -> None:
+                 answer_documents: str = "session", query_prefix: str = "", name: str = "mempalace") -> None:
         """`top_k` None: upstream's budget for the data's shape (TOP_K); `answer_documents`: what the
-        answer model reads of a ranked session (upstream: nothing, raw mode has no answer model)."""
+        answer model reads of a ranked session (upstream: nothing, raw mode has no answer model);
+        `query_prefix`: the run's embedder query instruction, put before the question (upstream: none)."""
         require("mempalace", name, "mempalace")
         require("chromadb", name, "mempalace")
         if answer_documents not in ANSWER_DOCUMENTS:
@@ -66,6 +67,7 @@ class MemPalaceSystem:
         self.name = name
         self.embed_base_url, self.embed_model = endpoints.base_url, endpoints.embed_model
         self.top_k, self.user_turns_only, self.answer_documents = top_k, user_turns_only, answer_documents
+        self.query_prefix = query_prefix
         self.clock = PhaseClock()
         self.client: Any = None
         self.collection: Any = None
@@ -112,7 +114,7 @@ class MemPalaceSystem:
         evidence = []
         with self.clock.measure("query"):
             if self.docs:
-                found = self.collection.query(query_texts=[question], n_results=min(self.k, len(self.docs)),
+                found = self.collection.query(query_texts=[self.query_prefix + question], n_results=min(self.k, len(self.docs)),
                                               include=["metadatas", "distances"])
                 for doc_id, meta, dist in zip(found["ids"][0], found["metadatas"][0], found["distances"][0]):
                     doc = self.docs[doc_id]
