@@ -315,6 +315,7 @@ def test_evermemos_messages_carry_staggered_times_and_current_fields(record_file
     assert embeds == [{"event": "embed", "text": PREFIX + "Where did I move?", "base_url": endpoints().base_url,
                        "model": "embedder"}]
     assert stats["private_calls"] == {"rerank": 0} and result.trace["rerank_calls"] == 1  # type: ignore[attr-defined]
+    assert next(e for e in events if e["event"] == "search")["response_top_k"] == 10  # upstream's
     assert result.context.startswith("Episodes memories for conversation between Ana and Bo")  # type: ignore[attr-defined]
 
 
@@ -330,11 +331,13 @@ def test_evermemos_stagger_shrinks_to_the_next_session() -> None:
 
 
 def test_evermemos_chat_senders_and_reranker_off(record_file: Path, tmp_path: Path) -> None:
-    stats, _ = run_worker(evermemos(UPSTREAM / "evermemos", tmp_path, use_reranker=False), chat(), tmp_path / "w")
+    stats, _ = run_worker(evermemos(UPSTREAM / "evermemos", tmp_path, use_reranker=False, response_top_k=4), chat(),
+                          tmp_path / "w")
     events = records(record_file)
     names = [m["sender_name"] for m in next(e for e in events if e["event"] == "add")["messages"]]
     assert names[:2] == ["user_instance-1", "assistant_instance-1"]  # upstream's LongMemEval converter naming
-    assert next(e for e in events if e["event"] == "search")["use_reranker"] is False
+    search = next(e for e in events if e["event"] == "search")
+    assert search["use_reranker"] is False and search["response_top_k"] == 4
     assert stats["private_models"] == {}
 
 

@@ -39,12 +39,14 @@ UPSTREAM_MAX_TOKENS = 32768
 def evermemos_system(endpoints: Endpoints, *, python: str | None = None, checkout: str | None = None,
                      system_config: str | None = None, use_reranker: bool = True,
                      reranker_base_url: str | None = None, reranker_model: str = "Qwen/Qwen3-Reranker-4B",
-                     max_tokens: int | None = None, query_prefix: str = "", log_path: str | Path | None = None,
+                     response_top_k: int | None = None, max_tokens: int | None = None, query_prefix: str = "",
+                     log_path: str | Path | None = None,
                      name: str = "evermemos") -> WorkerSystem:
     """`python`: the interpreter of the EverMemOS environment (Python 3.12, its requirements installed);
     `checkout`: a checkout of github EverMind-AI/EverMemOS at `PIN`; `system_config`: its evaluation
     system YAML (default `methods/EverCore/evaluation/config/systems/evermemos.yaml`); `max_tokens` of
-    the backbone's answers (upstream 32768; default a quarter of the served context)."""
+    the backbone's answers (upstream 32768; default a quarter of the served context); `response_top_k`:
+    memories in the answer context (None: upstream's 10)."""
     if not checkout:
         raise SystemUnavailable(f"{name}: no EverMemOS checkout configured (method.system.checkout); it installs only "
                                 "from github EverMind-AI/EverMemOS, in its own Python 3.12 environment")
@@ -61,7 +63,8 @@ def evermemos_system(endpoints: Endpoints, *, python: str | None = None, checkou
     e = endpoints
     options = {"system_config": str(config), "llm_base_url": e.base_url, "llm_model": e.chat_model, "api_key": e.api_key,
                "max_tokens": max_tokens or min(UPSTREAM_MAX_TOKENS, e.context_tokens // 4),
-               "use_reranker": use_reranker, "query_prefix": query_prefix, "upstream": PIN.record(root)}
+               "use_reranker": use_reranker, "response_top_k": response_top_k, "query_prefix": query_prefix,
+               "upstream": PIN.record(root)}
     env = {"VECTORIZE_PROVIDER": "vllm", "VECTORIZE_BASE_URL": e.base_url, "VECTORIZE_API_KEY": e.api_key,
            "VECTORIZE_MODEL": e.embed_model, "VECTORIZE_DIMENSIONS": str(e.embed_dim),
            "VECTORIZE_FALLBACK_PROVIDER": "none", "LLM_BASE_URL": e.base_url, "LLM_API_KEY": e.api_key}

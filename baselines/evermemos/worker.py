@@ -4,7 +4,8 @@ Python 3.12) with `methods/EverCore` as working directory, drives its in-process
 baselines/worker.py. Standard library only at import time; kept small so it is easy to audit.
 
 hello options (built by baselines/evermemos/system.py): `system_config` (an EverMemOS evaluation system
-YAML), `llm_base_url`, `llm_model`, `api_key`, `max_tokens`, `use_reranker`, `query_prefix` (prepended
+YAML), `llm_base_url`, `llm_model`, `api_key`, `max_tokens`, `use_reranker`, `response_top_k` (memories in
+the answer context; None keeps upstream's 10), `query_prefix` (prepended
 to every text EverMemOS embeds while it retrieves, i.e. the question and its sub-queries; upstream
 embeds them bare), `private_models`, `upstream`. The embedder and reranker endpoints come from the
 environment the adapter sets (EverMemOS reads VECTORIZE_* and RERANK_*).
@@ -126,14 +127,16 @@ class EverMemOSWorker:
         adapter_class = self.classes[0]
         self.instance_id, self.workdir = instance_id, Path(workdir)
         self.adapter, self.index = adapter_class(self.config, output_dir=self.workdir), None
-        if not self.options.get("use_reranker", True):  # the system YAML has no key for it: set on each ExperimentConfig
-            convert = self.adapter._convert_config_to_experiment_config
+        overrides = {k: v for k, v in (("use_reranker", self.options.get("use_reranker", True)),
+                                         ("response_top_k", self.options.get("response_top_k"))) if v is not None}
+        convert = self.adapter._convert_config_to_experiment_config
 
-            def without_reranker() -> Any:
-                config = convert()
-                config.use_reranker = False
-                return config
-            self.adapter._convert_config_to_experiment_config = without_reranker
+        def converted() -> Any:  # the system YAML has no keys for these: set on each ExperimentConfig
+            config = convert()
+            for key, value in overrides.items():
+                setattr(config, key, value)
+            return config
+        self.adapter._convert_config_to_experiment_config = converted
         return {}
 
     def _private(self) -> dict:
