@@ -87,14 +87,18 @@ def endpoints(url: str = "http://127.0.0.1:1/v1", context_tokens: int = 8192) ->
 
 
 def test_workers_without_a_checkout_are_unavailable(tmp_path: Path) -> None:
+    upstream = Path(__file__).parent / "fixtures" / "upstream"
     with pytest.raises(SystemUnavailable, match="no LightMem checkout"):
         lightmem_system(endpoints())
-    with pytest.raises(SystemUnavailable, match="no Python interpreter"):
+    with pytest.raises(SystemUnavailable, match="does not have the layout"):
         lightmem_system(endpoints(), checkout=str(tmp_path))
+    with pytest.raises(SystemUnavailable, match="no Python interpreter"):
+        lightmem_system(endpoints(), checkout=str(upstream / "lightmem"), llmlingua_model_path="/m")
     with pytest.raises(SystemUnavailable, match="no EverMemOS checkout"):
         evermemos_system(endpoints(), python="/usr/bin/python3")
     with pytest.raises(SystemUnavailable, match="system config"):
-        evermemos_system(endpoints(), python="/usr/bin/python3", checkout=str(tmp_path))
+        evermemos_system(endpoints(), python="/usr/bin/python3", checkout=str(upstream / "evermemos"),
+                         system_config=str(tmp_path / "absent.yaml"))
 
 
 def test_mem0_additive_without_an_interpreter_is_skipped_with_install_hint(tmp_path: Path) -> None:

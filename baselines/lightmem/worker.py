@@ -1,18 +1,32 @@
 """LightMem worker: runs inside the user's LightMem environment (github zjunlp/LightMem, which pins
 torch 2.8 and so cannot share this project's environment) and answers the protocol of
-baselines/worker.py. Not runnable on this project's CPU machine; kept small so it is easy to audit.
+baselines/worker.py. Standard library only at import time; kept small so it is easy to audit.
 
-hello options: `config` (a LightMem config dict: pre-compressor, topic segmenter and text-embedder
-model paths, retrieve strategy ...), `llm_base_url`, `llm_model`, `api_key`, `limit` (default 10),
-`offline_update` (default true: LightMem's offline update runs at the end of ingest, inside the
-timed build). The memory manager is pointed at `llm_base_url` (the harness's logging proxy); the
-Qdrant store of each instance lives under its workdir.
+hello options (built by baselines/lightmem/system.py): `configs` (LightMem's paper configuration per
+dataset shape, "chat" and "conversation"), `limits` (memories retrieved per shape), `offline_update`,
+`query_prefix` (prepended to the question before LightMem's text embedder sees it), `locomo_prompts`
+(the checkout's `experiments/locomo/prompts.py`, whose LoCoMo extraction prompt upstream passes on
+LoCoMo), `upstream` (pin and checkout commit, echoed into build statistics).
+
+Ingest follows upstream's scripts. User/assistant chats (LongMemEval): each user turn and the assistant
+reply after it are one `add_memory` call, with the session time as `time_stamp`. Two-person conversations
+(LoCoMo): each turn is a user message carrying `speaker_id` (speaker_a/speaker_b) and `speaker_name`,
+followed by an empty assistant message. Upstream skips a turn its pairing cannot place; here such a
+turn is paired with an empty other side. The last call forces segmentation and extraction; the offline
+update (upstream's offline_update.py: update queues, then merges at score 0.8) runs inside the build.
+
+Retrieval embeds the question once and searches LightMem's Qdrant index for the shape's limit; the
+context is upstream's rendering: "time weekday memory" lines (LongMemEval), "[Memory recorded on: date,
+weekday]" blocks (LoCoMo).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
+import inspect
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,49 +35,126 @@ assert _spec is not None and _spec.loader is not None
 protocol = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(protocol)
 
+REQUIRED = {"add_memory": ("messages", "METADATA_GENERATE_PROMPT", "force_segment", "force_extract"),
+            "retrieve": ("query", "limit"), "construct_update_queue_all_entries": (),
+            "offline_update_all_entries": ("score_threshold",)}
+
+
+def layout_problems(factory: Any) -> list[str]:
+    """What the LightMemory class lacks of the API this worker drives (empty when it is the pinned one)."""
+    problems = []
+    for method, params in REQUIRED.items():
+        found = getattr(factory, method, None)
+        if found is None:
+            problems.append(f"LightMemory.{method} is missing")
+            continue
+        missing = [p for p in params if p not in inspect.signature(found).parameters]
+        if missing:
+            problems.append(f"LightMemory.{method} has no parameter {', '.join(missing)}")
+    return problems
+
+
+def shape_of(sessions: list) -> str:
+    return "conversation" if any(t.get("speaker") for s in sessions for t in s["turns"]) else "chat"
+
+
+def chat_pairs(session: dict) -> list[list[dict]]:
+    """User turn + following assistant reply; a turn with no partner gets an empty other side."""
+    pairs: list[list[dict]] = []
+    for turn in (t for t in session["turns"] if t["content"].strip()):
+        role = "assistant" if turn["role"] == "assistant" else "user"
+        message = {"role": role, "content": turn["content"], "time_stamp": session["timestamp"]}
+        if role == "assistant" and pairs and pairs[-1][1]["content"] == "" and pairs[-1][0]["content"]:
+            pairs[-1][1] = message
+        elif role == "assistant":
+            pairs.append([{"role": "user", "content": "", "time_stamp": session["timestamp"]}, message])
+        else:
+            pairs.append([message, {"role": "assistant", "content": "", "time_stamp": session["timestamp"]}])
+    return pairs
+
+
+def conversation_pairs(session: dict, speakers: list[str]) -> list[list[dict]]:
+    """add_locomo.py: every turn a user message with its speaker, then an empty assistant message."""
+    pairs = []
+    for turn in (t for t in session["turns"] if t["content"].strip()):
+        name = turn.get("speaker") or turn["role"]
+        if name not in speakers:
+            speakers.append(name)
+        side = {"speaker_id": "speaker_a" if name == speakers[0] else "speaker_b", "speaker_name": name,
+                "time_stamp": session["timestamp"]}
+        pairs.append([{"role": "user", "content": turn["content"], **side},
+                      {"role": "assistant", "content": "", **side}])
+    return pairs
+
+
+def render(shape: str, payload: dict) -> str:
+    stamp, weekday, memory = payload.get("time_stamp", ""), payload.get("weekday", ""), payload.get("memory", "")
+    if shape == "chat":
+        return f"{stamp} {weekday} {memory}"
+    with contextlib.suppress(ValueError):
+        stamp = datetime.fromisoformat(stamp.replace("Z", "+00:00")).strftime("%d %B %Y")
+    return f"[Memory recorded on: {stamp}, {weekday}]\n{memory}"
+
 
 class LightMemWorker:
     def __init__(self) -> None:
         self.options: dict = {}
         self.memory: Any = None
+        self.shape = "chat"
 
     def hello(self, options: dict) -> dict:
         from lightmem.memory.lightmem import LightMemory  # fails here when the environment is not LightMem's
 
+        problems = layout_problems(LightMemory)
+        if problems:
+            pin = options.get("upstream", {}).get("pinned_commit", "the pinned commit")
+            raise RuntimeError(f"this LightMem is not the layout the worker supports ({pin}): {'; '.join(problems)}")
         self.options, self.factory = options, LightMemory
-        return {"name": "lightmem", "module": LightMemory.__module__}
+        return {"name": "lightmem", "module": LightMemory.__module__, **options.get("upstream", {})}
 
     def reset(self, instance_id: str, workdir: str) -> dict:
-        config = copy.deepcopy(self.options.get("config") or {})
-        manager = config.setdefault("memory_manager", {"model_name": "openai", "configs": {}})
-        manager.setdefault("configs", {}).update(model=self.options["llm_model"], api_key=self.options.get("api_key", "local"),
-                                                 openai_base_url=self.options["llm_base_url"])
-        retriever = config.setdefault("embedding_retriever", {"model_name": "qdrant", "configs": {}})
-        retriever.setdefault("configs", {}).update(collection_name=instance_id, path=str(Path(workdir) / "qdrant"))
-        self.memory = self.factory.from_config(config)
+        self.instance_id, self.workdir, self.memory = instance_id, Path(workdir), None
         return {}
 
+    def _open(self, shape: str) -> None:
+        config = copy.deepcopy(self.options["configs"][shape])
+        config["embedding_retriever"]["configs"].update(collection_name=self.instance_id[:60] or "lightmem",
+                                                        path=str(self.workdir / "qdrant"))
+        self.shape, self.memory = shape, self.factory.from_config(config)
+
+    def _prompt(self) -> Any:
+        if self.shape != "conversation":
+            return None
+        spec = importlib.util.spec_from_file_location("lightmem_locomo_prompts", self.options["locomo_prompts"])
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.METADATA_GENERATE_PROMPT_locomo
+
     def ingest(self, sessions: list) -> dict:
-        adds = 0
-        for s_index, session in enumerate(sessions):
-            turns = [t for t in session["turns"] if t["content"].strip()]
-            pairs = [turns[i : i + 2] for i in range(0, len(turns), 2)]
-            for p_index, pair in enumerate(pairs):
-                last = s_index == len(sessions) - 1 and p_index == len(pairs) - 1
-                messages = [{"role": "assistant" if t["role"] == "assistant" else "user",
-                             "content": f"{t['speaker']}: {t['content']}" if t.get("speaker") else t["content"],
-                             "time_stamp": session["timestamp"]} for t in pair]
-                self.memory.add_memory(messages=messages, force_segment=last, force_extract=last)
-                adds += 1
+        self._open(shape_of(sessions))
+        prompt = self._prompt()
+        speakers: list[str] = []
+        calls = [p for s in sessions for p in (conversation_pairs(s, speakers) if self.shape == "conversation"
+                                               else chat_pairs(s))]
+        for index, messages in enumerate(calls):
+            last = index == len(calls) - 1
+            self.memory.add_memory(messages=messages, METADATA_GENERATE_PROMPT=prompt, force_segment=last,
+                                   force_extract=last)
         if self.options.get("offline_update", True):
             self.memory.construct_update_queue_all_entries()
             self.memory.offline_update_all_entries(score_threshold=0.8)
-        return {"adds": adds}
+        return {"adds": len(calls), "shape": self.shape, "limit": self.options["limits"][self.shape],
+                **self.options.get("upstream", {})}
 
     def retrieve(self, question: str, when: str | None) -> dict:
-        found = self.memory.retrieve(question, limit=int(self.options.get("limit", 10)))
-        items = found if isinstance(found, list) else [found]
-        return {"evidence": [{"text": str(m)} for m in items if str(m).strip()]}
+        vector = self.memory.text_embedder.embed(self.options.get("query_prefix", "") + question)
+        found = self.memory.embedding_retriever.search(query_vector=vector, limit=int(self.options["limits"][self.shape]),
+                                                       return_full=True)
+        texts = [render(self.shape, r.get("payload", {})) for r in found]
+        evidence = [{"text": t, "time": r.get("payload", {}).get("time_stamp"), "score": r.get("score")}
+                    for t, r in zip(texts, found)]
+        return {"context": ("\n" if self.shape == "chat" else "\n\n").join(texts), "evidence": evidence}
 
     def close(self) -> dict:
         self.memory = None

@@ -1,17 +1,19 @@
-"""MemoryOS (PyPI `memoryos-pro` 0.1.0): short-term queue -> mid-term topic segments (heat-scored) ->
-long-term user profile and knowledge, with the paper's settings top_k_sessions=10 and
-retrieval_queue_capacity=10.
+"""MemoryOS (PyPI `memoryos-pro` 0.1.0) driven as MemoryOS's own evaluation drives it (github
+BAI-LAB/MemoryOS `eval/main_loco_parse.py`): QA pages paired by speaker, the paper's settings (short-term
+queue 7, top-m segments 5, top-k pages 10; see `protocol.PAPER_SETTINGS`), the evaluation's retrieval
+thresholds (0.1), and its answer context with each page's `meta_info` (`protocol.render_context`).
 
 Installed without its pins (faiss-gpu, numpy==1.24); it runs on faiss-cpu. The adapter patches three
 things inside the library, and nothing else:
 - embeddings: `get_embedding` (which would load a sentence-transformers model by hub name) calls our
-  Embedder instead;
+  Embedder over the served endpoint; the question is embedded as a query (with `query_prefix`, the
+  run's embedder instruction, as every system's questions are), everything else as passages;
 - time: `get_timestamp` returns the session being ingested (the question date at query time), so
   heat, recency and knowledge stamps follow the dataset's clock, not the wall clock;
 - model name: every chat call uses the configured model (the library sends some with a hard-coded
   "gpt-4o-mini", which a real server would reject).
-Turns are paired into (user_input, agent_response) QA pages as MemoryOS expects; the pending
-short-term queue is flushed into mid-term memory at the end of `ingest`, inside the timed build.
+The pending short-term queue is flushed into mid-term memory at the end of `ingest`, inside the timed
+build (upstream answers with the queue's last pages as "recent conversation"; here they are retrievable).
 """
 
 from __future__ import annotations
@@ -24,41 +26,50 @@ from typing import Any
 
 import numpy as np
 
-from baselines.base import Endpoints, EvidenceItem, Retrieval, Session, Turn
+from baselines.base import Endpoints, EvidenceItem, Retrieval, Session
 from baselines.common import PhaseClock, quiet_environment, require, safe_id
+from baselines.memoryos.protocol import (
+    PAPER_SETTINGS,
+    SHORT_TERM,
+    TOP_K_PAGES,
+    TOP_M_SEGMENTS,
+    Parties,
+    pages_of,
+    parties,
+    render_context,
+)
 from memforest.config import EmbedderConfig
-from memforest.llm.base import Embedder
+from memforest.llm.base import Embedder, EmbedKind
 from memforest.llm.embedders import OpenAIEmbedder
 
 quiet_environment()  # telemetry off before the library is ever imported
 
 CLOCK_FORMAT = "%Y-%m-%d %H:%M:%S"
 _MODULES = ("utils", "memoryos", "mid_term", "long_term", "short_term", "updater", "retriever")
-
-
-def qa_pairs(session: Session) -> list[tuple[Turn, Turn | None]]:
-    turns = [t for t in session.turns if t.content.strip()]
-    return [(turns[i], turns[i + 1] if i + 1 < len(turns) else None) for i in range(0, len(turns), 2)]
-
-
-def said(turn: Turn | None) -> str:
-    if turn is None:
-        return "(no reply)"
-    return f"{turn.speaker}: {turn.content}" if turn.speaker else turn.content
+P = PAPER_SETTINGS
 
 
 class MemoryOSSystem:
-    def __init__(self, endpoints: Endpoints, *, top_k_sessions: int = 10, retrieval_queue_capacity: int = 10,
-                 short_term_capacity: int = 10, mid_term_capacity: int = 2000, long_term_knowledge_capacity: int = 100,
-                 heat_threshold: float = 5.0, similarity_threshold: float = 0.6, name: str = "memoryos") -> None:
+    """Defaults are the paper's settings; `query_prefix` is the run's embedder query instruction (the
+    harness passes `${embedder.query_prefix}`), applied to the question only."""
+
+    def __init__(self, endpoints: Endpoints, *, short_term_capacity: int = SHORT_TERM,
+                 top_k_sessions: int = TOP_M_SEGMENTS, retrieval_queue_capacity: int = TOP_K_PAGES,
+                 segment_threshold: float = P["segment_threshold"], page_threshold: float = P["page_threshold"],
+                 knowledge_threshold: float = P["knowledge_threshold"], top_k_knowledge: int = 20,
+                 mid_term_capacity: int = 2000, long_term_knowledge_capacity: int = 100,
+                 heat_threshold: float = P["heat_threshold"], similarity_threshold: float = P["similarity_threshold"],
+                 query_prefix: str = "", name: str = "memoryos") -> None:
         require("memoryos", name, "memoryos")
         require("faiss", name, "memoryos")
         self.name = name
         e = endpoints
         self.llm_base_url, self.llm_model, self.api_key = e.base_url, e.chat_model, e.api_key
-        self.embedder: Embedder = OpenAIEmbedder(EmbedderConfig(backend="openai", base_url=e.base_url,
-                                                                model=e.embed_model, dim=e.embed_dim))
-        self.top_k_sessions = top_k_sessions
+        self.embedder: Embedder = OpenAIEmbedder(EmbedderConfig(backend="openai", base_url=e.base_url, model=e.embed_model,
+                                                                dim=e.embed_dim, query_prefix=query_prefix))
+        self.search = dict(top_k_sessions=top_k_sessions, segment_similarity_threshold=segment_threshold,
+                           page_similarity_threshold=page_threshold, knowledge_threshold=knowledge_threshold,
+                           top_k_knowledge=top_k_knowledge)
         self.settings = dict(short_term_capacity=short_term_capacity, mid_term_capacity=mid_term_capacity,
                              long_term_knowledge_capacity=long_term_knowledge_capacity,
                              retrieval_queue_capacity=retrieval_queue_capacity,
@@ -68,12 +79,16 @@ class MemoryOSSystem:
         self.now = datetime(2000, 1, 1)
         self.mos: Any = None
         self.log_path: Path | None = None
-        self.pages: dict[tuple[str, str], tuple[str, list[str]]] = {}
+        self.who = Parties("user", "Assistant", "User", False)
+        self.pages: dict[tuple[str, str, str], tuple[str, list[str]]] = {}
         self._vectors: dict[str, np.ndarray] = {}
+        self._kind: EmbedKind = "passage"
 
     # ------------------------------------------------------------------ the three patches
 
     def _embedding(self, text: str, model_name: str | None = None, use_cache: bool = True) -> np.ndarray:
+        if self._kind == "query":
+            return self.embedder.embed([text], kind="query")[0]
         if text not in self._vectors:
             self._vectors[text] = self.embedder.embed([text])[0]
         return self._vectors[text]
@@ -118,18 +133,19 @@ class MemoryOSSystem:
 
     def ingest(self, sessions: Sequence[Session]) -> dict[str, Any]:
         assert self.mos is not None, "reset() first"
-        pairs = 0
+        self.who = parties(sessions)
+        count = 0
         with self.clock.measure("ingest"), self._inside():
             for session in sorted(sessions, key=lambda s: s.timestamp):
                 self.now = session.timestamp
-                for first, second in qa_pairs(session):
-                    user_input, response = said(first), said(second)
-                    self.pages[(user_input, response)] = (session.session_id,
-                                                          [t.turn_id for t in (first, second) if t is not None])
-                    self.mos.add_memory(user_input, response, timestamp=self._timestamp())
-                    pairs += 1
+                for page in pages_of(session, self.who):
+                    stamp = self._timestamp()
+                    self.pages[(page.user_input, page.agent_response, stamp)] = (session.session_id, page.turn_ids)
+                    self.mos.add_memory(page.user_input, page.agent_response, timestamp=stamp)
+                    count += 1
             self._flush()
-        return {"qa_pairs": pairs, "mid_term_sessions": len(self.mos.mid_term_memory.sessions),
+        return {"qa_pairs": count, "paired_by": "speaker" if self.who.by_speaker else "role",
+                "mid_term_sessions": len(self.mos.mid_term_memory.sessions),
                 "user_knowledge": len(self.mos.user_long_term_memory.get_user_knowledge()),
                 **self.clock.of("ingest")}
 
@@ -150,22 +166,26 @@ class MemoryOSSystem:
         assert self.mos is not None, "reset() first"
         self.now = when or self.now
         with self.clock.measure("query"), self._inside():
-            found = self.mos.retriever.retrieve_context(user_query=question, user_id=self.mos.user_id,
-                                                        top_k_sessions=self.top_k_sessions)
+            self._kind = "query"
+            try:
+                found = self.mos.retriever.retrieve_context(user_query=question, user_id=self.mos.user_id, **self.search)
+            finally:
+                self._kind = "passage"
             profile = self.mos.user_long_term_memory.get_raw_user_profile(self.mos.user_id)
+            assistant = list(self.mos.assistant_long_term_memory.get_assistant_knowledge())
         evidence = []
         for page in found["retrieved_pages"]:
-            session, turns = self.pages.get((page.get("user_input", ""), page.get("agent_response", "")), (None, []))
-            text = f"User: {page.get('user_input', '')}\nAssistant: {page.get('agent_response', '')}"
+            key = (page.get("user_input", ""), page.get("agent_response", ""), page.get("timestamp", ""))
+            session, turns = self.pages.get(key, (None, []))
+            text = f"{self.who.first_label}: {key[0]}\n{self.who.second_label}: {key[1]}"
             evidence.append(EvidenceItem(text, page.get("timestamp"), [session] if session else [], turns))
-        for kind in ("retrieved_user_knowledge", "retrieved_assistant_knowledge"):
-            evidence += [EvidenceItem(k["knowledge"], k.get("timestamp")) for k in found[kind]]
-        sections = [f"User profile:\n{profile}"] if profile and profile.lower() != "none" else []
-        sections.append("Memory:\n" + "\n".join(f"[{e.time}] {e.text}" for e in evidence))
-        return Retrieval("\n\n".join(sections), evidence, trace={
+        evidence += [EvidenceItem(k["knowledge"], k.get("timestamp")) for k in found["retrieved_user_knowledge"]]
+        context = render_context(self.who, profile if profile and profile.lower() != "none" else None,
+                                 found["retrieved_user_knowledge"], assistant, found["retrieved_pages"])
+        return Retrieval(context, evidence, trace={
             **self.clock.of("query"), "pages": len(found["retrieved_pages"]),
-            "user_knowledge": len(found["retrieved_user_knowledge"]),
-            "assistant_knowledge": len(found["retrieved_assistant_knowledge"])})
+            "pages_with_meta_info": sum(1 for p in found["retrieved_pages"] if p.get("meta_info")),
+            "user_knowledge": len(found["retrieved_user_knowledge"]), "assistant_knowledge": len(assistant)})
 
     def close(self) -> None:
         mos, self.mos = self.mos, None

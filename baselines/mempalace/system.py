@@ -1,10 +1,20 @@
 """MemPalace (PyPI `mempalace`) in its "raw" benchmark mode: one Chroma document per session, no model
 call on write, embedding top-k sessions on read.
 
-As in MemPalace's LongMemEval script, a session's document is its user turns joined (every turn when a
-session has no user turn, e.g. LoCoMo's named speakers, which are rendered `speaker: text`). Vectors
-come from MemPalace's own OpenAI-compatible embedding function pointed at our embeddings endpoint,
-never from Chroma's default function (which downloads a model). The palace lives under the workdir.
+Raw mode is MemPalace's retrieval benchmark (github MemPalace/mempalace, `benchmarks/longmemeval_bench.py`,
+granularity "session"): a session's indexed document is its user turns joined; its headline figure is
+recall@5 of those documents, with no answer model. Ranking here is exactly that. What the answer model
+reads is a different matter: upstream hands it nothing, and a user-only document hides every
+assistant-side fact (LongMemEval's single-session-assistant questions), so by default
+(`answer_documents="session"`) each ranked session reaches the answer prompt whole, both speakers, each
+turn once with its speaker once; `"indexed"` hands over the indexed document itself. LoCoMo has no
+assistant: its documents are every turn, rendered `speaker: text`. `top_k` defaults to the budget of
+upstream's headline metric per dataset shape: 5 for user/assistant chats (LongMemEval R@5), 10 for
+two-person conversations (LoCoMo, `benchmarks/locomo_bench.py` top-10).
+
+Vectors come from MemPalace's own OpenAI-compatible embedding function pointed at our embeddings
+endpoint, never from Chroma's default function (which downloads a model). The palace lives under the
+workdir.
 """
 
 from __future__ import annotations
@@ -14,32 +24,55 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from baselines.base import Endpoints, EvidenceItem, Retrieval, Session, Turn, render_evidence
+from baselines.base import Endpoints, EvidenceItem, Retrieval, Session, Turn
 from baselines.common import PhaseClock, day, quiet_environment, render_turn, require
 
 quiet_environment()  # telemetry off before the library is ever imported
 
 COLLECTION = "mempalace_drawers"
+ANSWER_DOCUMENTS = ("session", "indexed")
+TOP_K = {"chat": 5, "conversation": 10}  # upstream's headline budgets: LongMemEval R@5, LoCoMo top-10
 
 
 def document_turns(session: Session, user_only: bool) -> list[Turn]:
     turns = [t for t in session.turns if t.content.strip()]
-    users = [t for t in turns if t.role == "user"]
+    users = [t for t in turns if t.role == "user" and not t.speaker]
     return users if user_only and users else turns
 
 
+def indexed_text(turns: Sequence[Turn]) -> str:
+    """Upstream's document: user turns' text joined (named speakers rendered `speaker: text`)."""
+    return "\n".join(render_turn(t) if t.speaker else t.content for t in turns)
+
+
+def session_text(session: Session) -> str:
+    """The whole session for the answer model: every turn once, its speaker once."""
+    return "\n".join(render_turn(t) for t in session.turns if t.content.strip())
+
+
+def shape(sessions: Sequence[Session]) -> str:
+    return "conversation" if any(t.speaker for s in sessions for t in s.turns) else "chat"
+
+
 class MemPalaceSystem:
-    def __init__(self, endpoints: Endpoints, *, top_k: int = 10, user_turns_only: bool = True,
-                 name: str = "mempalace") -> None:
+    def __init__(self, endpoints: Endpoints, *, top_k: int | None = None, user_turns_only: bool = True,
+                 answer_documents: str = "session", query_prefix: str = "", name: str = "mempalace") -> None:
+        """`top_k` None: upstream's budget for the data's shape (TOP_K); `answer_documents`: what the
+        answer model reads of a ranked session (upstream: nothing, raw mode has no answer model);
+        `query_prefix`: the run's embedder query instruction, put before the question (upstream: none)."""
         require("mempalace", name, "mempalace")
         require("chromadb", name, "mempalace")
+        if answer_documents not in ANSWER_DOCUMENTS:
+            raise ValueError(f"{name}: answer_documents must be one of {ANSWER_DOCUMENTS}, not {answer_documents!r}")
         self.name = name
         self.embed_base_url, self.embed_model = endpoints.base_url, endpoints.embed_model
-        self.top_k, self.user_turns_only = top_k, user_turns_only
+        self.top_k, self.user_turns_only, self.answer_documents = top_k, user_turns_only, answer_documents
+        self.query_prefix = query_prefix
         self.clock = PhaseClock()
         self.client: Any = None
         self.collection: Any = None
         self.docs: dict[str, dict[str, Any]] = {}
+        self.k = top_k or TOP_K["chat"]
 
     def reset(self, instance_id: str, workdir: Path) -> None:
         self.close()
@@ -57,36 +90,40 @@ class MemPalaceSystem:
 
     def ingest(self, sessions: Sequence[Session]) -> dict[str, Any]:
         assert self.collection is not None, "reset() first"
+        self.k = self.top_k or TOP_K[shape(sessions)]
         ids, documents, metadatas = [], [], []
         for session in sessions:
             turns = document_turns(session, self.user_turns_only)
             if not turns:
                 continue
             doc_id = f"doc_{len(self.docs)}"
-            text = "\n".join(t.content if t.role == "user" and not t.speaker else render_turn(t) for t in turns)
-            self.docs[doc_id] = {"session_id": session.session_id, "turn_ids": [t.turn_id for t in turns]}
+            text = indexed_text(turns)
+            answer = session_text(session) if self.answer_documents == "session" else text
+            self.docs[doc_id] = {"session_id": session.session_id, "answer_text": answer,
+                                 "turn_ids": [t.turn_id for t in session.turns if t.content.strip()]}
             ids.append(doc_id)
             documents.append(text)
             metadatas.append({"session_id": session.session_id, "timestamp": day(session.timestamp) or ""})
         with self.clock.measure("ingest"):
             if ids:
                 self.collection.add(ids=ids, documents=documents, metadatas=metadatas)
-        return {"documents": len(self.docs), **self.clock.of("ingest")}
+        return {"documents": len(self.docs), "top_k": self.k, **self.clock.of("ingest")}
 
     def retrieve(self, question: str, when: datetime | None) -> Retrieval:
         assert self.collection is not None, "reset() first"
         evidence = []
         with self.clock.measure("query"):
             if self.docs:
-                found = self.collection.query(query_texts=[question], n_results=min(self.top_k, len(self.docs)),
-                                              include=["documents", "metadatas", "distances"])
-                for doc_id, text, meta, dist in zip(found["ids"][0], found["documents"][0],
-                                                    found["metadatas"][0], found["distances"][0]):
-                    evidence.append(EvidenceItem(text=text, time=meta.get("timestamp"), score=1.0 - float(dist),
-                                                 session_ids=[self.docs[doc_id]["session_id"]],
-                                                 turn_ids=self.docs[doc_id]["turn_ids"]))
-        return Retrieval(render_evidence(evidence), evidence,
-                         trace=self.clock.of("query"))
+                found = self.collection.query(query_texts=[self.query_prefix + question], n_results=min(self.k, len(self.docs)),
+                                              include=["metadatas", "distances"])
+                for doc_id, meta, dist in zip(found["ids"][0], found["metadatas"][0], found["distances"][0]):
+                    doc = self.docs[doc_id]
+                    evidence.append(EvidenceItem(text=doc["answer_text"], time=meta.get("timestamp"),
+                                                 score=1.0 - float(dist), session_ids=[doc["session_id"]],
+                                                 turn_ids=doc["turn_ids"]))
+        context = "\n\n".join(f"[{e.time}]\n{e.text}" if e.time else e.text for e in evidence)
+        return Retrieval(context, evidence, trace={**self.clock.of("query"), "top_k": self.k,
+                                                    "answer_documents": self.answer_documents})
 
     def close(self) -> None:
         self.collection = None
