@@ -20,11 +20,19 @@ from tqdm import tqdm
 
 from baselines.base import MemorySystem, Retrieval, SystemUnavailable
 from benchmarks.datasets import Dataset, Instance, Question, load_dataset
+from benchmarks.datasets.subsets import subset_ids
 from benchmarks.harness import report
 from benchmarks.harness.answering import answer_request
 from benchmarks.harness.metrics import dedupe
 from benchmarks.harness.models import library_config, scheduler
 from benchmarks.harness.results import RunCallLog, RunFiles, git_info, package_versions, read_jsonl
+from benchmarks.harness.simulation import (
+    Simulation,
+    is_simulated,
+    latency_node,
+    needs_source_model,
+    open_simulation,
+)
 from benchmarks.harness.systems import Models, attach, build_system, system_settings
 from benchmarks.harness.wandb_logger import WandbLogger
 from benchmarks.judging.grading import judge_rows, make_judge
@@ -32,7 +40,7 @@ from benchmarks.judging.judges import Judge
 from memforest.config import LLMConfig
 from memforest.errors import MemForestError
 from memforest.llm.base import ChatModel, ChatResponse, Embedder, embedder_settings
-from memforest.llm.calllog import summarize
+from memforest.llm.calllog import CallLog, summarize
 from memforest.llm.scheduler import Scheduler
 
 Config = Mapping[str, Any]
@@ -58,6 +66,7 @@ class Harness:
     closing: list[Any] = field(default_factory=list)  # schedulers and models to close, in order
     bar: Any = None
     embedder: Embedder | None = None
+    simulation: Simulation | None = None  # the latency-model server of a simulated run
 
     @property
     def call_log(self) -> RunCallLog:
@@ -74,6 +83,8 @@ class Harness:
         return self.answerer is None or "response" in row
 
     def close(self) -> None:
+        if self.simulation is not None:
+            self.files.note_invocation(latency_model=self.simulation.summary())
         self.system.close()
         for obj in self.closing:
             obj.close()
@@ -83,6 +94,9 @@ class Harness:
 
 def load_benchmark_dataset(cfg: Config) -> Dataset:
     ids = cfg.get("instance_ids")
+    if cfg.get("subset"):
+        chosen = subset_ids(str(cfg["subset"]))
+        ids = [i for i in chosen if i in set(ids)] if ids is not None else chosen
     return load_dataset(str(cfg["name"]), path=cfg.get("path"), limit=cfg.get("limit"),
                         instance_ids=list(ids) if ids is not None else None,
                         include_adversarial=bool(cfg.get("include_adversarial", False)),
@@ -115,6 +129,7 @@ def run_metadata(cfg: Config, dataset: Dataset) -> dict[str, Any]:
                     "source": dataset.source, "instances": len(dataset.instances),
                     "duplicate_sessions_dropped": dataset.duplicate_sessions_dropped,
                     "questions": dataset.num_questions},
+        "simulated": is_simulated(cfg),
         "models": {"llm": cfg["llm"]["model"], "embedder": cfg["embedder"]["model"],
                    "judge": (judge.get("model") or cfg["llm"])["model"] if judge.get("enabled") else None},
     }
@@ -125,33 +140,45 @@ def open_harness(cfg: Config, dataset: Dataset, files: RunFiles) -> Harness:
     answering = bool(cfg["answer"]["enabled"])
     cache = {"cache_dir": str(files.dir / "embeddings")} if cfg.get("embed_cache") and not cfg["embedder"].get("cache_dir") else {}
     embedder = instantiate(cfg["embedder"], **cache)
-    llm = instantiate(cfg["llm"]) if answering or cfg["method"]["needs_chat_model"] else None
+    node = latency_node(cfg["llm"])
+    wanted = answering or cfg["method"]["needs_chat_model"] or node is not None
+    source = instantiate(cfg["llm"]) if wanted and (node is None or needs_source_model(node)) else None
     closing: list[Any] = []  # closed in this order: schedulers before their models
-    judge = open_judge(cfg, llm, files, closing) if answering else None
-    answerer = scheduler(llm, cfg["llm"], files.call_log) if answering and llm is not None else None
-    closing += [obj for obj in (answerer, llm, embedder) if obj is not None]
+    sim = None
     try:
-        system = build_system(cfg["method"], cfg["llm"], cfg["embedder"], Models(embedder, llm, files.call_log))
+        if node is not None:  # every caller reaches the model through the latency server and the proxy
+            sim = open_simulation(cfg["llm"], source, files.call_log, files.dir, str(cfg["method"]["name"]))
+        llm = sim.client if sim is not None else source
+        client_log = sim.client_log if sim is not None else files.call_log
+        judge = open_judge(cfg, llm, files, closing, client_log) if answering else None
+        answerer = scheduler(llm, cfg["llm"], client_log) if answering and llm is not None else None
+        closing += [obj for obj in (answerer, sim, source, embedder) if obj is not None]
+        models = Models(embedder, llm, files.call_log, client_log=client_log,
+                        llm_base_url=sim.server_url if sim is not None else None)
+        system = build_system(cfg["method"], cfg["llm"], cfg["embedder"], models)
     except BaseException:
-        for obj in closing:
+        for obj in closing or [o for o in (sim, source, embedder) if o is not None]:
             obj.close()
         raise
     wandb = WandbLogger(cfg.get("wandb") or {}, files.dir, dict(cfg))
     h = Harness(cfg, files, dataset, system, answerer, judge, wandb, closing=closing, embedder=embedder)
     files.note_invocation(embedder=embedder_settings(embedder))
+    h.simulation = sim
     restore(h)
     return h
 
 
-def open_judge(cfg: Config, llm: ChatModel | None, files: RunFiles, closing: list[Any]) -> Judge | None:
-    """The run's judge, on the backbone model when its model config is the backbone's."""
+def open_judge(cfg: Config, llm: ChatModel | None, files: RunFiles, closing: list[Any],
+               call_log: CallLog | None = None) -> Judge | None:
+    """The run's judge, on the backbone model when its model config is the backbone's (its calls then
+    go to `call_log`: the client log of a simulated run, whose proxy already logs them)."""
     judge_cfg = cfg["judge"]
     if not judge_cfg["enabled"]:
         return None
     model_cfg = judge_cfg["model"] or cfg["llm"]  # null: the backbone
     same = llm is not None and library_config(LLMConfig, model_cfg) == library_config(LLMConfig, cfg["llm"])
     model = llm if same and llm is not None else instantiate(model_cfg)
-    sched = scheduler(model, model_cfg, files.call_log)
+    sched = scheduler(model, model_cfg, (call_log or files.call_log) if same else files.call_log)
     closing += [sched] if same else [sched, model]
     return make_judge(judge_cfg, sched, "judge")
 

@@ -39,6 +39,8 @@ class Models:
     embedder: Embedder
     llm: ChatModel | None
     call_log: CallLog
+    client_log: CallLog | None = None  # in-process schedulers' log (a simulated run's proxy logs the calls)
+    llm_base_url: str | None = None  # a simulated run: the latency-model server every baseline reaches
 
 
 def system_factory(method: Config) -> functools.partial[MemorySystem]:
@@ -79,7 +81,8 @@ def build_system(method: Config, llm: Config, embedder: Config, models: Models) 
     factory = system_factory(method)
     if method.get("serving"):
         return served_system(method, llm, embedder, models, factory)
-    runtime: dict[str, Any] = {"llm": models.llm, "embedder": models.embedder, "call_log": models.call_log,
+    runtime: dict[str, Any] = {"llm": models.llm, "embedder": models.embedder,
+                               "call_log": models.client_log or models.call_log,
                                "name": str(method["name"])}
     if method.get("memforest") is not None:
         runtime["config"] = memforest_config(method)
@@ -125,13 +128,14 @@ def serving_stack(name: str, serving: Config, llm: Config, embedder: Config, mod
     """llama.cpp serves the packaged (or `llm.model_path`) GGUF at `serving.context_tokens`; an `openai`
     backbone is forwarded to; any other (vLLM in process, the scripted model) is served by the harness.
     The embedder is served likewise unless it is itself an `openai` endpoint."""
-    backend = str(llm["backend"])
+    backend = "openai" if models.llm_base_url else str(llm["backend"])
+    base_url = models.llm_base_url or llm.get("base_url")
     if backend not in HTTP_BACKENDS and models.llm is None:
         raise SystemUnavailable(f"{name}: llm.backend={backend} needs the harness's chat model")
     remote_embed = embedder["backend"] == "openai"
     return ServingStack(
         models.call_log, name, llm_model=str(llm["model"]),
-        llm_base_url=llm.get("base_url") if backend == "openai" else None,
+        llm_base_url=base_url if backend == "openai" else None,
         chat=models.llm if backend not in HTTP_BACKENDS else None, gguf_path=llm.get("model_path"),
         n_ctx=int(serving["context_tokens"]), threads=int(serving["threads"]), seed=int(llm["seed"]),
         embedder=None if remote_embed else models.embedder,

@@ -20,7 +20,13 @@ class Router:
         self.cfg = cfg
         self.ch = changes
 
+    def builds(self, family: str) -> bool:
+        """Whether trees of `family` are built (`tree.families`, an ablation switch)."""
+        return family in self.cfg.tree.families
+
     def add_session_tree(self, session_id: str) -> None:
+        if not self.builds("session"):
+            return
         tid = session_tree_id(session_id)
         info = self.state.add_tree(tid, "session", session_id, self.cfg.tree.fanout_session)
         for cid in self.state.session_cells[session_id]:
@@ -33,9 +39,10 @@ class Router:
         touched_labels: set[str] = set()
         touched_scenes: set[str] = set()
         for fact in new_facts:
-            if fact.origin == "user":
+            if fact.origin == "user" and self.builds("entity"):
                 self._place(entities.USER_TREE, "entity", "user", fact)
-            touched_scenes |= self._route_scene(fact)
+            if self.builds("scene"):
+                touched_scenes |= self._route_scene(fact)
         for fact in [*new_facts, *updated]:
             touched_labels |= entities.record_mentions(self.state, fact, self.cfg.entity)
         for label in sorted(touched_labels):
@@ -55,7 +62,7 @@ class Router:
         """Activate (and back-fill) or extend a label's tree; drop it when the label falls below the rule."""
         stat = self.state.entities[label]
         self.ch.entities.add(label)
-        if entities.is_active(stat, self.cfg.entity):
+        if entities.is_active(stat, self.cfg.entity) and self.builds("entity"):
             stat.tree_id = stat.tree_id or f"entity:{label}"
             for fid in sorted(stat.facts, key=lambda f: (self.state.facts[f].time, f)):
                 self._place(stat.tree_id, "entity", label, self.state.facts[fid])
