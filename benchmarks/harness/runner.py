@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from benchmarks.datasets import Dataset, Instance, Question, load_dataset
 from benchmarks.datasets.subsets import subset_ids
 from benchmarks.harness import report
 from benchmarks.harness.answering import answer_request
+from benchmarks.harness.building import ensure_memory, failure_text
 from benchmarks.harness.metrics import dedupe
 from benchmarks.harness.models import library_config, scheduler
 from benchmarks.harness.results import RunCallLog, RunFiles, git_info, package_versions, read_jsonl
@@ -33,7 +33,7 @@ from benchmarks.harness.simulation import (
     needs_source_model,
     open_simulation,
 )
-from benchmarks.harness.systems import Models, attach, build_system, system_settings
+from benchmarks.harness.systems import Models, build_system, system_settings
 from benchmarks.harness.wandb_logger import WandbLogger
 from benchmarks.judging.grading import judge_rows, make_judge
 from benchmarks.judging.judges import Judge
@@ -178,7 +178,7 @@ def open_judge(cfg: Config, llm: ChatModel | None, files: RunFiles, closing: lis
     model_cfg = judge_cfg["model"] or cfg["llm"]  # null: the backbone
     same = llm is not None and library_config(LLMConfig, model_cfg) == library_config(LLMConfig, cfg["llm"])
     model = llm if same and llm is not None else instantiate(model_cfg)
-    sched = scheduler(model, model_cfg, (call_log or files.call_log) if same else files.call_log)
+    sched = scheduler(model, model_cfg, call_log if same and call_log is not None else files.call_log)
     closing += [sched] if same else [sched, model]
     return make_judge(judge_cfg, sched, "judge")
 
@@ -223,10 +223,6 @@ def run_benchmark(cfg: Config, run_dir: str | Path | None = None) -> dict[str, A
         h.close()
     print(summary["markdown"])
     return summary
-
-
-def failure_text(exc: BaseException) -> str:
-    return str(exc) if isinstance(exc, MemForestError) else f"{type(exc).__name__}: {exc}"
 
 
 def instance_failed(h: Harness, instance: Instance, exc: Exception) -> None:
@@ -287,57 +283,6 @@ def run_instance(h: Harness, instance: Instance) -> None:
     judge_instance(h, instance)
 
 
-def ensure_memory(h: Harness, instance: Instance) -> dict[str, Any]:
-    """The instance's completed build, reopened; else a fresh build from an empty store."""
-    iid = instance.instance_id
-    prior = h.builds.get(iid)
-    reusable = prior is not None and not prior.get("error") and h.files.store_complete(iid, str(prior["build_id"]))
-    if reusable and attach(h.system, iid, h.files.store_dir(iid), instance.sessions):
-        return prior  # type: ignore[return-value]
-    return build_memory(h, instance, h.files.clear_store(iid))
-
-
-def build_memory(h: Harness, instance: Instance, workdir: Path) -> dict[str, Any]:
-    iid = instance.instance_id
-    h.call_log.context = {"instance": iid, "phase": "build"}
-    mark = len(h.call_log)
-    h.system.reset(iid, workdir)
-    cache_before = embed_cache_counts(h.embedder)
-    start, cpu_start = time.perf_counter(), time.process_time()
-    error, stats = None, {}
-    try:
-        stats = h.system.ingest(instance.sessions)
-    except Exception as exc:  # recorded with the build; the instance's questions are then marked failed
-        error = failure_text(exc)
-        log.error("build of %s failed: %s", iid, error, exc_info=not isinstance(exc, MemForestError))
-    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
-    calls = [r for r in h.call_log.since(mark) if r.tags.get("instance") == iid]
-    h.call_log.context = {}
-    row = {
-        "build_id": uuid.uuid4().hex, "instance_id": iid, "method": h.cfg["method"]["name"],
-        "dataset": h.dataset.name, "sessions": len(instance.sessions), "turns": instance.num_turns,
-        "build_seconds": round(seconds, 4), "build_cpu_seconds": round(cpu_seconds, 4),
-        "turns_per_second": round(instance.num_turns / seconds, 3),
-        "llm": summarize(calls), "system": stats, "error": error,
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-    if h.embedder is not None:
-        after = embed_cache_counts(h.embedder)
-        row["embedder"] = {**embedder_settings(h.embedder), **{k: v - cache_before.get(k, 0) for k, v in after.items()}}
-    if error is None:
-        h.files.mark_store_complete(iid, row["build_id"])
-    h.files.add_build(row)
-    h.builds[iid] = row
-    h.wandb.log_build(row)
-    return row
-
-
-def embed_cache_counts(embedder: Embedder | None) -> dict[str, int]:
-    """Cumulative hits and misses of a caching embedder; empty for any other."""
-    counts = getattr(embedder, "counts", None)
-    return dict(counts()) if callable(counts) else {}
-
-
 # ---------------------------------------------------------------- one question
 
 
@@ -349,6 +294,7 @@ def question_fields(h: Harness, instance: Instance, question: Question, build: C
         "question_date": question.question_date.isoformat() if question.question_date else None,
         "evidence_sessions": list(question.evidence_sessions),
         "evidence_turns": list(question.evidence_turns), "build_id": build.get("build_id"),
+        "simulated": is_simulated(h.cfg),
     }
 
 

@@ -82,7 +82,7 @@ def build_system(method: Config, llm: Config, embedder: Config, models: Models) 
     if method.get("serving"):
         return served_system(method, llm, embedder, models, factory)
     runtime: dict[str, Any] = {"llm": models.llm, "embedder": models.embedder,
-                               "call_log": models.client_log or models.call_log,
+                               "call_log": models.client_log if models.client_log is not None else models.call_log,
                                "name": str(method["name"])}
     if method.get("memforest") is not None:
         runtime["config"] = memforest_config(method)
