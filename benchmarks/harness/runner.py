@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from baselines.base import MemorySystem, Retrieval, SystemUnavailable
 from benchmarks.datasets import Dataset, Instance, Question, load_dataset
+from benchmarks.datasets.compose import compose
 from benchmarks.datasets.subsets import subset_ids
 from benchmarks.harness import report
 from benchmarks.harness.answering import answer_request
@@ -34,6 +35,7 @@ from benchmarks.harness.simulation import (
     open_simulation,
 )
 from benchmarks.harness.systems import Models, build_system, system_settings
+from benchmarks.harness.tasks import run_task
 from benchmarks.harness.wandb_logger import WandbLogger
 from benchmarks.judging.grading import judge_rows, make_judge
 from benchmarks.judging.judges import Judge
@@ -97,10 +99,11 @@ def load_benchmark_dataset(cfg: Config) -> Dataset:
     if cfg.get("subset"):
         chosen = subset_ids(str(cfg["subset"]))
         ids = [i for i in chosen if i in set(ids)] if ids is not None else chosen
-    return load_dataset(str(cfg["name"]), path=cfg.get("path"), limit=cfg.get("limit"),
-                        instance_ids=list(ids) if ids is not None else None,
-                        include_adversarial=bool(cfg.get("include_adversarial", False)),
-                        cache_dir=cfg.get("cache_dir"))
+    dataset = load_dataset(str(cfg["name"]), path=cfg.get("path"), limit=cfg.get("limit"),
+                           instance_ids=list(ids) if ids is not None else None,
+                           include_adversarial=bool(cfg.get("include_adversarial", False)),
+                           cache_dir=cfg.get("cache_dir"))
+    return compose(dataset, int(cfg.get("compose") or 1))
 
 
 def fingerprint(cfg: Config, dataset: Dataset) -> dict[str, Any]:
@@ -207,6 +210,8 @@ def run_benchmark(cfg: Config, run_dir: str | Path | None = None) -> dict[str, A
         h = open_harness(cfg, dataset, files)
     except SystemUnavailable as exc:
         return skipped(files, cfg, str(exc))
+    if str(cfg.get("task") or "qa") != "qa":
+        return run_task(h, str(cfg["task"]))
     progress = bool(cfg.get("progress", True))
     try:
         pending = sum(not h.finished((q.question_id, a)) for _, q in dataset.questions() for a in range(h.attempts))

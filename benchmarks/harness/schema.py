@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from memforest.config import EmbedderConfig, LLMConfig, MemForestConfig
 
@@ -94,6 +94,7 @@ class DatasetNode:
     limit: int | None = None
     instance_ids: list[str] | None = None
     subset: str | None = None  # a shipped id list (benchmarks/datasets/subsets), e.g. ablation60
+    compose: int = 1  # N: each memory also holds the next N - 1 instances' sessions (datasets/compose.py)
     cache_dir: str | None = None
     include_adversarial: bool = False  # LoCoMo category 5
 
@@ -157,6 +158,8 @@ class BenchConfig:
 
 def register() -> None:
     """Register the schemas; the YAML files refer to them by these names."""
+    if not OmegaConf.has_resolver("join"):  # `${join:${x}}`: a list as `a+b+c` (run directory names)
+        OmegaConf.register_new_resolver("join", lambda items: "+".join(str(i) for i in items))
     store = ConfigStore.instance()
     store.store(name="bench_schema", node=BenchConfig)
     store.store(group="method", name="_schema", node=MethodNode)
