@@ -81,7 +81,7 @@ class SweepComparison(Callback):
         text = comparison_markdown(run_dirs)
         (self.sweep_dir / "comparison.md").write_text(text, encoding="utf-8")
         print(text)
-        if any((d / "builds.jsonl").exists() for d in run_dirs):  # write_path.md / .json
+        if config.get("experiment_name") == "write_path":  # write_path.md / .json
             from benchmarks.harness.write_path import markdown, write
 
             print(markdown(write(run_dirs, self.sweep_dir)))

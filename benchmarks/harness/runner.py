@@ -22,18 +22,12 @@ from benchmarks.datasets import Dataset, Instance, Question, load_dataset
 from benchmarks.datasets.compose import compose
 from benchmarks.datasets.subsets import subset_ids
 from benchmarks.harness import report
+from benchmarks.harness import simulation as simulated
 from benchmarks.harness.answering import answer_request
 from benchmarks.harness.building import ensure_memory, failure_text
 from benchmarks.harness.metrics import dedupe
 from benchmarks.harness.models import library_config, scheduler
 from benchmarks.harness.results import RunCallLog, RunFiles, git_info, package_versions, read_jsonl
-from benchmarks.harness.simulation import (
-    Simulation,
-    is_simulated,
-    latency_node,
-    needs_source_model,
-    open_simulation,
-)
 from benchmarks.harness.systems import Models, build_system, system_settings
 from benchmarks.harness.tasks import run_task
 from benchmarks.harness.wandb_logger import WandbLogger
@@ -68,7 +62,7 @@ class Harness:
     closing: list[Any] = field(default_factory=list)  # schedulers and models to close, in order
     bar: Any = None
     embedder: Embedder | None = None
-    simulation: Simulation | None = None  # the latency-model server of a simulated run
+    simulation: simulated.Simulation | None = None  # the latency-model server of a simulated run
 
     @property
     def call_log(self) -> RunCallLog:
@@ -132,7 +126,7 @@ def run_metadata(cfg: Config, dataset: Dataset) -> dict[str, Any]:
                     "source": dataset.source, "instances": len(dataset.instances),
                     "duplicate_sessions_dropped": dataset.duplicate_sessions_dropped,
                     "questions": dataset.num_questions},
-        "simulated": is_simulated(cfg),
+        "simulated": simulated.is_simulated(cfg),
         "models": {"llm": cfg["llm"]["model"], "embedder": cfg["embedder"]["model"],
                    "judge": (judge.get("model") or cfg["llm"])["model"] if judge.get("enabled") else None},
     }
@@ -143,14 +137,14 @@ def open_harness(cfg: Config, dataset: Dataset, files: RunFiles) -> Harness:
     answering = bool(cfg["answer"]["enabled"])
     cache = {"cache_dir": str(files.dir / "embeddings")} if cfg.get("embed_cache") and not cfg["embedder"].get("cache_dir") else {}
     embedder = instantiate(cfg["embedder"], **cache)
-    node = latency_node(cfg["llm"])
+    node = simulated.latency_node(cfg["llm"])
     wanted = answering or cfg["method"]["needs_chat_model"] or node is not None
-    source = instantiate(cfg["llm"]) if wanted and (node is None or needs_source_model(node)) else None
+    source = instantiate(cfg["llm"]) if wanted and (node is None or simulated.needs_source_model(node)) else None
     closing: list[Any] = []  # closed in this order: schedulers before their models
     sim = None
     try:
         if node is not None:  # every caller reaches the model through the latency server and the proxy
-            sim = open_simulation(cfg["llm"], source, files.call_log, files.dir, str(cfg["method"]["name"]))
+            sim = simulated.open_simulation(cfg["llm"], source, files.call_log, files.dir, str(cfg["method"]["name"]))
         llm = sim.client if sim is not None else source
         client_log = sim.client_log if sim is not None else files.call_log
         judge = open_judge(cfg, llm, files, closing, client_log) if answering else None
@@ -211,7 +205,10 @@ def run_benchmark(cfg: Config, run_dir: str | Path | None = None) -> dict[str, A
     except SystemUnavailable as exc:
         return skipped(files, cfg, str(exc))
     if str(cfg.get("task") or "qa") != "qa":
-        return run_task(h, str(cfg["task"]))
+        try:
+            return run_task(h, str(cfg["task"]))
+        except SystemUnavailable as exc:
+            return skipped(files, cfg, str(exc))
     progress = bool(cfg.get("progress", True))
     try:
         pending = sum(not h.finished((q.question_id, a)) for _, q in dataset.questions() for a in range(h.attempts))
@@ -299,7 +296,7 @@ def question_fields(h: Harness, instance: Instance, question: Question, build: C
         "question_date": question.question_date.isoformat() if question.question_date else None,
         "evidence_sessions": list(question.evidence_sessions),
         "evidence_turns": list(question.evidence_turns), "build_id": build.get("build_id"),
-        "simulated": is_simulated(h.cfg),
+        "simulated": simulated.is_simulated(h.cfg),
     }
 
 
