@@ -34,7 +34,7 @@ def ensure_memory(h: Harness, instance: Instance) -> dict[str, Any]:
     prior = h.builds.get(iid)
     reusable = prior is not None and not prior.get("error") and h.files.store_complete(iid, str(prior["build_id"]))
     if reusable and attach(h.system, iid, h.files.store_dir(iid), instance.sessions):
-        return prior  # type: ignore[return-value]
+        return prior
     copied = copy_store(h, instance) if h.cfg.get("stores_from") else None
     if copied is not None:
         return copied
