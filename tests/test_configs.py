@@ -80,7 +80,7 @@ def test_every_combination_of_every_group_composes_and_resolves() -> None:
                 assert cfg["judge"]["judge_id"] in JUDGE_IDS, (experiment, choice)
                 method, llm = cfg["method"]["name"], cfg["llm"]["name"]
                 # an experiment may name its variant (mode, k, chunk size...) between backbone and seed
-                assert re.search(rf"/{method}/{llm}(/[^/]+)?/seed{cfg['seed']}$", cfg["run_dir"]), (experiment, choice)
+                assert re.search(rf"/{method}/{llm}(/[^/]+)*/seed{cfg['seed']}$", cfg["run_dir"]), (experiment, choice)
                 combos += 1
     assert combos == len(list(itertools.product(*(options(g) for g in GROUPS))))
 
