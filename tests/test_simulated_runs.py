@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.harness import runner
+from benchmarks.harness import runner, write_path
 from benchmarks.harness.app import compose_config, plain
 from benchmarks.harness.results import read_jsonl
 
@@ -53,6 +53,11 @@ def test_memforest_through_the_latency_server_is_counted_once_and_labelled(tmp_p
     assert 0 < waves["critical_path_seconds"] <= waves["call_seconds"] + 1e-6
     assert all(r["simulated"] is True for r in read_jsonl(out / "records.jsonl"))
     assert "simulated" in (out / "summary.md").read_text()
+    (row,) = write_path.table([out])["rows"]
+    assert row["simulated"] and row["served_calls"] == len(served) and row["overrun_calls"] >= 0
+    modelled = sum(s["queue_s"] + s["service_s"] for s in served)
+    assert 0 < row["modelled_critical_path_seconds"] <= modelled + 1e-6
+    assert row["modelled_build_seconds"] > 0 and row["modelled_speedup_vs_slowest"] == 1.0
 
 
 def test_replay_answers_without_the_model(tmp_path: Path) -> None:
