@@ -13,7 +13,7 @@ from typing import Any
 
 from memforest import publish
 from memforest.check import check_store, damaged
-from memforest.config import MemForestConfig
+from memforest.config import LLM_QUERY_MODES, QUERY_MODES, MemForestConfig
 from memforest.errors import InputError, StoreError
 from memforest.lifecycle import delete_session
 from memforest.llm.base import ChatModel, Embedder
@@ -308,8 +308,8 @@ class MemForest:
         if not isinstance(question, str) or not question.strip():
             raise InputError("the question is empty")
         cfg = replace(self.config.query, mode=mode or self.config.query.mode)
-        if cfg.mode not in ("embed", "planner"):
-            raise InputError(f"unknown query mode {cfg.mode!r} (embed, planner)")
+        if cfg.mode not in QUERY_MODES:
+            raise InputError(f"unknown query mode {cfg.mode!r} ({', '.join(QUERY_MODES)})")
         snap = self.snapshot(user)
         if (snap.state.embedder, snap.state.dim) != (self.embedder.name, self.embedder.dim):
             raise StoreError(f"user {user!r} was built with embedder {snap.state.embedder} ({snap.state.dim}-d); "
@@ -318,7 +318,7 @@ class MemForest:
             raise StoreError(f"the memory of user {user!r} is empty")
         ref = parse_time(date, "query date") if date not in (None, "") else max(s.time for s in snap.state.sessions.values())
         tags = {"op": "query", "user": user, "query": next(self._query_ids)}
-        needs_llm = answer or cfg.mode == "planner"
+        needs_llm = answer or cfg.mode in LLM_QUERY_MODES
         return run_query(snap, question, iso_minute(ref), cfg, self.embedder,
                          self.scheduler if needs_llm else None, self.log, answer, tags)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from memforest.config import MemForestConfig, dotted_overrides, from_dict, with_overrides
+from memforest.config import QUERY_MODES, MemForestConfig, dotted_overrides, from_dict, with_overrides
 from memforest.errors import ConfigError, InputError
 
 
@@ -24,7 +24,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = _store_parser(sub, "ask", "answer a question from memory, with evidence and a trace")
     p.add_argument("question")
     p.add_argument("--date", default=None)
-    p.add_argument("--mode", choices=("embed", "planner"), default=None)
+    p.add_argument("--mode", choices=QUERY_MODES, default=None)
     p.add_argument("--no-answer", action="store_true", help="retrieve evidence only")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_ask)

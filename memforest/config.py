@@ -13,6 +13,8 @@ from typing import Any, TypeVar, Union
 
 from memforest.errors import ConfigError, shown
 
+TREE_FAMILIES = ("session", "entity", "scene")
+
 
 @dataclass
 class LLMConfig:
@@ -69,7 +71,7 @@ class EmbedderConfig:
 
 @dataclass
 class ChunkConfig:
-    max_turns: int = 2  # b: turns per cell
+    max_turns: int = 2  # b: turns per cell, 1..64; 0 = the whole session (still cut at max_chars)
     max_chars: int = 8000
     gap_hours: float = 6.0  # a new cell starts after a gap this long
 
@@ -116,17 +118,21 @@ class TreeConfig:
     # encoder's own limit: 256 tokens for MiniLM). 80 words (~100 tokens) encode about 2.5x faster on
     # the CPU; the lexical index always reads the whole cell.
     leaf_words: int = 80
+    # the tree families built on the write path, any non-empty combination of session, entity, scene
+    # (an ablation switch; facts are extracted and indexed whatever the families)
+    families: list[str] = field(default_factory=lambda: list(TREE_FAMILIES))
 
 
 @dataclass
 class QueryConfig:
-    mode: str = "embed"  # embed | planner
+    # how evidence is found (the paper's six retrieval settings; see QUERY_MODES)
+    mode: str = "embed"
     top_trees: int = 10
     fact_recall: int = 30
     root_weight: float = 1.0
     fact_weight: float = 1.0
     beam: int = 10
-    final_units: int = 10
+    final_units: int = 10  # k: the evidence budget (units in the final context)
     complete_expansion: bool = False
     # hybrid unit ranking (retrieval/hybrid.py): leaf similarity plus these terms
     candidates: int = 200  # items taken from each of the dense and the lexical top lists
@@ -171,29 +177,50 @@ class MemForestConfig:
             value = getattr(getattr(self, section), name)
             if value not in allowed:
                 raise ConfigError(f"option {section}.{name}: {shown(value)} is not one of {', '.join(allowed)}")
+        for (section, name), allowed in SUBSETS.items():
+            value = getattr(getattr(self, section), name)
+            wrong = [v for v in value if v not in allowed]
+            if wrong or not value or len(set(value)) != len(value):
+                raise ConfigError(f"option {section}.{name}: {shown(value)} is not a non-empty selection of "
+                                  f"{', '.join(allowed)}")
         for section, name, least in AT_LEAST:
             value = getattr(getattr(self, section), name)
             if not value >= least:  # NaN too
                 raise ConfigError(f"option {section}.{name}: {value} is below {least}")
+        for section, name, most in AT_MOST:
+            value = getattr(getattr(self, section), name)
+            if value > most:
+                raise ConfigError(f"option {section}.{name}: {value} is above {most}")
         return self
 
+
+# flat: the top-k facts by similarity, no trees; root: the recalled trees' root summaries only;
+# embed: embedding-ranked leaves of the recalled trees (the default); embed_planner: the planner's
+# sub-queries, each browsed by embedding similarity; llm: LLM browse with the question for every tree;
+# planner: LLM browse of the planner's sub-queries (LLM browse + planner)
+QUERY_MODES = ("flat", "root", "embed", "embed_planner", "llm", "planner")
+LLM_QUERY_MODES = ("embed_planner", "llm", "planner")  # modes that call the chat model before answering
 
 CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("llm", "backend"): ("llamacpp", "openai", "vllm", "scripted"),
     ("embedder", "backend"): ("sentence_transformers", "openai", "vllm", "hash"),
     ("tree", "summary_mode"): ("llm", "extractive"),
-    ("query", "mode"): ("embed", "planner"),
+    ("query", "mode"): QUERY_MODES,
+}
+SUBSETS: dict[tuple[str, str], tuple[str, ...]] = {  # list options: a non-empty selection of these
+    ("tree", "families"): TREE_FAMILIES,
 }
 AT_LEAST: tuple[tuple[str, str, float], ...] = (
     ("llm", "concurrency", 1), ("llm", "instances", 1), ("llm", "threads_per_instance", 1),
     ("llm", "context_tokens", 256), ("llm", "max_retries", 0), ("llm", "json_retries", 0),
     ("llm", "timeout_s", 0.001), ("embedder", "dim", 1), ("embedder", "batch_size", 1),
-    ("chunk", "max_turns", 1), ("chunk", "max_chars", 1), ("extraction", "max_items", 1),
+    ("chunk", "max_turns", 0), ("chunk", "max_chars", 1), ("extraction", "max_items", 1),
     ("tree", "fanout_session", 3), ("tree", "fanout_entity", 3), ("tree", "fanout_scene", 3),
     ("query", "top_trees", 1), ("query", "beam", 1), ("query", "final_units", 1),
     ("limits", "turn_chars", 1), ("limits", "turns_per_session", 1), ("limits", "sessions_per_call", 1),
     ("limits", "lock_wait_s", 0),
 )
+AT_MOST: tuple[tuple[str, str, float], ...] = (("chunk", "max_turns", 64),)
 
 
 T = TypeVar("T")
@@ -238,6 +265,8 @@ def _checked(value: Any, hint: Any, key: str) -> Any:
             return value
         if typing.get_origin(kind) is dict and isinstance(value, dict) and all(isinstance(k, str) for k in value):
             return dict(value)
+        if typing.get_origin(kind) is list and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return list(value)
     names = " or ".join("null" if k is type(None) else getattr(k, "__name__", str(k)) for k in allowed)
     raise ConfigError(f"option {key}: expected {names}, got {shown(value)}")
 

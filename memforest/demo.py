@@ -11,6 +11,7 @@ from importlib import resources
 
 from memforest.api import MemForest
 from memforest.commands import load_config
+from memforest.config import QUERY_MODES
 from memforest.errors import MemForestError
 from memforest.llm.calllog import format_summary, summarize
 
@@ -24,7 +25,7 @@ def example_sessions() -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--store", default=None, help="store directory (default: a temporary one)")
-    parser.add_argument("--mode", choices=("embed", "planner"), default="embed")
+    parser.add_argument("--mode", choices=QUERY_MODES, default="embed")
     parser.add_argument("-o", "--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
     store = args.store or tempfile.mkdtemp(prefix="memforest-demo-")

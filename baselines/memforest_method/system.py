@@ -88,9 +88,11 @@ class MemForestSystem:
         for ev in result.evidence:
             if ev.kind == "fact":
                 spans = [(o.session_id, o.turn_lo, o.turn_hi) for o in state.facts[ev.id].occurrences]
-            else:
+            elif ev.kind == "cell":
                 cell = state.cells[ev.id]
                 spans = [(cell.session_id, cell.turn_lo, cell.turn_hi)]
+            else:  # a summary (root-only retrieval): its sessions, no turns
+                spans = [(s, 0, -1) for s in ev.session_ids]
             items.append(EvidenceItem(
                 text=ev.text, time=ev.time, score=ev.score,
                 session_ids=list(dict.fromkeys(self._session_ids.get(s, s) for s, _, _ in spans)),

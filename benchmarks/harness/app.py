@@ -7,6 +7,7 @@
         memforest-bench judge results/main/longmemeval_s/memforest_embed/qwen3_4b/seed0 \
             judge=strict llm=qwen3_30b_a3b_server
     memforest-bench compare RUN_DIR...             stored runs side by side (a sweep prints this itself)
+    memforest-bench write-path RUN_DIR... [--out DIR]   the write-path table of stored runs
 
 The configs live in the repository's top-level `configs/`, outside the Python package: the app finds
 them relative to this file, which works from a source checkout or an editable install (a wheel install
@@ -80,6 +81,10 @@ class SweepComparison(Callback):
         text = comparison_markdown(run_dirs)
         (self.sweep_dir / "comparison.md").write_text(text, encoding="utf-8")
         print(text)
+        if config.get("experiment_name") == "write_path":  # write_path.md / .json
+            from benchmarks.harness.write_path import markdown, write
+
+            print(markdown(write(run_dirs, self.sweep_dir)))
 
 
 def _job_number(name: str) -> tuple[int, str]:
@@ -159,6 +164,10 @@ def main() -> None:
         sys.exit(judge_command(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         sys.exit(compare_command(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "write-path":
+        from benchmarks.harness.write_path import command
+
+        sys.exit(command(sys.argv[2:]))
     sys.argv[1:] = shown_multirun(sys.argv[1:])
     run_app()
     for run_dir, failed in FAILED_RUNS:

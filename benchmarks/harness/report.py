@@ -36,6 +36,9 @@ def build_figures(builds: Sequence[Row]) -> dict[str, Any]:
         "waves_mean": _mean([float(x.get("waves", 0)) for x in llm]),
         "critical_path_seconds_mean": _mean([float(x.get("critical_path_seconds", 0.0)) for x in llm]),
     }
+    derived = [b["call_waves"] for b in done if b.get("call_waves")]  # from timestamps (harness/waves.py)
+    for key in ("waves", "critical_path_seconds", "busy_seconds", "max_in_flight"):
+        out[f"derived_{key}_mean"] = _mean([float(d[key]) for d in derived])
     for key in TOKENS:
         out[f"{key}_mean"] = _mean([float(x.get(key, 0)) for x in llm])
     stages: dict[str, dict[str, float]] = {}
@@ -106,7 +109,8 @@ def summarize_run(files: RunFiles, cfg: Row) -> dict[str, Any]:
     key = f"{cfg['method']['name']}/{cfg['dataset']['name']}"
     block = dict(blocks.get(key) or {"method": cfg["method"]["name"], "dataset": cfg["dataset"]["name"],
                                       "questions": 0, "judges": {}, "retrieval": {}})
-    block.update(backbone=cfg["llm"]["name"], seed=cfg["seed"], build=build_figures(builds),
+    block.update(backbone=cfg["llm"]["name"], seed=cfg["seed"], simulated=bool(cfg["llm"].get("latency_model")),
+                 build=build_figures(builds),
                  query=query_figures(records), failures=failures(records, builds),
                  duplicate_sessions_dropped=_dropped_duplicates(files))
     block["markdown"] = markdown(block)
@@ -179,6 +183,9 @@ def _cost_rows(build: Mapping[str, Any], query: Mapping[str, Any]) -> list[list[
          " / ".join(_num(build[f"{k}_mean"], 0) for k in TOKENS)],
         ["write waves / instance (critical path s)",
          f"{_num(build['waves_mean'], 1)} ({_num(build['critical_path_seconds_mean'])})"],
+        *([["write waves from call timestamps / instance (critical path s)",
+            f"{_num(build['derived_waves_mean'], 1)} ({_num(build['derived_critical_path_seconds_mean'])})"]]
+          if build.get("derived_waves_mean") is not None else []),
         ["degraded summaries / failed cells (all instances)",
          f"{build['degraded_total']} / {build['failed_cells_total']}"],
         ["query latency mean, s", _num(query["query_seconds_mean"], 3)],
@@ -209,6 +216,8 @@ def _category_table(judges: Mapping[str, Any]) -> list[str]:
 def markdown(block: Mapping[str, Any]) -> str:
     title = (f"## {block['method']} on {block['dataset']} "
              f"(backbone {block['backbone']}, seed {block['seed']})")
+    if block.get("simulated"):
+        title += " [simulated: latency-model server, not a real GPU run]"
     rows = [["questions", str(block["questions"])]]
     rows += _accuracy_rows(block["judges"])
     rows += _recall_rows(block["retrieval"], str(block["dataset"]))
@@ -239,7 +248,8 @@ COMPARISON_HEAD = ("method", "backbone", "seed", "questions", "accuracy", "recal
 
 def comparison_row(files: RunFiles, cfg: Row) -> list[str]:
     """One run directory (its files and stored config) as a row of the comparison table."""
-    names = [cfg["method"]["name"], cfg["llm"]["name"], str(cfg["seed"])]
+    backbone = cfg["llm"]["name"] + (" (simulated)" if cfg["llm"].get("latency_model") else "")
+    names = [cfg["method"]["name"], backbone, str(cfg["seed"])]
     if files.skipped_path.exists():
         reason = files.skipped_path.read_text(encoding="utf-8").strip()
         return [*names, "skipped: " + reason.replace("|", "/"), *["–"] * (len(COMPARISON_HEAD) - 4)]

@@ -2,7 +2,43 @@
 
 Every JSONL file is append-only and written one whole line per `write` call, flushed at once, so an
 interrupted run leaves at most one torn last line; readers skip it and writers terminate it first.
-A run directory is deterministic, so running the same configuration again resumes it.
+A run directory is deterministic, so running the same configuration again resumes it. An experiment
+may add a variant level before `seed<N>` (`mode_<query.mode>`, `k<final_units>`, `turns<max_turns>`,
+`families_<a+b>`, `mode_<m>/compose<N>`); read knob values from run.json's `config`, not the path.
+
+Files and the fields the paper's analysis reads:
+
+- run.json: config, system, dataset, models, git, packages, fingerprint, invocations, embedder;
+  `simulated` (bool: the backbone was the latency-model server) and, for simulated runs,
+  `latency_model` {params, served {model|replay|fallback|overrun: n}, peak_running, replay_answers}.
+- records.jsonl, one row per (question, attempt): category (LongMemEval type; LoCoMo official name,
+  `adversarial` = category 5, reported apart from 1-4), abstention, latency {embed, recall, plan,
+  browse, assemble, retrieve, answer} s, query_seconds, retrieval_llm, answer_usage, `simulated`.
+- judgments*.jsonl: judge_id, judge_model, correct (one file per re-judging label).
+- builds.jsonl, one row per instance build: build_seconds, build_cpu_seconds, turns, turns_per_second,
+  llm (call summary; its waves/critical path come from the library's own wave ids, 0 for proxied
+  calls), system (MemForest: timings {chunk, extract, embed, canonicalize, route, refresh} s, facts,
+  cells, summaries), `call_waves` {calls, waves, critical_path_seconds, busy_seconds, max_in_flight,
+  call_seconds} derived from call timestamps alike for every system (harness/waves.py), `simulated`,
+  and `reused_from` when the store was copied from another run (`stores_from`).
+- llm_calls.jsonl: call records (stage, prompt_id, wave, level, start/end epoch s, tokens, tags). In a
+  simulated run only the logging proxy's records (stages chat/embed), MemForest included;
+  llm_calls_client.jsonl then holds the in-process schedulers' own records (not counted).
+- served_calls.jsonl (simulated runs): per request the latency server answered: key, arrival,
+  admitted, queue_s, running, ttft_s, decode_s, service_s (modelled), compute_s (content source),
+  overrun_s (> 0: slower than simulated), prompt/cached/completion tokens, source, text, error; the
+  input of `llm.latency_model.source=replay`.
+- migration.jsonl (task migration), per N: n, sources_build_s, sequential_s, merge_s, speedup,
+  merge_llm_calls, sequential_llm_calls, facts_/trees_sequential, facts_/trees_merged, facts_ratio,
+  trees_ratio, simulated.
+- scaling.jsonl (task scaling), per instance: leaves, trees, eager_calls, batched_calls,
+  eager_over_batched, refresh_calls, refresh_call_seconds, measured_refresh_wall_s, refresh_s {P: s},
+  speedup {P: x} (string keys), concurrency, simulated.
+- summary.md: the run's tables (the title marks simulated runs); a sweep directory also gets
+  comparison.md and, for experiment write_path, write_path.md / write_path.json (harness/write_path.py:
+  per system build_seconds, turns_per_second, llm_calls, uncached/cached prompt and output tokens,
+  derived waves, critical_path_seconds, busy_seconds, max_in_flight, recorded_waves,
+  speedup_vs_slowest, ratio_to_mem0).
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,19 +19,24 @@ from tqdm import tqdm
 
 from baselines.base import MemorySystem, Retrieval, SystemUnavailable
 from benchmarks.datasets import Dataset, Instance, Question, load_dataset
+from benchmarks.datasets.compose import compose
+from benchmarks.datasets.subsets import subset_ids
 from benchmarks.harness import report
+from benchmarks.harness import simulation as simulated
 from benchmarks.harness.answering import answer_request
+from benchmarks.harness.building import ensure_memory, failure_text
 from benchmarks.harness.metrics import dedupe
 from benchmarks.harness.models import library_config, scheduler
 from benchmarks.harness.results import RunCallLog, RunFiles, git_info, package_versions, read_jsonl
-from benchmarks.harness.systems import Models, attach, build_system, system_settings, with_budget
+from benchmarks.harness.systems import Models, build_system, system_settings, with_budget
+from benchmarks.harness.tasks import run_task
 from benchmarks.harness.wandb_logger import WandbLogger
 from benchmarks.judging.grading import judge_rows, make_judge
 from benchmarks.judging.judges import Judge
 from memforest.config import LLMConfig
 from memforest.errors import MemForestError
 from memforest.llm.base import ChatModel, ChatResponse, Embedder, embedder_settings
-from memforest.llm.calllog import summarize
+from memforest.llm.calllog import CallLog, summarize
 from memforest.llm.scheduler import Scheduler
 
 Config = Mapping[str, Any]
@@ -58,6 +62,7 @@ class Harness:
     closing: list[Any] = field(default_factory=list)  # schedulers and models to close, in order
     bar: Any = None
     embedder: Embedder | None = None
+    simulation: simulated.Simulation | None = None  # the latency-model server of a simulated run
 
     @property
     def call_log(self) -> RunCallLog:
@@ -74,6 +79,8 @@ class Harness:
         return self.answerer is None or "response" in row
 
     def close(self) -> None:
+        if self.simulation is not None:
+            self.files.note_invocation(latency_model=self.simulation.summary())
         self.system.close()
         for obj in self.closing:
             obj.close()
@@ -83,10 +90,14 @@ class Harness:
 
 def load_benchmark_dataset(cfg: Config) -> Dataset:
     ids = cfg.get("instance_ids")
-    return load_dataset(str(cfg["name"]), path=cfg.get("path"), limit=cfg.get("limit"),
-                        instance_ids=list(ids) if ids is not None else None,
-                        include_adversarial=bool(cfg.get("include_adversarial", False)),
-                        cache_dir=cfg.get("cache_dir"))
+    if cfg.get("subset"):
+        chosen = subset_ids(str(cfg["subset"]))
+        ids = [i for i in chosen if i in set(ids)] if ids is not None else chosen
+    dataset = load_dataset(str(cfg["name"]), path=cfg.get("path"), limit=cfg.get("limit"),
+                           instance_ids=list(ids) if ids is not None else None,
+                           include_adversarial=bool(cfg.get("include_adversarial", False)),
+                           cache_dir=cfg.get("cache_dir"))
+    return compose(dataset, int(cfg.get("compose") or 1))
 
 
 def fingerprint(cfg: Config, dataset: Dataset) -> dict[str, Any]:
@@ -115,6 +126,7 @@ def run_metadata(cfg: Config, dataset: Dataset) -> dict[str, Any]:
                     "source": dataset.source, "instances": len(dataset.instances),
                     "duplicate_sessions_dropped": dataset.duplicate_sessions_dropped,
                     "questions": dataset.num_questions},
+        "simulated": simulated.is_simulated(cfg),
         "models": {"llm": cfg["llm"]["model"], "embedder": cfg["embedder"]["model"],
                    "judge": (judge.get("model") or cfg["llm"])["model"] if judge.get("enabled") else None},
     }
@@ -125,34 +137,46 @@ def open_harness(cfg: Config, dataset: Dataset, files: RunFiles) -> Harness:
     answering = bool(cfg["answer"]["enabled"])
     cache = {"cache_dir": str(files.dir / "embeddings")} if cfg.get("embed_cache") and not cfg["embedder"].get("cache_dir") else {}
     embedder = instantiate(cfg["embedder"], **cache)
-    llm = instantiate(cfg["llm"]) if answering or cfg["method"]["needs_chat_model"] else None
+    node = simulated.latency_node(cfg["llm"])
+    wanted = answering or cfg["method"]["needs_chat_model"] or node is not None
+    source = instantiate(cfg["llm"]) if wanted and (node is None or simulated.needs_source_model(node)) else None
     closing: list[Any] = []  # closed in this order: schedulers before their models
-    judge = open_judge(cfg, llm, files, closing) if answering else None
-    answerer = scheduler(llm, cfg["llm"], files.call_log) if answering and llm is not None else None
-    closing += [obj for obj in (answerer, llm, embedder) if obj is not None]
+    sim = None
     try:
-        system = build_system(cfg["method"], cfg["llm"], cfg["embedder"], Models(embedder, llm, files.call_log))
+        if node is not None:  # every caller reaches the model through the latency server and the proxy
+            sim = simulated.open_simulation(cfg["llm"], source, files.call_log, files.dir, str(cfg["method"]["name"]))
+        llm = sim.client if sim is not None else source
+        client_log = sim.client_log if sim is not None else files.call_log
+        judge = open_judge(cfg, llm, files, closing, client_log) if answering else None
+        answerer = scheduler(llm, cfg["llm"], client_log) if answering and llm is not None else None
+        closing += [obj for obj in (answerer, sim, source, embedder) if obj is not None]
+        models = Models(embedder, llm, files.call_log, client_log=client_log,
+                        llm_base_url=sim.server_url if sim is not None else None)
+        system = build_system(cfg["method"], cfg["llm"], cfg["embedder"], models)
     except BaseException:
-        for obj in closing:
+        for obj in closing or [o for o in (sim, source, embedder) if o is not None]:
             obj.close()
         raise
     wandb = WandbLogger(cfg.get("wandb") or {}, files.dir, dict(cfg))
     h = Harness(cfg, files, dataset, system, answerer, judge, wandb, closing=closing, embedder=embedder)
     files.note_invocation(embedder=embedder_settings(embedder),
                           system_runtime=dict(getattr(system, "runtime_settings", None) or {}))
+    h.simulation = sim
     restore(h)
     return h
 
 
-def open_judge(cfg: Config, llm: ChatModel | None, files: RunFiles, closing: list[Any]) -> Judge | None:
-    """The run's judge, on the backbone model when its model config is the backbone's."""
+def open_judge(cfg: Config, llm: ChatModel | None, files: RunFiles, closing: list[Any],
+               call_log: CallLog | None = None) -> Judge | None:
+    """The run's judge, on the backbone model when its model config is the backbone's (its calls then
+    go to `call_log`: the client log of a simulated run, whose proxy already logs them)."""
     judge_cfg = cfg["judge"]
     if not judge_cfg["enabled"]:
         return None
     model_cfg = judge_cfg["model"] or cfg["llm"]  # null: the backbone
     same = llm is not None and library_config(LLMConfig, model_cfg) == library_config(LLMConfig, cfg["llm"])
     model = llm if same and llm is not None else instantiate(model_cfg)
-    sched = scheduler(model, model_cfg, files.call_log)
+    sched = scheduler(model, model_cfg, call_log if same and call_log is not None else files.call_log)
     closing += [sched] if same else [sched, model]
     return make_judge(judge_cfg, sched, "judge")
 
@@ -182,6 +206,11 @@ def run_benchmark(cfg: Config, run_dir: str | Path | None = None) -> dict[str, A
         h = open_harness(cfg, dataset, files)
     except SystemUnavailable as exc:
         return skipped(files, cfg, str(exc))
+    if str(cfg.get("task") or "qa") != "qa":
+        try:
+            return run_task(h, str(cfg["task"]))
+        except SystemUnavailable as exc:
+            return skipped(files, cfg, str(exc))
     progress = bool(cfg.get("progress", True))
     try:
         pending = sum(not h.finished((q.question_id, a)) for _, q in dataset.questions() for a in range(h.attempts))
@@ -198,10 +227,6 @@ def run_benchmark(cfg: Config, run_dir: str | Path | None = None) -> dict[str, A
         h.close()
     print(summary["markdown"])
     return summary
-
-
-def failure_text(exc: BaseException) -> str:
-    return str(exc) if isinstance(exc, MemForestError) else f"{type(exc).__name__}: {exc}"
 
 
 def instance_failed(h: Harness, instance: Instance, exc: Exception) -> None:
@@ -262,57 +287,6 @@ def run_instance(h: Harness, instance: Instance) -> None:
     judge_instance(h, instance)
 
 
-def ensure_memory(h: Harness, instance: Instance) -> dict[str, Any]:
-    """The instance's completed build, reopened; else a fresh build from an empty store."""
-    iid = instance.instance_id
-    prior = h.builds.get(iid)
-    reusable = prior is not None and not prior.get("error") and h.files.store_complete(iid, str(prior["build_id"]))
-    if reusable and attach(h.system, iid, h.files.store_dir(iid), instance.sessions):
-        return prior  # type: ignore[return-value]
-    return build_memory(h, instance, h.files.clear_store(iid))
-
-
-def build_memory(h: Harness, instance: Instance, workdir: Path) -> dict[str, Any]:
-    iid = instance.instance_id
-    h.call_log.context = {"instance": iid, "phase": "build"}
-    mark = len(h.call_log)
-    h.system.reset(iid, workdir)
-    cache_before = embed_cache_counts(h.embedder)
-    start, cpu_start = time.perf_counter(), time.process_time()
-    error, stats = None, {}
-    try:
-        stats = h.system.ingest(instance.sessions)
-    except Exception as exc:  # recorded with the build; the instance's questions are then marked failed
-        error = failure_text(exc)
-        log.error("build of %s failed: %s", iid, error, exc_info=not isinstance(exc, MemForestError))
-    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
-    calls = [r for r in h.call_log.since(mark) if r.tags.get("instance") == iid]
-    h.call_log.context = {}
-    row = {
-        "build_id": uuid.uuid4().hex, "instance_id": iid, "method": h.cfg["method"]["name"],
-        "dataset": h.dataset.name, "sessions": len(instance.sessions), "turns": instance.num_turns,
-        "build_seconds": round(seconds, 4), "build_cpu_seconds": round(cpu_seconds, 4),
-        "turns_per_second": round(instance.num_turns / seconds, 3),
-        "llm": summarize(calls), "system": stats, "error": error,
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-    if h.embedder is not None:
-        after = embed_cache_counts(h.embedder)
-        row["embedder"] = {**embedder_settings(h.embedder), **{k: v - cache_before.get(k, 0) for k, v in after.items()}}
-    if error is None:
-        h.files.mark_store_complete(iid, row["build_id"])
-    h.files.add_build(row)
-    h.builds[iid] = row
-    h.wandb.log_build(row)
-    return row
-
-
-def embed_cache_counts(embedder: Embedder | None) -> dict[str, int]:
-    """Cumulative hits and misses of a caching embedder; empty for any other."""
-    counts = getattr(embedder, "counts", None)
-    return dict(counts()) if callable(counts) else {}
-
-
 # ---------------------------------------------------------------- one question
 
 
@@ -324,6 +298,7 @@ def question_fields(h: Harness, instance: Instance, question: Question, build: C
         "question_date": question.question_date.isoformat() if question.question_date else None,
         "evidence_sessions": list(question.evidence_sessions),
         "evidence_turns": list(question.evidence_turns), "build_id": build.get("build_id"),
+        "simulated": simulated.is_simulated(h.cfg),
     }
 
 

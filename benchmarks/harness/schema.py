@@ -12,16 +12,41 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from memforest.config import EmbedderConfig, LLMConfig, MemForestConfig
 
 
 @dataclass
-class ChatModelNode(LLMConfig):
-    """The `llm` group and a judge's `model`. `name` labels the backbone in result paths."""
+class LatencyModelNode:
+    """A simulated backbone (`benchmarks.serving.latency_model`): answers come from `source` (`model`:
+    this llm config's chat model; `replay`: the served_calls.jsonl at `replay_path`, falling back to
+    the model when `fallback`) after a vLLM-shaped latency with these parameters. The defaults of the
+    parameters live in LatencyParams; a named config sets them all."""
 
     name: str = MISSING
+    source: str = "model"
+    replay_path: str | None = None
+    fallback: bool = True
+    client_concurrency: int | None = None  # requests in flight from in-process callers; null = llm.concurrency
+    ttft_base_s: float = MISSING
+    prefill_tokens_per_s: float = MISSING
+    prefill_load: float = MISSING
+    cached_cost: float = MISSING
+    decode_s_per_token: float = MISSING
+    decode_batch_slope: float = MISSING
+    max_concurrency: int = MISSING
+    block_chars: int = MISSING
+    cache_blocks: int = MISSING
+
+
+@dataclass
+class ChatModelNode(LLMConfig):
+    """The `llm` group and a judge's `model`. `name` labels the backbone in result paths;
+    `latency_model` makes it a simulated backbone (results labelled `simulated: true`)."""
+
+    name: str = MISSING
+    latency_model: LatencyModelNode | None = None
     _target_: str = "benchmarks.harness.models.chat_model"
 
 
@@ -80,6 +105,8 @@ class DatasetNode:
     path: str | None = None  # a local file; null = the shipped sample, the cache, or a download
     limit: int | None = None
     instance_ids: list[str] | None = None
+    subset: str | None = None  # a shipped id list (benchmarks/datasets/subsets), e.g. ablation60
+    compose: int = 1  # N: each memory also holds the next N - 1 instances' sessions (datasets/compose.py)
     cache_dir: str | None = None
     include_adversarial: bool = False  # LoCoMo category 5
 
@@ -134,11 +161,18 @@ class BenchConfig:
     # cache vectors by (model, settings, text) in <run_dir>/embeddings when embedder.cache_dir is unset
     embed_cache: bool = False
     retry_errors: bool = False  # on resume, redo records whose build, retrieval or answer failed
+    # a run directory whose completed stores are copied instead of building (the same write path, e.g.
+    # a retrieval ablation over one memory); builds.jsonl then names the source run (`reused_from`)
+    stores_from: str | None = None
+    task: str = "qa"  # qa (build, retrieve, answer, judge) | migration | scaling (benchmarks/harness/tasks)
+    task_options: dict[str, Any] = field(default_factory=dict)  # the task's settings (see its module)
     progress: bool = True
 
 
 def register() -> None:
     """Register the schemas; the YAML files refer to them by these names."""
+    if not OmegaConf.has_resolver("join"):  # `${join:${x}}`: a list as `a+b+c` (run directory names)
+        OmegaConf.register_new_resolver("join", lambda items: "+".join(str(i) for i in items))
     store = ConfigStore.instance()
     store.store(name="bench_schema", node=BenchConfig)
     store.store(group="method", name="_schema", node=MethodNode)

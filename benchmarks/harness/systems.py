@@ -42,6 +42,8 @@ class Models:
     embedder: Embedder
     llm: ChatModel | None
     call_log: CallLog
+    client_log: CallLog | None = None  # in-process schedulers' log (a simulated run's proxy logs the calls)
+    llm_base_url: str | None = None  # a simulated run: the latency-model server every baseline reaches
 
 
 BUDGET_MODES = ("native", "shared")
@@ -112,7 +114,8 @@ def build_system(method: Config, llm: Config, embedder: Config, models: Models) 
     factory = system_factory(method)
     if method.get("serving"):
         return served_system(method, llm, embedder, models, factory)
-    runtime: dict[str, Any] = {"llm": models.llm, "embedder": models.embedder, "call_log": models.call_log,
+    runtime: dict[str, Any] = {"llm": models.llm, "embedder": models.embedder,
+                               "call_log": models.client_log if models.client_log is not None else models.call_log,
                                "name": str(method["name"])}
     if method.get("memforest") is not None:
         runtime["config"] = memforest_config(method)
@@ -162,12 +165,13 @@ def serving_stack(name: str, serving: Config, llm: Config, embedder: Config, mod
     The embedder is always the harness's own, served by the harness (an `openai` embedder is reached
     through it), so that a request with `input_type: query` gets the same query instruction MemForest's
     questions get."""
-    backend = str(llm["backend"])
+    backend = "openai" if models.llm_base_url else str(llm["backend"])
+    base_url = models.llm_base_url or llm.get("base_url")
     if backend not in HTTP_BACKENDS and models.llm is None:
         raise SystemUnavailable(f"{name}: llm.backend={backend} needs the harness's chat model")
     return ServingStack(
         models.call_log, name, llm_model=str(llm["model"]),
-        llm_base_url=llm.get("base_url") if backend == "openai" else None,
+        llm_base_url=base_url if backend == "openai" else None,
         chat=models.llm if backend not in HTTP_BACKENDS else None, gguf_path=llm.get("model_path"),
         n_ctx=int(serving["context_tokens"]), threads=int(serving["threads"]), seed=int(llm["seed"]),
         embedder=models.embedder,

@@ -106,7 +106,8 @@ class LoggingProxy(LoopbackServer):
             cached_prompt_tokens=int(details.get("cached_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
             error=error, finish_reason=finish, model=str(request.get("model") or ""),
-            tags={"system": self.system, "phase": self.phase, "in_flight": in_flight, "endpoint": route,
+            tags={"system": self.system, **({"phase": self.phase} if self.phase is not None else {}),
+                  "in_flight": in_flight, "endpoint": route,
                   "status": status, **({"usage": "absent"} if not usage else {}), **tags},
         ))
 
@@ -146,7 +147,9 @@ def _handler_for(proxy: LoggingProxy) -> type[BaseHTTPRequestHandler]:
                 self._passthrough(method, route, raw)
                 return
             body, request, tags = proxy.prepare(route, raw)
-            tags = {**tags, "system": proxy.system, "phase": proxy.phase}  # as they are when the request arrives
+            tags = {**tags, "system": proxy.system}  # as they are when the request arrives
+            if proxy.phase is not None:  # else the call log's context names the phase
+                tags["phase"] = proxy.phase
             in_flight, started = proxy.enter(), time.time()
             status, usage, finish, error = 502, None, None, None
             try:

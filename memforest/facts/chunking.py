@@ -11,10 +11,12 @@ def render_turns(turns: list[Turn]) -> str:
 
 
 def chunk_session(session: Session, cfg: ChunkConfig) -> list[Cell]:
-    """Cells of at most `max_turns` turns and `max_chars` characters; a new cell starts after a
-    gap of `gap_hours` between consecutive turns. A single over-long turn is cut to `max_chars`."""
+    """Cells of at most `max_turns` turns (0: no turn limit, the whole session) and `max_chars`
+    characters; a new cell starts after a gap of `gap_hours` between consecutive turns. A single
+    over-long turn is cut to `max_chars`."""
     cells: list[Cell] = []
     start = 0
+    max_turns = cfg.max_turns or len(session.turns)
     gap = cfg.gap_hours * 3600.0
     turns = session.turns
     while start < len(turns):
@@ -22,7 +24,7 @@ def chunk_session(session: Session, cfg: ChunkConfig) -> list[Cell]:
         size = len(turns[start].content)
         while (
             end < len(turns)
-            and end - start < cfg.max_turns
+            and end - start < max_turns
             and size + len(turns[end].content) <= cfg.max_chars
             and turns[end].time - turns[end - 1].time < gap
         ):

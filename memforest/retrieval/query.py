@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from memforest.config import QueryConfig
+from memforest.config import LLM_QUERY_MODES, QueryConfig
 from memforest.errors import ModelError
 from memforest.llm.base import ChatRequest, Embedder
 from memforest.llm.calllog import CallLog, summarize
@@ -17,6 +17,7 @@ from memforest.prompts import answer as answer_prompt
 from memforest.retrieval.assemble import assemble, render, temporal_neighbours
 from memforest.retrieval.browse import Hit, embed_browse, llm_browse
 from memforest.retrieval.hybrid import candidate_items, date_target, lexical_scores, rank_units
+from memforest.retrieval.modes import flat_evidence, planned_embed_browse, root_evidence
 from memforest.retrieval.planner import Plan, plan_query, question_direction
 from memforest.retrieval.recall import recall_trees
 from memforest.retrieval.results import Evidence, QueryResult
@@ -39,23 +40,38 @@ def retrieve(
     qvec = embedder.embed([question], "query")[0]
     lat["embed"] = _lap(t)
     t = time.perf_counter()
+    if cfg.mode == "flat":  # no trees: the top-k facts
+        evidence, flat = flat_evidence(snap, qvec, cfg.final_units)
+        lat["recall"] = _lap(t)
+        return evidence, {"mode": cfg.mode, "version": snap.version, "recalled": [], "flat": flat, "latency": lat}
     recalled = recall_trees(snap, qvec, cfg)
     lat["recall"] = _lap(t)
     trace: dict[str, Any] = {"mode": cfg.mode, "version": snap.version, "recalled": [asdict(r) for r in recalled]}
     if not recalled:
         trace["latency"] = lat
         return [], trace
+    if cfg.mode == "root":  # the recalled trees' root summaries, no descent
+        trace["latency"] = lat
+        return root_evidence(snap, recalled, cfg.final_units), trace
     t = time.perf_counter()
-    if cfg.mode == "planner":
-        if scheduler is None:
-            raise ModelError("planner mode needs a chat model")
-        plan = plan_query(snap, question, date, recalled, scheduler, tags)
-        lat["plan"] = _lap(t)
-        t = time.perf_counter()
+    if cfg.mode in LLM_QUERY_MODES and scheduler is None:
+        raise ModelError(f"{cfg.mode} mode needs a chat model")
+    if cfg.mode in ("planner", "embed_planner", "llm"):
+        assert scheduler is not None
+        if cfg.mode == "llm":  # LLM browse with the question itself for every recalled tree
+            plan = Plan(direction=question_direction(question), queries=[(r.tree_id, question) for r in recalled])
+        else:
+            plan = plan_query(snap, question, date, recalled, scheduler, tags)
+            lat["plan"] = _lap(t)
+            t = time.perf_counter()
         expand = cfg.complete_expansion or plan.kind == "aggregate"
-        hits, path = _planned_browse(snap, plan, qvec, embedder, scheduler, cfg, tags, 1 if expand else 0)
+        stop = 1 if expand else 0
+        if cfg.mode == "embed_planner":
+            hits, path = planned_embed_browse(snap, plan, embedder, cfg, stop)
+        else:
+            hits, path = _planned_browse(snap, plan, qvec, embedder, scheduler, cfg, tags, stop)
         trace["plan"] = asdict(plan)
-        if not expand:  # the leaves the model reached, ranked like embedding mode's candidates
+        if not expand:  # the leaves reached, ranked like embedding mode's candidates
             hits = _rerank(snap, question, date, qvec, hits, cfg)
     else:
         plan = Plan(direction=question_direction(question))

@@ -20,7 +20,13 @@ class Router:
         self.cfg = cfg
         self.ch = changes
 
+    def builds(self, family: str) -> bool:
+        """Whether trees of `family` are built (`tree.families`, an ablation switch)."""
+        return family in self.cfg.tree.families
+
     def add_session_tree(self, session_id: str) -> None:
+        if not self.builds("session"):
+            return
         tid = session_tree_id(session_id)
         info = self.state.add_tree(tid, "session", session_id, self.cfg.tree.fanout_session)
         for cid in self.state.session_cells[session_id]:
@@ -34,9 +40,10 @@ class Router:
         added: dict[str, set[str]] = {}
         touched_scenes: set[str] = set()
         for fact in new_facts:
-            if fact.origin == "user":
+            if fact.origin == "user" and self.builds("entity"):
                 self._place(entities.USER_TREE, "entity", "user", fact)
-            touched_scenes |= self._route_scene(fact)
+            if self.builds("scene"):
+                touched_scenes |= self._route_scene(fact)
         for fact, before in [*((f, set()) for f in new_facts), *updated]:
             for label, is_new in entities.record_mentions(self.state, fact, self.cfg.entity, before).items():
                 added.setdefault(label, set()).update([fact.id] if is_new else [])
@@ -58,7 +65,7 @@ class Router:
         when the label falls below the rule."""
         stat = self.state.writable_entity(label)
         self.ch.entities.add(label)
-        if entities.is_active(stat, self.cfg.entity):
+        if entities.is_active(stat, self.cfg.entity) and self.builds("entity"):
             fill = stat.facts if stat.tree_id is None else (added or set()) & stat.facts
             stat.tree_id = stat.tree_id or f"entity:{label}"
             for fid in sorted(fill, key=lambda f: (self.state.facts[f].time, f)):

@@ -1,0 +1,179 @@
+"""The write-path table of several runs (one per system): build cost and call structure side by side.
+
+    memforest-bench write-path RUN_DIR... [--out DIR]     (a sweep writes it into its directory)
+
+Per run (means over its completed builds): build_seconds, turns_per_second, llm_calls, waves and
+critical_path_seconds derived from the proxy's call timestamps (harness/waves.py, the same rule for
+every system), busy_seconds, max_in_flight, tokens (uncached prompt, cached prompt, output), and, when
+the system records its own waves (MemForest's scheduler: builds' `llm.waves`, or for a simulated run
+its client log llm_calls_client.jsonl), `recorded_waves` and `recorded_critical_path_seconds`.
+For simulated runs also `modelled_critical_path_seconds` (the observed waves, each call at its
+latency-model time: robust to a content source slower than the model), `modelled_build_seconds`
+(build_seconds - busy_seconds + modelled_critical_path_seconds: the time with calls in flight replaced
+by the modelled one, the rest of the build as measured), `overrun_calls` and `served_calls`.
+Across runs: `speedup_vs_slowest` = slowest build_seconds / this build_seconds, and `ratio_to_mem0`
+= mem0's build_seconds / this build_seconds (when a run of a system named mem0 is among them); the
+same on modelled_build_seconds as `modelled_speedup_vs_slowest` and `modelled_ratio_to_mem0`.
+`simulated` marks runs on the latency-model server."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+from benchmarks.harness.results import RunFiles, read_jsonl, write_json_atomic
+from benchmarks.harness.simulation import CLIENT_LOG, SERVED_LOG
+from memforest.llm.calllog import CallRecord, summarize
+
+FIELDS = ("build_seconds", "turns_per_second", "llm_calls", "waves", "critical_path_seconds", "busy_seconds",
+          "max_in_flight", "uncached_prompt_tokens", "cached_prompt_tokens", "output_tokens")
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(fmean(values), 3) if values else None
+
+
+def _recorded(run_dir: Path, builds: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """The system's own waves: in a simulated run from its client log, else from the build rows."""
+    client = run_dir / CLIENT_LOG
+    if client.exists():
+        rows = [CallRecord(**r) for r in read_jsonl(client) if r.get("tags", {}).get("phase") == "build"]
+        per = [summarize([r for r in rows if r.tags.get("instance") == b["instance_id"]]) for b in builds]
+    else:
+        per = [b.get("llm") or {} for b in builds]
+    per = [p for p in per if p.get("waves")]
+    return {"recorded_waves": _mean([float(p["waves"]) for p in per]),
+            "recorded_critical_path_seconds": _mean([float(p["critical_path_seconds"]) for p in per])}
+
+
+def modelled_critical_path(run_dir: Path, builds: Sequence[Mapping[str, Any]]) -> float | None:
+    """A simulated run's critical path in the latency model's time: the build's chat calls grouped into
+    waves as observed (overlapping proxy records), each call weighted by its modelled time (queue +
+    service, served_calls.jsonl) instead of its wall time, which the CPU content source may have
+    stretched. Proxy records and served rows are paired in arrival order (one row per proxied call)."""
+    served = sorted(read_jsonl(run_dir / SERVED_LOG), key=lambda r: float(r["arrival"]))
+    calls = sorted((CallRecord(**r) for r in read_jsonl(run_dir / "llm_calls.jsonl") if r["stage"] == "chat"),
+                   key=lambda r: r.start)
+    if not served or len(served) != len(calls):
+        return None
+    modelled = {id(c): float(s["queue_s"]) + float(s["service_s"]) for c, s in zip(calls, served)}
+    ids = {str(b["instance_id"]) for b in builds}
+    mine = [c for c in calls if c.tags.get("phase") == "build" and c.tags.get("instance") in ids]
+    total, end, longest = 0.0, None, 0.0
+    for c in mine:
+        if end is not None and c.start < end:
+            end, longest = max(end, c.end), max(longest, modelled[id(c)])
+        else:
+            total += longest
+            end, longest = c.end, modelled[id(c)]
+    return round((total + longest) / max(len(builds), 1), 3)
+
+
+def run_row(run_dir: str | Path) -> dict[str, Any] | None:
+    """One run's write-path figures; None when it has no completed build."""
+    files = RunFiles(run_dir, create=False)
+    run = files.load_run()
+    builds = [b for b in files.builds().values() if not b.get("error")]
+    if not builds:
+        return None
+    llm = [b.get("llm") or {} for b in builds]
+    waves = [b.get("call_waves") or {} for b in builds]
+    row: dict[str, Any] = {
+        "system": run["config"]["method"]["name"], "backbone": run["config"]["llm"]["name"],
+        "simulated": bool(run.get("simulated")), "run_dir": str(files.dir.resolve()), "instances": len(builds),
+        "turns": _mean([float(b["turns"]) for b in builds]),
+        "build_seconds": _mean([float(b["build_seconds"]) for b in builds]),
+        "turns_per_second": _mean([float(b["turns_per_second"]) for b in builds]),
+        "llm_calls": _mean([float(x.get("calls", 0)) for x in llm]),
+        "uncached_prompt_tokens": _mean([float(x.get("prompt_tokens", 0)) - float(x.get("cached_prompt_tokens", 0))
+                                         for x in llm]),
+        "cached_prompt_tokens": _mean([float(x.get("cached_prompt_tokens", 0)) for x in llm]),
+        "output_tokens": _mean([float(x.get("completion_tokens", 0)) for x in llm]),
+    }
+    for key in ("waves", "critical_path_seconds", "busy_seconds", "max_in_flight"):
+        row[key] = _mean([float(w[key]) for w in waves if key in w])
+    row.update(_recorded(files.dir, builds))
+    row["modelled_critical_path_seconds"] = modelled_critical_path(files.dir, builds) if row["simulated"] else None
+    cp = row["modelled_critical_path_seconds"]
+    row["modelled_build_seconds"] = round(row["build_seconds"] - (row["busy_seconds"] or 0.0) + cp, 3) \
+        if cp is not None and row["build_seconds"] is not None else None
+    if row["simulated"]:  # calls whose content came later than the model says (the CPU's time shows)
+        served = read_jsonl(files.dir / SERVED_LOG)
+        row["overrun_calls"] = sum(float(r.get("overrun_s") or 0) > 0 for r in served)
+        row["served_calls"] = len(served)
+    return row
+
+
+def table(run_dirs: Iterable[str | Path]) -> dict[str, Any]:
+    rows = [r for r in (run_row(d) for d in run_dirs) if r is not None]
+    timed = [r for r in rows if r["build_seconds"]]
+    slowest = max(timed, key=lambda r: r["build_seconds"]) if timed else None
+    for key, prefix in (("build_seconds", ""), ("modelled_build_seconds", "modelled_")):
+        timed = [r for r in rows if r.get(key)]
+        slowest_r = max(timed, key=lambda r: r[key]) if timed else None
+        mem0_r = next((r for r in timed if r["system"] == "mem0"), None)
+        for r in rows:
+            r[f"{prefix}speedup_vs_slowest"] = round(slowest_r[key] / r[key], 3) if slowest_r and r.get(key) else None
+            r[f"{prefix}ratio_to_mem0"] = round(mem0_r[key] / r[key], 3) if mem0_r and r.get(key) else None
+    return {"rows": rows, "slowest": slowest["system"] if slowest else None,
+            "simulated": any(r["simulated"] for r in rows)}
+
+
+def markdown(data: Mapping[str, Any]) -> str:
+    head = ["system", "build s", "turns/s", "LLM calls", "waves", "critical path s", "max in flight",
+            "prompt tokens uncached / cached", "output tokens", "recorded waves (critical path s)",
+            "modelled critical path s", "modelled build s", "modelled speedup vs slowest", "modelled vs mem0",
+            "speedup vs slowest", "vs mem0"]
+    title = "## write path" + (" [simulated: latency-model server]" if data["simulated"] else "")
+    lines = [title, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in data["rows"]:
+        recorded = f"{r['recorded_waves']} ({r['recorded_critical_path_seconds']})" if r["recorded_waves"] else "–"
+        cells = [r["system"] + (" (sim)" if r["simulated"] else ""), r["build_seconds"], r["turns_per_second"],
+                 r["llm_calls"], r["waves"], r["critical_path_seconds"], r["max_in_flight"],
+                 f"{r['uncached_prompt_tokens']} / {r['cached_prompt_tokens']}", r["output_tokens"], recorded,
+                 r["modelled_critical_path_seconds"], r["modelled_build_seconds"], r["modelled_speedup_vs_slowest"],
+                 r["modelled_ratio_to_mem0"],
+                 r["speedup_vs_slowest"], r["ratio_to_mem0"]]
+        lines.append("| " + " | ".join("–" if c is None else str(c) for c in cells) + " |")
+    lines += ["", "Waves and critical path from the proxy's call timestamps (overlapping calls = one wave; "
+              "critical path = sum over waves of the longest call). Modelled critical path (simulated runs): "
+              "the same waves, each call at its latency-model time."]
+    over = [r for r in data["rows"] if r.get("overrun_calls")]
+    if over:
+        lines.append("Calls slower than simulated (content source slower than the model): " + ", ".join(
+            f"{r['system']} {r['overrun_calls']}/{r['served_calls']}" for r in over) + "; their wall times are the CPU's.")
+    return "\n".join(lines) + "\n"
+
+
+def write(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[str, Any]:
+    data = table(run_dirs)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "write_path.json", data)
+    (out / "write_path.md").write_text(markdown(data), encoding="utf-8")
+    return data
+
+
+def command(argv: Sequence[str]) -> int:
+    args = list(argv)
+    out = None
+    if "--out" in args:
+        i = args.index("--out")
+        out = args[i + 1] if i + 1 < len(args) else None
+        del args[i : i + 2]
+    if not args or out is None and "--out" in argv:
+        print("usage: memforest-bench write-path RUN_DIR... [--out DIR]", file=sys.stderr)
+        return 2
+    try:
+        data = write(args, out) if out else table(args)
+    except FileNotFoundError as exc:
+        print(f"memforest-bench write-path: {exc}", file=sys.stderr)
+        return 2
+    print(markdown(data))
+    if not out:
+        print(json.dumps(data, indent=2))
+    return 0

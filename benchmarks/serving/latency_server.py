@@ -1,0 +1,201 @@
+"""An OpenAI-compatible server on loopback whose answers take as long as a served GPU backbone's would.
+
+The content of each answer comes from a source: the embedded chat model (`source: model`), or the
+answers a previous run recorded, replayed by request (`source: replay`: the request's messages and JSON
+schema are hashed; the n-th identical request gets the n-th recorded answer, the last one after that;
+a request never seen falls back to the model when one is given, else fails with HTTP 500). The answer
+is held back until the latency model (`benchmarks.serving.latency_model`) says a vLLM server would have
+finished it; the usage it returns carries the modelled prefix-cache hits as `cached_tokens`.
+
+Every request served is one line of `served_calls.jsonl` (when a path is given):
+    key, arrival, admitted, queue_s, running, ttft_s, decode_s, service_s, compute_s, overrun_s,
+    prompt_tokens, cached_tokens, completion_tokens, source (model | replay | fallback), finish_reason,
+    text, error
+`compute_s` is how long the content source took; `overrun_s > 0` means the content was ready later
+than the modelled finish, so that request took longer than simulated (reported, never hidden). A
+`served_calls.jsonl` is also what `source: replay` reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from benchmarks.serving.latency_model import Clock, LatencyModel, LatencyParams
+from benchmarks.serving.model_server import ModelServer
+from memforest.llm.base import ChatModel, ChatRequest, ChatResponse, Embedder, Usage
+
+SOURCES = ("model", "replay")
+
+
+def request_key(request: ChatRequest) -> str:
+    """What identifies a request for replay: its messages and its JSON schema."""
+    data = json.dumps([list(request.messages), request.json_schema], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(data.encode()).hexdigest()[:32]
+
+
+def prompt_text(request: ChatRequest) -> str:
+    return "".join(f"<{m['role']}>{m['content']}" for m in request.messages)
+
+
+class ReplaySource:
+    """Answers recorded in a served_calls.jsonl, by request key, in the order they were recorded."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            raise FileNotFoundError(f"replay source {self.path} not found")
+        self._answers: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for row in _rows(self.path):
+            if not row.get("error") and isinstance(row.get("text"), str):
+                self._answers[str(row["key"])].append(row)
+        self._used: dict[str, int] = defaultdict(int)
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._answers.values())
+
+    def answer(self, key: str) -> ChatResponse | None:
+        with self._lock:
+            rows = self._answers.get(key)
+            if not rows:
+                return None
+            row = rows[min(self._used[key], len(rows) - 1)]
+            self._used[key] += 1
+        usage = Usage(int(row.get("prompt_tokens") or 0), 0, int(row.get("completion_tokens") or 0))
+        return ChatResponse(row["text"], usage, str(row.get("finish_reason") or "stop"))
+
+
+class LatencyModelServer(ModelServer):
+    """Chat through the latency model; embeddings (when an embedder is given) are served at once."""
+
+    def __init__(self, params: LatencyParams, *, chat: ChatModel | None = None, replay: ReplaySource | None = None,
+                 embedder: Embedder | None = None, model_name: str = "simulated", log_path: str | Path | None = None,
+                 clock: Clock | None = None, port: int = 0) -> None:
+        if chat is None and replay is None:
+            raise ValueError("LatencyModelServer needs a chat model or a replay source")
+        self.params, self.replay, self.source_model = params, replay, chat
+        self.model = LatencyModel(params, clock)
+        self._log = _Lines(Path(log_path)) if log_path else None
+        self.counts: dict[str, int] = defaultdict(int)
+        self._counts_lock = threading.Lock()
+        # the base class serves embeddings; chat goes through `generate` below (never batched here:
+        # each request has its own modelled latency)
+        super().__init__(embedder, _NoBatch(chat), model_name=model_name, port=port)
+
+    def close(self) -> None:
+        super().close()
+        if self._log is not None:
+            self._log.close()
+
+    def generate(self, request: ChatRequest) -> ChatResponse | Exception:
+        key = request_key(request)
+        timing = self.model.admit()
+        try:
+            start = self.model.clock.now()
+            source, result = self._content(key, request)
+            compute = self.model.clock.now() - start
+            if isinstance(result, Exception):
+                self._record(key, timing, compute, 0.0, source, None, str(result))
+                return result
+            cached = self.model.cached_tokens(prompt_text(request), result.usage.prompt_tokens)
+            self.model.serve(timing, result.usage.prompt_tokens, cached, result.usage.completion_tokens)
+            left = self.model.wait_until_done(timing)
+            result.usage = Usage(result.usage.prompt_tokens, cached, result.usage.completion_tokens)
+            self._record(key, timing, compute, max(0.0, -left), source, result, None)
+            return result
+        finally:
+            self.model.release()
+
+    def _content(self, key: str, request: ChatRequest) -> tuple[str, ChatResponse | Exception]:
+        if self.replay is not None:
+            found = self.replay.answer(key)
+            if found is not None:
+                return "replay", found
+            if self.source_model is None:
+                return "replay", RuntimeError(f"no recorded answer for request {key}")
+        assert self.source_model is not None
+        try:
+            return ("fallback" if self.replay is not None else "model"), self.source_model.generate([request])[0]
+        except Exception as exc:  # the model's failure is the request's answer (HTTP 500)
+            return "model", exc
+
+    def _record(self, key: str, timing: Any, compute: float, overrun: float, source: str,
+                result: ChatResponse | None, error: str | None) -> None:
+        with self._counts_lock:
+            self.counts[source] += 1
+            self.counts["overrun"] += overrun > 0
+        if self._log is None:
+            return
+        usage = result.usage if result is not None else Usage()
+        self._log.write({
+            "key": key, "arrival": round(timing.arrival, 6), "admitted": round(timing.admitted, 6),
+            "queue_s": round(timing.queue_s, 6), "running": timing.running, "ttft_s": round(timing.ttft_s, 6),
+            "decode_s": round(timing.decode_s, 6), "service_s": round(timing.service_s, 6),
+            "compute_s": round(compute, 6), "overrun_s": round(overrun, 6),
+            "prompt_tokens": usage.prompt_tokens, "cached_tokens": usage.cached_prompt_tokens,
+            "completion_tokens": usage.completion_tokens, "source": source,
+            "finish_reason": result.finish_reason if result is not None else None,
+            "text": result.text if result is not None else None, "error": error,
+        })
+
+    def summary(self) -> dict[str, Any]:
+        """What run.json records about the simulation."""
+        with self._counts_lock:
+            counts = dict(self.counts)
+        return {"params": asdict(self.params), "served": counts, "peak_running": self.model.peak_running,
+                "replay_answers": len(self.replay) if self.replay is not None else None}
+
+
+class _NoBatch:
+    """Stands in for the chat model in the base class: never batched, never called directly."""
+
+    batched = False
+    max_concurrency = 1
+
+    def __init__(self, chat: ChatModel | None) -> None:
+        self.name = chat.name if chat is not None else "replay"
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse | Exception]:
+        raise NotImplementedError("LatencyModelServer.generate serves chat")
+
+    def close(self) -> None:
+        pass
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    """The complete JSON lines of a file (a line torn by an interruption is skipped)."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            out.append(row)
+    return out
+
+
+class _Lines:
+    """Appends one JSON object per line, each written and flushed whole."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def write(self, row: dict[str, Any]) -> None:
+        line = json.dumps(row, ensure_ascii=False) + "\n"
+        with self._lock:
+            self._file.write(line)
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
