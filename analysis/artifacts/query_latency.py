@@ -1,0 +1,144 @@
+"""Query latency: retrieval versus answer seconds per question, per system and retrieval mode (from
+the records of the experiments in EXPERIMENTS, each question's first attempt), and retrieval latency
+over 1/2/4/8 composed forests (the `retrieval_latency` microbenchmark, or a `forest_scaling.jsonl`
+measurement file with the same columns: forests, facts, trees, browse.p50_ms, browse.p95_ms,
+root_recall.p50_ms, root_recall.p95_ms). The paper's Table 3 and scaling end points beside."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.load import Results, config_value
+from analysis.names import QUERY_MODES, backbone_name, published, published_backbone, system_name
+from analysis.render import Table, finish_figure, fmt, legend, new_figure, write_table
+
+EXPERIMENTS = ("query_latency",)
+NAME = "query_latency"
+SCALING = "query_latency_forests"
+MODE_KEY = "method.memforest.query.mode"
+SCALING_COLUMNS = ("browse.p50_ms", "browse.p95_ms", "root_recall.p50_ms", "root_recall.p95_ms")
+
+
+def label(method: str, mode: object) -> str:
+    """A system's name, with the retrieval mode when a MemForest run's mode is not in its name."""
+    name = system_name(method)
+    if isinstance(mode, str) and method.startswith("memforest") and not method.endswith(mode):
+        name += f" [{QUERY_MODES.get(mode, mode)}]"
+    return name
+
+
+def per_question(results: Results) -> pd.DataFrame:
+    records = results.records
+    if records.empty:
+        return pd.DataFrame()
+    df = records[records["experiment"].isin(EXPERIMENTS) & records["error"].isna()]
+    df = df.sort_values("attempt").drop_duplicates(["run_id", "question_id"])
+    modes = dict(zip(results.runs["run_id"], config_value(results.runs, MODE_KEY)))
+    return df.assign(mode=df["run_id"].map(modes))
+
+
+def summarise(rows: pd.DataFrame) -> pd.DataFrame:
+    if rows.empty:
+        return pd.DataFrame()
+    rows = rows.assign(total=rows["retrieve_seconds"].fillna(0) + rows["answer_seconds"].fillna(0))
+    keys = ["method", "mode", "backbone", "simulated"]
+    return rows.groupby(keys, dropna=False).agg(
+        questions=("question_id", "count"), retrieve=("retrieve_seconds", "mean"), answer=("answer_seconds", "mean"),
+        total=("total", "mean"), p95=("total", lambda s: float(np.percentile(s, 95)))).reset_index()
+
+
+def scaling(results: Results) -> pd.DataFrame:
+    frames = [results.bench("retrieval_latency"), results.measurements("forest_scaling")]
+    frames = [f for f in frames if len(f) and "forests" in f]
+    return pd.concat(frames, ignore_index=True).sort_values("forests") if frames else pd.DataFrame()
+
+
+def latency_table(ours: pd.DataFrame) -> Table:
+    pub = published("query_latency")
+    rows = []
+    for r in ours.itertuples():
+        p = pub[(pub["system"] == r.method) & (pub["backbone"] == published_backbone(r.backbone))]
+        rows.append({"system": label(r.method, r.mode), "backbone": backbone_name(r.backbone),
+                     "run": "simulated" if r.simulated else "real", "questions": fmt(r.questions),
+                     "retrieval s": fmt(r.retrieve, 3), "answer s": fmt(r.answer, 3), "total s": fmt(r.total, 3),
+                     "total p95 s": fmt(r.p95, 3),
+                     "paper retrieval s": fmt(p["retrieve_seconds"].iloc[0] if len(p) else None, 3),
+                     "paper answer s": fmt(p["answer_seconds"].iloc[0] if len(p) else None, 3),
+                     "paper total s": fmt(p["total_seconds"].iloc[0] if len(p) else None, 2)})
+    seen = set(ours.get("method", []))
+    for p in pub[~pub["system"].isin(seen)].itertuples():
+        rows.append({"system": system_name(p.system), "backbone": p.backbone, "run": "missing",
+                     **{c: "missing" for c in ("questions", "retrieval s", "answer s", "total s", "total p95 s")},
+                     "paper retrieval s": fmt(p.retrieve_seconds, 3), "paper answer s": fmt(p.answer_seconds, 3),
+                     "paper total s": fmt(p.total_seconds, 2)})
+    notes = ["Per question, first attempt; retrieval = the system's retrieve call, answer = the answer call(s).",
+             "Paper: submission Table 3 (LongMemEval-S), same backbone when published, else Qwen3-30B-A3B."]
+    return Table(NAME, pd.DataFrame(rows), "Query latency per question: retrieval versus answer", notes)
+
+
+def scaling_table(rows: pd.DataFrame) -> Table:
+    pub = published("forest_scaling")
+    out = []
+    for r in rows.to_dict("records"):
+        p = pub[pub["forests"] == r["forests"]]
+        out.append({"forests": fmt(int(r["forests"])), "facts": fmt(int(r.get("facts", 0))),
+                    "trees": fmt(int(r.get("trees", 0))),
+                    **{f"{c.replace('.', ' ')}": fmt(r.get(c), 3) for c in SCALING_COLUMNS},
+                    "paper root recall p95_ms": fmt(p["root_recall_p95_ms"].iloc[0] if len(p) else None, 3),
+                    "run": "simulated" if r.get("simulated") else "real"})
+    notes = ["Top-10 embedding browse (recall + browse + assembly) and exact root-index recall, query embedding "
+             "excluded; milliseconds.",
+             "Paper (revision microbenchmark): 1,428 facts / 250 trees to 10,781 / 1,868; browse p50 37.6-39.2 ms, "
+             "p95 41.8-44.1 ms over 1-8 forests; root recall p95 0.114 -> 0.413 ms (only these are published)."]
+    return Table(SCALING, pd.DataFrame(out), "Retrieval latency over composed forests", notes)
+
+
+def figure(ours: pd.DataFrame, scale: pd.DataFrame, out: Path) -> list[Path]:
+    fig, (ax_bar, ax_line) = new_figure(ncols=2, width=5.4, height=5.0)
+    pub = published("query_latency")
+    pub = pub[pub["backbone"] == "Qwen3-30B-A3B"]
+    bars = [(f"{label(r.method, r.mode)}\n{backbone_name(r.backbone)}" + (" (simulated)" if r.simulated else ""),
+             r.retrieve, r.answer, False) for r in ours.itertuples()]
+    bars += [(f"{system_name(p.system)}\npaper, 30B", p.retrieve_seconds, p.answer_seconds, True)
+             for p in pub.itertuples()]
+    y = range(len(bars))
+    ax_bar.barh(y, [b[1] or 0 for b in bars], color=["tab:grey" if b[3] else "tab:blue" for b in bars])
+    ax_bar.barh(y, [b[2] or 0 for b in bars], left=[b[1] or 0 for b in bars],
+                color=["silver" if b[3] else "tab:orange" for b in bars])
+    for i, b in enumerate(bars):
+        total = (b[1] or 0) + (b[2] or 0)
+        ax_bar.text(total, i, f" {total:.3g} s", va="center", fontsize=7)
+    ax_bar.set_yticks(list(y), [b[0] for b in bars], fontsize=7)
+    ax_bar.invert_yaxis()
+    ax_bar.set_xlabel("seconds per question")
+    ax_bar.set_title("retrieval + answer", fontsize=9)
+    ax_bar.margins(x=0.15)
+    legend(ax_bar, [("ours: retrieval", "tab:blue", ""), ("ours: answer", "tab:orange", ""),
+                    ("paper: retrieval", "tab:grey", ""), ("paper: answer", "silver", "")],
+           loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+    if len(scale):
+        for column, style in zip(SCALING_COLUMNS, ("o-", "o--", "s-", "s--")):
+            if column in scale:
+                ax_line.plot(scale["forests"], scale[column], style, label=f"ours: {column.replace('.', ' ')}")
+    fp = published("forest_scaling")
+    ax_line.plot(fp["forests"], fp["root_recall_p95_ms"], "k^:", label="paper: root_recall p95_ms")
+    ax_line.axhspan(37.6, 39.2, color="tab:blue", alpha=0.3, label="paper: browse p50 range, 1-8 forests")
+    ax_line.axhspan(41.8, 44.1, color="tab:orange", alpha=0.3, label="paper: browse p95 range, 1-8 forests")
+    ax_line.set_xscale("log", base=2)
+    ax_line.set_yscale("log")
+    ax_line.set_xticks([1, 2, 4, 8], ["1", "2", "4", "8"])
+    ax_line.set_xlabel("composed forests")
+    ax_line.set_ylabel("latency (ms, log scale)")
+    ax_line.set_title("retrieval over 1/2/4/8 forests", fontsize=9)
+    legend(ax_line, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+    simulated = bool(len(ours) and ours["simulated"].any())
+    return finish_figure(fig, NAME, out, "Query latency", simulated=simulated, empty=ours.empty and scale.empty)
+
+
+def make(results: Results, out: Path) -> list[Path]:
+    ours = summarise(per_question(results))
+    scale = scaling(results)
+    return write_table(latency_table(ours), out) + write_table(scaling_table(scale), out) + figure(ours, scale, out)
