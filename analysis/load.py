@@ -16,7 +16,8 @@ Frames (see `Results`):
 - bench         the rows of microbenchmark records, one frame per suite
 
 A run is *simulated* when its model answered through the latency-model server: `run.json` then holds
-`"simulated": true` (top level, or in `config`, or in `config.llm`), or names a `latency_model`.
+`"simulated": true` (top level, or in `config`, or in `config.llm`), or names a `latency_model`
+(`config.llm.latency_model`, the harness's way).
 Analysis never imports a project package and never needs the network.
 """
 
@@ -67,7 +68,7 @@ def is_simulated(run: Mapping[str, Any]) -> bool:
     config = run.get("config") or {}
     llm = config.get("llm") or {}
     flags = (run.get("simulated"), config.get("simulated"), llm.get("simulated"))
-    named = run.get("latency_model") or config.get("latency_model")
+    named = run.get("latency_model") or config.get("latency_model") or llm.get("latency_model")
     return any(bool(flag) for flag in flags) or bool(named)
 
 
@@ -100,6 +101,7 @@ def build_row(build: Mapping[str, Any]) -> dict[str, Any]:
     system = build.get("system") or {}
     prompt = int(llm.get("prompt_tokens", 0))
     cached = int(llm.get("cached_prompt_tokens", 0))
+    derived = build.get("call_waves") or {}  # waves from call timestamps, the same for every system
     row = {
         "instance_id": str(build["instance_id"]), "turns": build.get("turns"),
         "sessions": build.get("sessions"), "build_seconds": build.get("build_seconds"),
@@ -108,6 +110,8 @@ def build_row(build: Mapping[str, Any]) -> dict[str, Any]:
         "waves": llm.get("waves", 0), "critical_path_seconds": llm.get("critical_path_seconds", 0.0),
         "call_seconds": llm.get("call_seconds", 0.0), "prompt_tokens": prompt, "cached_prompt_tokens": cached,
         "uncached_prompt_tokens": prompt - cached, "completion_tokens": int(llm.get("completion_tokens", 0)),
+        "derived_waves": derived.get("waves"), "derived_critical_path_seconds": derived.get("critical_path_seconds"),
+        "busy_seconds": derived.get("busy_seconds"), "max_in_flight": derived.get("max_in_flight"),
         "facts": system.get("new_facts"), "trees": system.get("trees_touched"),
         "error": build.get("error"),
     }
