@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.load import Results
-from analysis.names import backbone_name
+from analysis.names import backbone_name, published
 from analysis.render import Table, finish_figure, fmt, legend, new_figure, write_table
 
 NAME = "migration"
@@ -43,14 +43,16 @@ def rows(results: Results) -> pd.DataFrame:
 
 
 def table(ours: pd.DataFrame) -> Table:
-    pub = pd.read_csv(Path(__file__).parents[1] / "published" / "migration.csv")
+    pub = published("migration")
     out = []
     forests = sorted(set(ours["forests"].astype(int)) | set(pub["forests"]))
     for n in forests:
         p = pub[pub["forests"] == n]
-        mine = ours[ours["forests"].astype(int) == n].to_dict("records") or [None]
+        mine: list[dict | None] = list(ours[ours["forests"].astype(int) == n].to_dict("records")) or [None]
         for r in mine:
-            get = (lambda key, r=r: r.get(key) if r is not None else None)
+            def get(key: str, r: dict | None = r) -> object:
+                return r.get(key) if r is not None else None
+
             out.append({
                 "N forests": str(n), "source": "missing" if r is None else run_label(r),
                 "sequential s": fmt(get("sequential_seconds")), "merge s": fmt(get("merge_seconds")),
@@ -80,8 +82,8 @@ def pair(a: object, b: object) -> str:
 
 def figure(ours: pd.DataFrame, out: Path) -> list[Path]:
     fig, (ax_speed, ax_count) = new_figure(ncols=2, width=4.6, height=4.2)
-    pub = pd.read_csv(Path(__file__).parents[1] / "published" / "migration.csv")
-    for run_id, group in ours.groupby("run_id"):
+    pub = published("migration")
+    for _, group in ours.groupby("run_id"):
         row = group.iloc[0].to_dict()
         ax_speed.plot(group["forests"], group["speedup"], "o-", label=run_label(row))
         if {"facts_sequential", "facts_merged"} <= set(group):
