@@ -7,6 +7,7 @@ simulated, says so in a banner under the title.
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 from collections.abc import Sequence
@@ -120,8 +121,21 @@ def finish_figure(fig: Any, name: str, out: Path, title: str, simulated: bool = 
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
     for path in paths:
         fig.savefig(path, dpi=150)
+    paths.append(out / f"{name}.series.json")
+    paths[-1].write_text(json.dumps(describe(fig, title, simulated, empty), indent=1) + "\n", encoding="utf-8")
     plt.close(fig)
     return paths
+
+
+def describe(fig: Any, title: str, simulated: bool, empty: bool) -> dict[str, Any]:
+    """What a figure shows, for readers and tests: per axes its labels and the series in its legend."""
+    axes = []
+    for ax in fig.axes:
+        handles = ax.get_legend()
+        series = [text.get_text() for text in handles.get_texts()] if handles is not None else []
+        axes.append({"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(), "series": series})
+    legends = [text.get_text() for legend_ in fig.legends for text in legend_.get_texts()]
+    return {"title": title, "simulated": simulated, "no_runs_of_ours": empty, "axes": axes, "figure_legend": legends}
 
 
 def legend(ax: Any, patches: Sequence[tuple[str, str, str]] = (), **kwargs: Any) -> None:

@@ -27,6 +27,7 @@ SIMULATED = ["llm=qwen3_30b_a3b_simulated", "llm.latency_model.ttft_base_s=0.002
              "llm.latency_model.decode_s_per_token=0.0001"]
 LOCOMO = ["dataset=locomo", f"dataset.path={FIXTURES / 'locomo_tiny.json'}"]
 CONTEXT_CHARS = 200
+HAND_WRITTEN = ("README.md", "bench/level_parallel.json")  # kept across regenerations
 
 
 def bench(out: Path, *overrides: str, sweep: bool = False) -> None:
@@ -137,12 +138,12 @@ def minimise(out: Path) -> None:
 
 if __name__ == "__main__":
     OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else FIXTURES / "paper_results"
-    keep = OUT / "bench" / "level_parallel.json"
-    hand_written = keep.read_text() if keep.exists() else None
+    kept = {p: p.read_text() for p in (OUT / name for name in HAND_WRITTEN) if p.exists()}
     shutil.rmtree(OUT, ignore_errors=True)
     experiments()
     microbenchmarks()
-    if hand_written:
-        keep.write_text(hand_written)
+    for path, text in kept.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
     minimise(OUT)
     print(f"fixture written to {OUT}")
