@@ -4,9 +4,8 @@ records, then minimised (stores, vector caches and call logs dropped; record con
 
     PYTHONPATH=.:tests python tests/make_paper_fixture.py [OUT]
 
-Needs the library's ablation switches and the latency-model backbone (`qwen3_30b_a3b_simulated`).
-The level-parallel timings are not produced here: `bench/level_parallel.json` is hand-written (see
-the fixture's README)."""
+Needs the paper experiment configs, the harness's migration and scaling tasks, the library's ablation
+switches and the latency-model backbone (`qwen3_30b_a3b_simulated`)."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ SIMULATED = ["llm=qwen3_30b_a3b_simulated", "llm.latency_model.ttft_base_s=0.002
              "llm.latency_model.decode_s_per_token=0.0001"]
 LOCOMO = ["dataset=locomo", f"dataset.path={FIXTURES / 'locomo_tiny.json'}"]
 CONTEXT_CHARS = 200
-HAND_WRITTEN = ("README.md", "bench/level_parallel.json")  # kept across regenerations
+HAND_WRITTEN = ("README.md",)  # kept across regenerations
 
 
 def bench(out: Path, *overrides: str, sweep: bool = False) -> None:
@@ -36,12 +35,6 @@ def bench(out: Path, *overrides: str, sweep: bool = False) -> None:
     args = [sys.executable, "-m", "benchmarks.harness.app", *(["-m"] if sweep else []), *FAKE,
             f"output_root={out}", f"hydra.run.dir={out}/hydra/run", f"hydra.sweep.dir={out}/hydra/sweep", *overrides]
     subprocess.run(args, check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
-
-
-def swept(experiment: str, key: str, values: str, tag: str, *overrides: str) -> None:
-    """A multirun over one setting, one run directory per value."""
-    run_dir = f"run_dir=${{output_root}}/{experiment}/${{dataset.name}}/${{method.name}}/{tag}${{{key}}}"
-    bench(OUT, f"experiment_name={experiment}", f"{key}={values}", run_dir, *overrides, sweep=True)
 
 
 def micro(name: str, rows: Any, seconds: float, **extra: Any) -> None:
@@ -76,39 +69,34 @@ def internal(dirty: dict[int, list[int]]) -> int:
 
 def microbenchmarks() -> None:
     sys.path[:0] = [str(ROOT)]
-    from benchmarks.micro import merge_speed, retrieval_latency
+    from benchmarks.micro import retrieval_latency
 
     t = time.perf_counter()
     micro("retrieval_latency", retrieval_latency.main(["--forests", "1,2,4,8", "--queries", "30"]), time.perf_counter() - t)
-    t = time.perf_counter()
-    rows = merge_speed.main(["--max-n", "4", "-o", "llm.backend=scripted", "-o", "embedder.backend=hash",
-                             "-o", "embedder.dim=64"])
-    micro("merge_speed", rows, time.perf_counter() - t)
     t = time.perf_counter()
     micro("refresh_calls", refresh_call_counts(), time.perf_counter() - t)
 
 
 def experiments() -> None:
+    """Each paper experiment through its own config (configs/experiment/), shrunk to the sample."""
+    small, stores = "dataset.limit=2", "keep_stores=true"  # sweeps that reuse a first run's stores keep them
+    bench(OUT, "experiment=write_path", "method=memforest_embed,memforest_planner", small, sweep=True)
+    bench(OUT, "experiment=write_path", "method=memforest_embed", small, *SIMULATED)
+    bench(OUT, "experiment=stage_breakdown", "method=memforest_embed", small)
+    bench(OUT, "experiment=query_latency", "dataset.compose=1,2", small, sweep=True)
     for method in ("memforest_embed", "memforest_planner"):
-        bench(OUT, "experiment_name=write_path", f"method={method}", "dataset.limit=2", "judge.enabled=false",
-              "answer.enabled=false")
-        bench(OUT, "experiment_name=query_latency", f"method={method}", "dataset.limit=2", "judge.enabled=false")
-        bench(OUT, "experiment_name=main", f"method={method}")
-    bench(OUT, "experiment_name=write_path", "method=memforest_embed", "dataset.limit=2", "judge.enabled=false",
-          "answer.enabled=false", *SIMULATED)
-    bench(OUT, "experiment_name=main", "method=memforest_embed", *LOCOMO, "dataset.include_adversarial=true")
-    rejudge(OUT / "main/sample/memforest_embed/smollm2_cpu/seed0")
+        bench(OUT, "experiment=accuracy", f"method={method}", "dataset=sample")
+    bench(OUT, "experiment=accuracy", "method=memforest_embed", *LOCOMO)
+    rejudge(OUT / "accuracy/sample/memforest_embed/smollm2_cpu/seed0")
     bench(OUT, "experiment=passk", "method=memforest_embed", *LOCOMO)
-    swept("evidence_budget", "method.memforest.query.final_units", "5,10,20", "k", "dataset.limit=2")
-    swept("chunk_size", "method.memforest.chunk.max_turns", "1,2,0", "turns", "dataset.limit=2", "judge.enabled=false",
-          "answer.enabled=false")
-    for families in ("session", "entity", "entity,scene,session"):
-        tag = families.replace(",", "+")
-        bench(OUT, "experiment_name=ablation_tree_families", f"method.memforest.tree.families=[{families}]",
-              f"run_dir=${{output_root}}/ablation_tree_families/${{dataset.name}}/${{method.name}}/{tag}",
-              "dataset.limit=3", "attempts=2")
-    swept("ablation_retrieval", "method.memforest.query.mode", "flat,root,embed,embed_planner,llm,planner", "mode",
-          "dataset.limit=3", "attempts=2")
+    bench(OUT, "experiment=migration", "method=memforest_embed", "task_options.max_n=4")
+    bench(OUT, "experiment=scaling", "method=memforest_embed", "task_options.parallelism=[1,2,4,8,16]")
+    bench(OUT, "experiment=evidence_budget", "method.memforest.query.final_units=5,10,20", small, stores, sweep=True)
+    bench(OUT, "experiment=chunk_size", "method.memforest.chunk.max_turns=1,2,0", small, sweep=True)
+    subset = ["dataset.subset=null", "dataset.limit=3", "attempts=2"]  # the sample holds none of the 60 ids
+    bench(OUT, "experiment=ablation_families", "method.memforest.tree.families=[session],[entity],[session,entity,scene]",
+          *subset, sweep=True)
+    bench(OUT, "experiment=ablation_retrieval", *subset, stores, sweep=True)
 
 
 def rejudge(run_dir: Path) -> None:

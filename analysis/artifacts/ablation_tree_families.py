@@ -9,7 +9,7 @@ from analysis.artifacts import ablation
 from analysis.load import Results
 from analysis.names import families_label, published
 
-EXPERIMENTS = ("ablation_tree_families", "tree_families")
+EXPERIMENTS = ("ablation_families", "ablation_tree_families")
 
 
 def spec() -> ablation.Ablation:

@@ -39,6 +39,9 @@ def summarise(builds: pd.DataFrame) -> pd.DataFrame:
     out["turns_per_second"] = out["turns_total"] / out["seconds_total"]
     slowest = out.groupby(["dataset", "backbone", "simulated"], dropna=False)["turns_per_second"].transform("min")
     out["speedup"] = out["turns_per_second"] / slowest
+    mem0 = out[out["method"] == "mem0"].set_index(["dataset", "backbone", "simulated"])["turns_per_second"]
+    out["ratio_to_mem0"] = [r.turns_per_second / mem0.get((r.dataset, r.backbone, r.simulated), float("nan"))
+                            for r in out.itertuples()]
     return out
 
 
@@ -63,6 +66,7 @@ def table(ours: pd.DataFrame) -> Table:
             "max in flight": fmt(r.max_in_flight, 0),
             "tokens cached": fmt(r.cached, 0), "tokens uncached": fmt(r.uncached, 0), "tokens output": fmt(r.output, 0),
             "speedup vs slowest": f"{r.speedup:.2f}×",
+            "ratio to Mem0": "missing" if pd.isna(r.ratio_to_mem0) else f"{r.ratio_to_mem0:.2f}×",
             "paper build s": fmt(p["build_seconds"] if p is not None else None),
             "paper turns/s": fmt(p["turns_per_second"] if p is not None else None, 3),
             "paper speedup": f"{p['speedup']:.2f}×" if p is not None else "missing",
@@ -71,13 +75,14 @@ def table(ours: pd.DataFrame) -> Table:
         rows.append({"system": system_name(p.system), "dataset": p.dataset, "backbone": p.backbone, "run": "missing",
                      **{c: "missing" for c in ("instances", "turns / instance", "build s", "turns/s", "LLM calls",
                                                "waves", "critical path s", "max in flight", "tokens cached", "tokens uncached",
-                                               "tokens output", "speedup vs slowest")},
+                                               "tokens output", "speedup vs slowest", "ratio to Mem0")},
                      "paper build s": fmt(p.build_seconds), "paper turns/s": fmt(p.turns_per_second, 3),
                      "paper speedup": f"{p.speedup:.2f}×"})
     notes = ["Means per instance; turns/s = source dialogue turns / build wall seconds over all instances.",
              "Waves and critical path from call timestamps when recorded (overlapping calls form one wave; the "
              "critical path sums each wave's longest call), else from the library's own wave ids.",
-             "Speedup = write rate over the slowest system of the same dataset, backbone and real/simulated group.",
+             "Speedup = write rate over the slowest system of the same dataset, backbone and real/simulated group; "
+             "ratio to Mem0 likewise over Mem0's rate (missing without a Mem0 run in the group).",
              "Paper: revision write-rate table (Qwen3-30B-A3B, vLLM on one H100); its speedups are over its slowest "
              "system (Zep Local). Source: analysis/published/write_path.csv."]
     if len(ours) and ours["simulated"].any():
