@@ -9,6 +9,7 @@ tree counts (`facts_sequential`, `facts_merged`, `trees_sequential`, `trees_merg
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -76,7 +77,7 @@ def run_label(row: dict) -> str:
     return label + (", simulated" if row.get("simulated") is True else "")
 
 
-def pair(a: object, b: object) -> str:
+def pair(a: Any, b: Any) -> str:
     return "missing" if a is None or b is None or pd.isna(a) or pd.isna(b) else f"{fmt(int(a))} / {fmt(int(b))}"
 
 

@@ -24,11 +24,17 @@ SCALING_COLUMNS = ("browse.p50_ms", "browse.p95_ms", "root_recall.p50_ms", "root
 
 
 def label(method: str, mode: object) -> str:
-    """A system's name, with the retrieval mode when a MemForest run's mode is not in its name."""
-    name = system_name(method)
-    if isinstance(mode, str) and method.startswith("memforest") and not method.endswith(mode):
-        name += f" [{QUERY_MODES.get(mode, mode)}]"
-    return name
+    """A system's name; a MemForest run is named by its retrieval mode."""
+    if isinstance(mode, str) and method.startswith("memforest"):
+        return f"MemForest ({QUERY_MODES.get(mode, mode)})"
+    return system_name(method)
+
+
+def paper_system(method: str, mode: object) -> str:
+    """The published row a run sits beside: MemForest's embed and planner modes are its two rows."""
+    if method.startswith("memforest") and mode in ("embed", "planner"):
+        return f"memforest_{mode}"
+    return method
 
 
 def per_question(results: Results) -> pd.DataFrame:
@@ -65,7 +71,7 @@ def latency_table(ours: pd.DataFrame) -> Table:
     pub = published("query_latency")
     rows = []
     for r in ours.itertuples():
-        p = pub[(pub["system"] == r.method) & (pub["backbone"] == published_backbone(r.backbone))]
+        p = pub[(pub["system"] == paper_system(r.method, r.mode)) & (pub["backbone"] == published_backbone(r.backbone))]
         rows.append({"system": label(r.method, r.mode), "backbone": backbone_name(r.backbone),
                      "run": "simulated" if r.simulated else "real", "forests": fmt(r.forests),
                      "questions": fmt(r.questions),
@@ -74,7 +80,7 @@ def latency_table(ours: pd.DataFrame) -> Table:
                      "paper retrieval s": fmt(p["retrieve_seconds"].iloc[0] if len(p) else None, 3),
                      "paper answer s": fmt(p["answer_seconds"].iloc[0] if len(p) else None, 3),
                      "paper total s": fmt(p["total_seconds"].iloc[0] if len(p) else None, 2)})
-    seen = set(ours.get("method", []))
+    seen = {paper_system(r.method, r.mode) for r in ours.itertuples()}
     for p in pub[~pub["system"].isin(seen)].itertuples():
         rows.append({"system": system_name(p.system), "backbone": p.backbone, "run": "missing", "forests": "1",
                      **{c: "missing" for c in ("questions", "retrieval s", "answer s", "total s", "total p95 s")},

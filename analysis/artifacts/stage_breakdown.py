@@ -95,7 +95,7 @@ def figure(times: pd.DataFrame, tokens: pd.DataFrame, out: Path) -> list[Path]:
     for ax, index, title in ((ax_time, 1, "share of build time"), (ax_tok, 2, "share of LLM tokens")):
         left = [0.0] * len(bars)
         for stage in [*STAGES, "other"]:
-            widths = [100 * b[index].get(stage, 0.0) for b in bars]
+            widths = [100 * (b[1] if index == 1 else b[2]).get(stage, 0.0) for b in bars]
             if any(widths):
                 ax.barh(range(len(bars)), widths, left=left, color=COLORS[stage])
                 shown.add(stage)
