@@ -107,7 +107,8 @@ def rejudge(run_dir: Path) -> None:
 
 
 def minimise(out: Path) -> None:
-    """Drop what the analysis never reads; cut each record's context."""
+    """Drop what the analysis never reads; cut each record's context (its evidence list stays whole:
+    the evidence count is a measurement)."""
     shutil.rmtree(out / "hydra", ignore_errors=True)
     for run_json in out.rglob("run.json"):
         run = run_json.parent
@@ -120,7 +121,6 @@ def minimise(out: Path) -> None:
             rows = [json.loads(line) for line in records.read_text().splitlines() if line.strip()]
             for row in rows:
                 row["context"] = str(row.get("context", ""))[:CONTEXT_CHARS]
-                row["retrieved"] = row.get("retrieved", [])[:3]
             records.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
