@@ -72,6 +72,14 @@ def is_simulated(run: Mapping[str, Any]) -> bool:
     return any(bool(flag) for flag in flags) or bool(named)
 
 
+def backbone(llm: Mapping[str, Any], simulated: bool) -> str | None:
+    """The backbone's config name; `scripted` for the test model, except on the latency-model server,
+    where the name says which served model the latencies imitate."""
+    if llm.get("backend") == "scripted" and not simulated:
+        return "scripted"
+    return llm.get("name") or llm.get("model")
+
+
 def run_row(run_dir: Path, root: Path, run: Mapping[str, Any]) -> dict[str, Any]:
     config = run.get("config") or {}
     method = config.get("method") or {}
@@ -84,7 +92,7 @@ def run_row(run_dir: Path, root: Path, run: Mapping[str, Any]) -> dict[str, Any]
         "dataset": dataset.get("name") or (run.get("dataset") or {}).get("name"),
         "kind": (run.get("dataset") or {}).get("kind"),
         "method": method.get("name"),
-        "backbone": "scripted" if llm.get("backend") == "scripted" else llm.get("name") or llm.get("model"),
+        "backbone": backbone(llm, is_simulated(run)),
         "seed": config.get("seed", 0),
         "simulated": is_simulated(run),
         "attempts": config.get("attempts", 1),

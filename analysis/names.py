@@ -60,13 +60,14 @@ def family(method: str) -> str:
 def backbone_name(backbone: str | None) -> str:
     if not backbone:
         return "?"
-    base = backbone.removesuffix("_server")
-    return BACKBONES.get(base, backbone)
+    base = backbone.removesuffix("_server").removesuffix("_simulated")
+    name = BACKBONES.get(base, backbone)
+    return f"{name}, latency model" if backbone.endswith("_simulated") and base in BACKBONES else name
 
 
 def published_backbone(backbone: str | None) -> str:
     """The published backbone matching a run's backbone, else the paper's main one."""
-    name = backbone_name(backbone)
+    name = backbone_name(backbone).removesuffix(", latency model")
     return name if name in ("Qwen3-30B-A3B", "Qwen3-4B", "Gemma-4-12B-IT") else PAPER_BACKBONE
 
 

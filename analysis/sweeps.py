@@ -10,7 +10,7 @@ import pandas as pd
 from analysis.load import Results, config_value
 from analysis.scores import pass_curve
 
-GROUP = ["setting", "method", "backbone", "simulated", "judge"]
+GROUP = ["setting", "dataset", "method", "backbone", "simulated", "judge"]
 
 
 def setting_of(results: Results, experiments: Sequence[str], key: str,

@@ -4,6 +4,7 @@ ran, the paper's value beside; a bar chart with the paper's values as markers.""
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def table(ab: Ablation, acc: pd.DataFrame) -> Table:
         for r in mine:
             rows.append({"setting": ab.display.get(setting, setting),
                          "source": "missing" if r is None else
-                         f"ours, {system_name(r['method'])}, {backbone_name(r['backbone'])}"
+                         f"ours, {system_name(r['method'])}, {r['dataset']}, {backbone_name(r['backbone'])}"
                          + (", simulated" if r["simulated"] else ""),
                          "judge": "missing" if r is None else r["judge"],
                          "questions": "missing" if r is None else fmt(r["questions"]),
@@ -55,23 +56,23 @@ def figure(ab: Ablation, acc: pd.DataFrame, out: Path) -> list[Path]:
     pub = ab.published
     order = list(pub["setting"]) + sorted(set(acc["setting"]) - set(pub["setting"]))
     fig, ax = new_figure(width=7.2, height=4.4)
-    series = list(acc.groupby(["method", "backbone", "simulated", "judge"], dropna=False))
+    series = list(acc.groupby(["method", "dataset", "backbone", "simulated", "judge"], dropna=False))
     width = 0.8 / max(1, len(series))
-    for i, ((method, backbone, simulated, judge), group) in enumerate(series):
+    for i, ((method, dataset, backbone, simulated, judge), group) in enumerate(series):
         values = dict(zip(group["setting"], group["passn"]))
         n = int(group["n"].max())
         xs = np.arange(len(order)) + (i - (len(series) - 1) / 2) * width
         heights = [100 * values.get(s, np.nan) for s in order]
         ax.bar(xs, heights, width, hatch="//" if simulated else "",
-               label=f"ours: {system_name(method)}, {backbone_name(backbone)}, {judge}, pass@{n}"
+               label=f"ours: {system_name(method)}, {dataset}, {backbone_name(backbone)}, {judge}, pass@{n}"
                + (" (simulated)" if simulated else ""))
         for x, h in zip(xs, heights):
             ax.text(x, 0 if np.isnan(h) else h, "missing" if np.isnan(h) else f"{h:.0f}", ha="center",
-                    va="bottom", fontsize=6, rotation=90)
+                    va="bottom", fontsize=6, rotation=90 if len(series) > 2 or np.isnan(h) else 0)
     paper = dict(zip(pub["setting"], pub["accuracy_pct"]))
     ax.plot(range(len(order)), [paper.get(s, np.nan) for s in order], "k_", markersize=18, markeredgewidth=2,
             label="paper: pass@8, Qwen3-30B-A3B")
-    ax.set_xticks(range(len(order)), [ab.display.get(s, s).replace(" + ", "\n+ ") for s in order], fontsize=7)
+    ax.set_xticks(range(len(order)), [textwrap.fill(ab.display.get(s, s), 14) for s in order], fontsize=7)
     ax.set_ylim(0, 105)
     ax.set_ylabel("accuracy on the 60-question subset (%)")
     legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)

@@ -100,7 +100,7 @@ def figure(ours: pd.DataFrame, out: Path) -> list[Path]:
     for ax in (ax_rate, ax_kept):
         ax.set_xticks(range(len(ORDER)), ORDER, fontsize=8)
         ax.set_xlabel("turns per extraction chunk")
-        legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1)
+        legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=1)
     simulated = bool(len(ours) and ours["simulated"].any())
     return finish_figure(fig, NAME, out, "Chunk-size sweep", simulated=simulated, empty=ours.empty)
 

@@ -52,7 +52,7 @@ def figure(acc: pd.DataFrame, means: pd.DataFrame, out: Path) -> list[Path]:
     fig, (ax_acc, ax_lat) = new_figure(ncols=2, width=4.6, height=4.2)
     for (method, backbone, simulated, judge), group in acc.groupby(["method", "backbone", "simulated", "judge"]):
         group = group.assign(k=group["setting"].map(_num)).sort_values("k")
-        label = f"{system_name(method)}, {backbone_name(backbone)}, {judge}" + (" (simulated)" if simulated else "")
+        label = f"ours: {system_name(method)}, {backbone_name(backbone)}, {judge}" + (" (simulated)" if simulated else "")
         ax_acc.plot(group["k"], 100 * group["pass1"], "o-", label=label)
     for judge, group in published("evidence_budget").groupby("judge"):
         ax_acc.plot(group["k"], group["accuracy_pct"], "k^--" if judge == "strict" else "kv:",
@@ -60,7 +60,9 @@ def figure(acc: pd.DataFrame, means: pd.DataFrame, out: Path) -> list[Path]:
     for (method, backbone, simulated), group in means.groupby(["method", "backbone", "simulated"]):
         group = group.assign(k=group["setting"].map(_num)).sort_values("k")
         ax_lat.plot(group["k"], 1000 * group["retrieve_seconds"], "o-",
-                    label=f"{system_name(method)}, {backbone_name(backbone)}" + (" (simulated)" if simulated else ""))
+                    label=f"ours: {system_name(method)}, {backbone_name(backbone)}" + (" (simulated)" if simulated else ""))
+    ax_acc.text(0.02, 0.97, "paper: MemForest's budget study not released (missing)", transform=ax_acc.transAxes,
+                va="top", fontsize=7, color="grey")
     ax_acc.set_ylabel("accuracy, pass@1 (%)")
     ax_acc.set_ylim(0, 105)
     ax_lat.set_ylabel("retrieval latency per question (ms)")
@@ -68,7 +70,7 @@ def figure(acc: pd.DataFrame, means: pd.DataFrame, out: Path) -> list[Path]:
         ax.set_xscale("log")
         ax.set_xticks([5, 10, 20, 50, 100, 200], ["5", "10", "20", "50", "100", "200"])
         ax.set_xlabel("evidence budget k (units, log scale)")
-        legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1)
+        legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=1)
     simulated = bool(len(acc) and acc["simulated"].any())
     return finish_figure(fig, NAME, out, "Evidence budget", simulated=simulated, empty=acc.empty)
 

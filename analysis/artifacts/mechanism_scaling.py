@@ -114,7 +114,7 @@ def tables(calls: pd.DataFrame, parallel: pd.DataFrame) -> list[Table]:
 
 def figure(calls: pd.DataFrame, parallel: pd.DataFrame, out: Path) -> list[Path]:
     fig, (ax_calls, ax_par) = new_figure(ncols=2, width=4.8, height=4.4)
-    for fanout, group in calls.groupby("fanout"):
+    for fanout, group in sorted(calls.groupby("fanout"), key=lambda item: _order(str(item[0]))):
         label = "ours, built memories (all trees)" if fanout == "memory" else f"ours, k={fanout}"
         ax_calls.plot(group["facts"], group["ratio"], "o-" if fanout != "memory" else "D", label=label)
     for fanout, group in published("refresh_calls").groupby("fanout"):
@@ -124,21 +124,23 @@ def figure(calls: pd.DataFrame, parallel: pd.DataFrame, out: Path) -> list[Path]
     ax_calls.set_xlabel("facts per tree, or leaves of a memory (log scale)")
     ax_calls.set_ylabel("eager / batched refresh calls (×)")
     ax_calls.set_title("refresh calls", fontsize=9)
-    for facts, group in parallel.groupby("facts"):
+    for (facts, basis), group in parallel.groupby(["facts", "basis"]):
         sim = bool(group["simulated"].any())
         ax_par.plot(group["parallel"], group["speedup"], "o-",
-                    label=f"ours, {int(facts):,} facts" + (" (simulated)" if sim else ""))
+                    label=f"ours, {int(facts):,} facts, {basis}" + (" (simulated)" if sim else ""))
     pub = published("level_parallel")
     ax_par.plot(pub["parallel_requests"], pub["speedup"], "k^", label="paper at P=128 (read off plot)")
     for r in pub.itertuples():
-        ax_par.annotate(f"{r.facts_per_tree:,}", (r.parallel_requests, r.speedup), fontsize=6,
+        ax_par.annotate(f"{r.facts_per_tree:,} facts", (r.parallel_requests, r.speedup), fontsize=6,
                         xytext=(4, 0), textcoords="offset points", va="center")
     ax_par.set_xscale("log", base=2)
+    ticks = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    ax_par.set_xticks(ticks, [str(t) for t in ticks])
     ax_par.set_xlabel("parallel requests P (log scale)")
     ax_par.set_ylabel("refresh speedup over P=1 (×)")
     ax_par.set_title("level-parallel refresh", fontsize=9)
     for ax in (ax_calls, ax_par):
-        legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1)
+        legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=1)
     simulated = bool(len(parallel) and parallel["simulated"].any())
     return finish_figure(fig, NAME, out, "Mechanism scaling", simulated=simulated, empty=calls.empty and parallel.empty)
 

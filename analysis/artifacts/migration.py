@@ -103,7 +103,7 @@ def figure(ours: pd.DataFrame, out: Path) -> list[Path]:
     ax_count.axhline(1.0, color="grey", linewidth=0.8)
     for ax in (ax_speed, ax_count):
         ax.set_xticks(range(1, 9))
-        legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1)
+        legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=1)
     simulated = bool(len(ours) and "simulated" in ours and (ours["simulated"] == True).any())  # noqa: E712
     return finish_figure(fig, NAME, out, "Migration: merge versus sequential write", simulated=simulated,
                          empty=ours.empty)

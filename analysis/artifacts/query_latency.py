@@ -133,7 +133,7 @@ def figure(ours: pd.DataFrame, scale: pd.DataFrame, out: Path) -> list[Path]:
     ax_bar.margins(x=0.15)
     legend(ax_bar, [("ours: retrieval", "tab:blue", ""), ("ours: answer", "tab:orange", ""),
                     ("paper: retrieval", "tab:grey", ""), ("paper: answer", "silver", "")],
-           loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+           loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
     if len(scale):
         for column, style in zip(SCALING_COLUMNS, ("o-", "o--", "s-", "s--")):
             if column in scale:
@@ -155,7 +155,7 @@ def figure(ours: pd.DataFrame, scale: pd.DataFrame, out: Path) -> list[Path]:
     ax_line.set_xlabel("composed forests")
     ax_line.set_ylabel("latency (ms, log scale)")
     ax_line.set_title("retrieval over 1/2/4/8 forests", fontsize=9)
-    legend(ax_line, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+    legend(ax_line, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
     simulated = bool(len(ours) and ours["simulated"].any())
     return finish_figure(fig, NAME, out, "Query latency", simulated=simulated, empty=ours.empty and scale.empty)
 
