@@ -54,7 +54,7 @@ def table(ours: pd.DataFrame) -> Table:
 def figure(ours: pd.DataFrame, out: Path) -> list[Path]:
     fig, ax = new_figure(width=6.4, height=4.4)
     for (dataset, method, backbone, simulated, judge), group in ours.groupby(KEYS, dropna=False):
-        label = f"{system_name(method)}, {dataset}, {backbone_name(backbone)}, {judge}" + (" (simulated)" if simulated else "")
+        label = f"ours: {system_name(method)}, {dataset}, {backbone_name(backbone)}, {judge}" + (" (simulated)" if simulated else "")
         ax.plot(group["k"], 100 * group["accuracy"], "o-", label=label)
     pub = published("passk")
     for (dataset, system, backbone, judge), group in pub.groupby(["dataset", "system", "backbone", "judge"]):

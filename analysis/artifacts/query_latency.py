@@ -13,7 +13,7 @@ import pandas as pd
 
 from analysis.load import Results, config_value
 from analysis.names import QUERY_MODES, backbone_name, published, published_backbone, system_name
-from analysis.render import Table, finish_figure, fmt, legend, new_figure, write_table
+from analysis.render import Table, finish_figure, fmt, legend, plt, write_table
 
 EXPERIMENTS = ("query_latency",)
 NAME = "query_latency"
@@ -111,7 +111,7 @@ def scaling_table(rows: pd.DataFrame) -> Table:
 
 
 def figure(ours: pd.DataFrame, scale: pd.DataFrame, out: Path) -> list[Path]:
-    fig, (ax_bar, ax_line) = new_figure(ncols=2, width=5.4, height=5.0)
+    fig, (ax_bar, ax_line) = plt.subplots(2, 1, figsize=(8.5, 8.5))
     pub = published("query_latency")
     pub = pub[pub["backbone"] == "Qwen3-30B-A3B"]
     single = ours[ours["forests"] == 1] if len(ours) else ours
@@ -133,17 +133,17 @@ def figure(ours: pd.DataFrame, scale: pd.DataFrame, out: Path) -> list[Path]:
     ax_bar.margins(x=0.15)
     legend(ax_bar, [("ours: retrieval", "tab:blue", ""), ("ours: answer", "tab:orange", ""),
                     ("paper: retrieval", "tab:grey", ""), ("paper: answer", "silver", "")],
-           loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
+           loc="center left", bbox_to_anchor=(1.02, 0.5))
     if len(scale):
         for column, style in zip(SCALING_COLUMNS, ("o-", "o--", "s-", "s--")):
             if column in scale:
-                ax_line.plot(scale["forests"], scale[column], style, label=f"ours: {column.replace('.', ' ')}")
+                ax_line.plot(scale["forests"], scale[column], style, label=f"ours (microbenchmark): {column.replace('.', ' ')}")
     for (method, mode, backbone, simulated), group in ours.groupby(["method", "mode", "backbone", "simulated"],
                                                                    dropna=False) if len(ours) else []:
         if group["forests"].nunique() > 1:
             group = group.sort_values("forests")
             ax_line.plot(group["forests"], 1000 * group["retrieve_p50"], "D-",
-                         label=f"ours: {label(method, mode)}, {backbone_name(backbone)}, retrieve p50"
+                         label=f"ours (harness): {label(method, mode)},\n{backbone_name(backbone)}, retrieve p50"
                          + (" (simulated)" if simulated else ""))
     fp = published("forest_scaling")
     ax_line.plot(fp["forests"], fp["root_recall_p95_ms"], "k^:", label="paper: root_recall p95_ms")
@@ -152,10 +152,10 @@ def figure(ours: pd.DataFrame, scale: pd.DataFrame, out: Path) -> list[Path]:
     ax_line.set_xscale("log", base=2)
     ax_line.set_yscale("log")
     ax_line.set_xticks([1, 2, 4, 8], ["1", "2", "4", "8"])
-    ax_line.set_xlabel("composed forests")
+    ax_line.set_xlabel("forests composed into one memory")
     ax_line.set_ylabel("latency (ms, log scale)")
     ax_line.set_title("retrieval over 1/2/4/8 forests", fontsize=9)
-    legend(ax_line, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
+    legend(ax_line, loc="center left", bbox_to_anchor=(1.02, 0.5))
     simulated = bool(len(ours) and ours["simulated"].any())
     return finish_figure(fig, NAME, out, "Query latency", simulated=simulated, empty=ours.empty and scale.empty)
 
