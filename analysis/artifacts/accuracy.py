@@ -124,7 +124,7 @@ def figure(scores: pd.DataFrame, kind: str, out: Path) -> list[Path]:
     for i, ((method, backbone, simulated, judge), group) in enumerate(series):
         acc = dict(zip(group["category"], group["accuracy"]))
         xs = np.arange(len(cols)) + (i - (len(series) - 1) / 2) * width
-        label = f"{system_name(method)}, {backbone_name(backbone)}, {judge}" + (" (simulated)" if simulated else "")
+        label = f"ours: {system_name(method)}, {backbone_name(backbone)}, {judge}" + (" (simulated)" if simulated else "")
         heights = [100 * acc.get(c, np.nan) for c in cols]
         ax.bar(xs, heights, width, label=label, hatch="//" if simulated else "")
         for x, h in zip(xs, heights):
