@@ -145,8 +145,18 @@ def record_row(record: Mapping[str, Any]) -> dict[str, Any]:
         if stage not in ("retrieve", "answer"):
             row[f"latency_{stage}"] = seconds
     row["retrieval_llm_calls"] = (record.get("retrieval_llm") or {}).get("calls", 0)
+    row["gold_turn_retrieved"] = gold_hit(record)
     row["evidence_items"] = len(record.get("retrieved") or ())
     return row
+
+
+def gold_hit(record: Mapping[str, Any]) -> bool | None:
+    """Whether any gold evidence turn is among the retrieved turns (None: no gold turns, an abstention,
+    or a system that exposes no turn provenance)."""
+    gold, got = record.get("evidence_turns") or [], record.get("retrieved_turn_ids")
+    if not gold or record.get("abstention") or got is None:
+        return None
+    return bool(set(map(str, gold)) & set(map(str, got)))
 
 
 def verdict_row(verdict: Mapping[str, Any]) -> dict[str, Any]:
