@@ -1,4 +1,4 @@
-# The project's vocabulary: run, test, bench, lint.
+# The project's vocabulary: run, test, bench, paper, lint.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,8 +10,11 @@ export TRANSFORMERS_OFFLINE = 1
 export TOKENIZERS_PARALLELISM = false
 # CPU build of torch; a bare `torch` requirement would pull a multi-GB CUDA build.
 TORCH_CPU ?= torch==2.13.0
+# `make paper RESULTS=dir`: every paper table and figure from the results under dir, into $(PAPER_OUT)/.
+RESULTS ?= results
+PAPER_OUT ?= paper
 
-.PHONY: run test bench lint clean-venv
+.PHONY: run test bench paper lint clean-venv
 
 $(VENV)/.installed-cpu: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,7 +24,7 @@ $(VENV)/.installed-cpu: pyproject.toml
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed-cpu
-	$(PIP) install -c baselines/constraints.txt -e ".[cpu,dev,slurm,mem0,mempalace,zep,memoryos]"
+	$(PIP) install -c baselines/constraints.txt -e ".[cpu,dev,slurm,paper,mem0,mempalace,zep,memoryos]"
 	$(PIP) install --no-deps "memoryos-pro==0.1.0"
 	touch $@
 
@@ -33,6 +36,15 @@ test: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	$(PY) -m benchmarks.micro
+
+# The analysis needs only pandas and matplotlib (the `paper` extra), not the model stack.
+$(VENV)/.installed-paper: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -e ".[paper]"
+	touch $@
+
+paper: $(VENV)/.installed-paper
+	$(PY) -m analysis $(RESULTS) --out $(PAPER_OUT)
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check memforest baselines benchmarks analysis tests

@@ -1,0 +1,1 @@
+"""One module per paper table or figure; each has `make(results, out) -> list[Path]`."""

@@ -1,0 +1,130 @@
+"""Write path table and figure: per system, mean per instance build wall time, source turns/s, LLM
+calls, waves, critical path, prompt tokens cached / uncached, output tokens, and the write-rate speedup
+over the slowest system of the same (dataset, backbone, real/simulated) group; the paper's values beside.
+
+Reads the builds of runs of the experiments in EXPERIMENTS (every system that wrote a memory)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.load import Results
+from analysis.names import backbone_name, family, paper_dataset, published, system_name
+from analysis.render import Table, finish_figure, fmt, legend, new_figure, series_label, write_table
+
+EXPERIMENTS = ("write_path",)
+NAME = "write_path"
+
+
+def summarise(builds: pd.DataFrame) -> pd.DataFrame:
+    """Mean per instance of every (dataset, method, backbone, simulated), and speedup vs the slowest."""
+    done = builds[builds["error"].isna()] if len(builds) else builds
+    if done.empty:
+        return pd.DataFrame()
+    keys = ["dataset", "kind", "method", "backbone", "simulated"]
+    done = done.assign(  # waves from call timestamps when the harness derived them: one rule for every system
+        waves=done["derived_waves"].fillna(done["waves"]) if "derived_waves" in done else done["waves"],
+        critical_path_seconds=done["derived_critical_path_seconds"].fillna(done["critical_path_seconds"])
+        if "derived_critical_path_seconds" in done else done["critical_path_seconds"],
+        max_in_flight=done["max_in_flight"] if "max_in_flight" in done else float("nan"))
+    out = done.groupby(keys, dropna=False).agg(
+        instances=("instance_id", "count"), turns=("turns", "mean"), build_seconds=("build_seconds", "mean"),
+        turns_total=("turns", "sum"), seconds_total=("build_seconds", "sum"), llm_calls=("llm_calls", "mean"),
+        waves=("waves", "mean"), critical_path_seconds=("critical_path_seconds", "mean"),
+        max_in_flight=("max_in_flight", "max"),
+        cached=("cached_prompt_tokens", "mean"), uncached=("uncached_prompt_tokens", "mean"),
+        output=("completion_tokens", "mean")).reset_index()
+    out["turns_per_second"] = out["turns_total"] / out["seconds_total"]
+    slowest = out.groupby(["dataset", "backbone", "simulated"], dropna=False)["turns_per_second"].transform("min")
+    out["speedup"] = out["turns_per_second"] / slowest
+    mem0 = out[out["method"] == "mem0"].set_index(["dataset", "backbone", "simulated"])["turns_per_second"]
+    out["ratio_to_mem0"] = [r.turns_per_second / mem0.get((r.dataset, r.backbone, r.simulated), float("nan"))
+                            for r in out.itertuples()]
+    return out
+
+
+def paper_rates() -> pd.DataFrame:
+    pub = published("write_path")
+    pub = pub[pub["turns_per_second"].notna()].copy()
+    pub["speedup"] = pub["turns_per_second"] / pub.groupby(["dataset", "backbone"])["turns_per_second"].transform("min")
+    return pub
+
+
+def table(ours: pd.DataFrame) -> Table:
+    pub = paper_rates()
+    rows = []
+    for r in ours.itertuples():
+        match = pub[(pub["dataset"] == paper_dataset(r.kind, r.dataset)) & (pub["system"] == family(r.method))]
+        p = match.iloc[0] if len(match) else None
+        rows.append({
+            "system": system_name(r.method), "dataset": r.dataset, "backbone": backbone_name(r.backbone),
+            "run": "simulated" if r.simulated else "real", "instances": fmt(r.instances),
+            "turns / instance": fmt(r.turns, 1), "build s": fmt(r.build_seconds), "turns/s": fmt(r.turns_per_second, 3),
+            "LLM calls": fmt(r.llm_calls, 1), "waves": fmt(r.waves, 1), "critical path s": fmt(r.critical_path_seconds),
+            "max in flight": fmt(r.max_in_flight, 0),
+            "tokens cached": fmt(r.cached, 0), "tokens uncached": fmt(r.uncached, 0), "tokens output": fmt(r.output, 0),
+            "speedup vs slowest": f"{r.speedup:.2f}×",
+            "ratio to Mem0": "missing" if pd.isna(r.ratio_to_mem0) else f"{r.ratio_to_mem0:.2f}×",
+            "paper build s": fmt(p["build_seconds"] if p is not None else None),
+            "paper turns/s": fmt(p["turns_per_second"] if p is not None else None, 3),
+            "paper speedup": f"{p['speedup']:.2f}×" if p is not None else "missing",
+        })
+    for p in pub[~pub["system"].isin({family(m) for m in ours.get("method", [])})].itertuples():
+        rows.append({"system": system_name(p.system), "dataset": p.dataset, "backbone": p.backbone, "run": "missing",
+                     **{c: "missing" for c in ("instances", "turns / instance", "build s", "turns/s", "LLM calls",
+                                               "waves", "critical path s", "max in flight", "tokens cached", "tokens uncached",
+                                               "tokens output", "speedup vs slowest", "ratio to Mem0")},
+                     "paper build s": fmt(p.build_seconds), "paper turns/s": fmt(p.turns_per_second, 3),
+                     "paper speedup": f"{p.speedup:.2f}×"})
+    notes = ["Means per instance; turns/s = source dialogue turns / build wall seconds over all instances.",
+             "Waves and critical path from call timestamps when recorded (overlapping calls form one wave; the "
+             "critical path sums each wave's longest call), else from the library's own wave ids.",
+             "Speedup = write rate over the slowest system of the same dataset, backbone and real/simulated group; "
+             "ratio to Mem0 likewise over Mem0's rate (missing without a Mem0 run in the group).",
+             "Paper: revision write-rate table (Qwen3-30B-A3B, vLLM on one H100); its speedups are over its slowest "
+             "system (Zep Local). Source: analysis/published/write_path.csv."]
+    if len(ours) and ours["simulated"].any():
+        notes.append("Rows marked simulated ran against the latency-model server: their times are modelled.")
+    return Table(NAME, pd.DataFrame(rows), "Write path: build cost per memory instance", notes)
+
+
+def figure(ours: pd.DataFrame, out: Path) -> list[Path]:
+    fig, ax = new_figure(width=7.5, height=4.2)
+    pub = paper_rates()
+    pub = pub[pub["dataset"] == "longmemeval_s"]
+    labels: list[str] = []
+    values: list[float] = []
+    colors: list[str] = []
+    hatches: list[str] = []
+    for r in ours.itertuples():
+        labels.append(f"{system_name(r.method)}\n{r.dataset}, {backbone_name(r.backbone)}")
+        values.append(float(r.turns_per_second))
+        colors.append("tab:orange" if r.simulated else "tab:blue")
+        hatches.append("//" if r.simulated else "")
+    for p in pub.itertuples():
+        labels.append(f"{system_name(p.system)}\npaper, {p.backbone}")
+        values.append(float(p.turns_per_second))
+        colors.append("tab:grey")
+        hatches.append("")
+    bars = ax.barh(range(len(values)), values, color=colors, hatch=hatches) if values else []
+    for bar, value in zip(bars, values):
+        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {value:.3g}", va="center", fontsize=7)
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("write rate (source turns / s, log scale)")
+    kinds = [("ours, real", "tab:blue", "")]
+    if len(ours) and ours["simulated"].any():
+        kinds.append((series_label("ours", True), "tab:orange", "//"))
+    legend(ax, [*kinds, ("paper (LongMemEval-S)", "tab:grey", "")], loc="lower right")
+    simulated = bool(len(ours) and ours["simulated"].any())
+    return finish_figure(fig, NAME, out, "Write rate per system", simulated=simulated, empty=ours.empty)
+
+
+def make(results: Results, out: Path) -> list[Path]:
+    builds = results.builds
+    builds = builds[builds["experiment"].isin(EXPERIMENTS)] if len(builds) else builds
+    ours = summarise(builds)
+    return write_table(table(ours), out) + figure(ours, out)
