@@ -12,26 +12,40 @@ from pathlib import Path
 
 from analysis.load import Results
 
+log = logging.getLogger("analysis")
+
 ARTIFACTS = (
     "write_path", "stage_breakdown", "query_latency", "accuracy", "passk", "migration",
     "mechanism_scaling", "evidence_budget", "chunk_size", "ablation_tree_families", "ablation_retrieval",
 )
 
 
+class ArtifactsFailed(RuntimeError):
+    """Some artifacts could not be made; the others were written."""
+
+
 def generate(results_dir: str | Path, out: str | Path, only: Sequence[str] = ARTIFACTS) -> dict[str, list[Path]]:
-    """Write every artifact of `only` into `out`; the paths written, by artifact."""
+    """Write every artifact of `only` into `out`; the paths written, by artifact. An artifact that fails
+    is reported (log, index.md) and the others are still made; then ArtifactsFailed is raised."""
     results = Results.scan(results_dir)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    written = {}
+    written: dict[str, list[Path]] = {}
+    failed: dict[str, str] = {}
     for name in only:
         module = importlib.import_module(f"analysis.artifacts.{name}")
-        written[name] = module.make(results, out)
+        try:
+            written[name] = module.make(results, out)
+        except Exception as exc:  # one artifact's bad input never hides the others
+            log.exception("%s failed", name)
+            failed[name] = f"{type(exc).__name__}: {exc}"
     lines = [f"# Paper artifacts from {results_dir}", "",
              f"{len(results.run_dirs)} run directories, {len(results.bench_files)} microbenchmark records.", ""]
-    for name, paths in written.items():
-        lines.append(f"- {name}: " + ", ".join(p.name for p in paths))
+    lines += [f"- {name}: " + ", ".join(p.name for p in paths) for name, paths in written.items()]
+    lines += [f"- {name}: FAILED ({reason})" for name, reason in failed.items()]
     (out / "index.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if failed:
+        raise ArtifactsFailed(f"{len(failed)} artifact(s) failed: {', '.join(failed)} (see {out / 'index.md'})")
     return written
 
 
@@ -47,6 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ArtifactsFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     total = sum(len(paths) for paths in written.values())
     print(f"{total} files for {len(written)} artifacts written to {args.out}/")
     return 0

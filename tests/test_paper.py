@@ -204,3 +204,19 @@ def test_loader_reads_runs_skips_torn_lines_and_marks_simulated(tmp_path: Path) 
     assert not is_simulated({"config": {"llm": {"latency_model": None}}})
     with pytest.raises(FileNotFoundError):
         Results.scan(tmp_path / "absent")
+
+
+def test_a_failing_artifact_is_reported_and_the_others_written(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from analysis import __main__ as entry
+    from analysis.artifacts import passk
+
+    def broken(*args: object) -> list[Path]:
+        raise KeyError("a column the artifact needs")
+
+    monkeypatch.setattr(passk, "make", broken)
+    code = entry.main([str(FIXTURE), "--out", str(tmp_path), "--only", "passk", "migration"])
+    assert code == 1
+    index = (tmp_path / "index.md").read_text()
+    assert "- passk: FAILED (KeyError" in index and "- migration: migration.md" in index
+    assert (tmp_path / "migration.png").exists()

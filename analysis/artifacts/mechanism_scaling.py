@@ -66,7 +66,7 @@ def level_parallel(results: Results) -> pd.DataFrame:
     if rows:
         df = pd.concat([df, pd.DataFrame(rows)], ignore_index=True) if len(df) else pd.DataFrame(rows)
     if df.empty:
-        return pd.DataFrame(columns=["facts", "parallel", "seconds", "speedup", "simulated"])
+        return pd.DataFrame(columns=["facts", "parallel", "seconds", "speedup", "simulated", "basis"])
     if "basis" not in df:
         df["basis"] = "measured"
     df["basis"] = df["basis"].fillna("measured")
