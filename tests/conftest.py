@@ -1,4 +1,5 @@
 import json
+import logging
 import os
 
 import pytest
@@ -6,6 +7,18 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored():
+    """An entry point run in process (`main([...])`) may install root log handlers bound to the stream a
+    test captured; later tests would log into that closed stream. Each test leaves the root logger as
+    it found it."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 def make_sessions(n_sessions: int, turns_per_session: int, start_day: int = 1) -> list[dict]:
