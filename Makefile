@@ -1,4 +1,4 @@
-# The project's vocabulary: run, test, bench, paper, lint.
+# The project's vocabulary: run, test, bench, fuzz, paper, lint.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -14,7 +14,7 @@ TORCH_CPU ?= torch==2.13.0
 RESULTS ?= results
 PAPER_OUT ?= paper
 
-.PHONY: run test bench paper lint clean-venv
+.PHONY: run test bench fuzz paper lint clean-venv
 
 $(VENV)/.installed-cpu: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,12 @@ test: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	$(PY) -m benchmarks.micro
+
+# The long fuzz profile (~10,500 generated cases over session files, command lines, config overrides,
+# damaged stores, model faults and secrets); per-class counts printed and written to results/fuzz.json.
+fuzz: $(VENV)/.installed-dev
+	mkdir -p results
+	MEMFOREST_FUZZ=long MEMFOREST_FUZZ_REPORT=results/fuzz.json $(PY) -m pytest -q tests/test_fuzz_classes.py
 
 # The analysis needs only pandas and matplotlib (the `paper` extra), not the model stack.
 $(VENV)/.installed-paper: pyproject.toml
