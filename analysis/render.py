@@ -120,7 +120,7 @@ def finish_figure(fig: Any, name: str, out: Path, title: str, simulated: bool = 
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
     for path in paths:
-        fig.savefig(path, dpi=150)
+        fig.savefig(path, dpi=150, bbox_inches="tight")  # legends placed outside the axes stay whole
     paths.append(out / f"{name}.series.json")
     paths[-1].write_text(json.dumps(describe(fig, title, simulated, empty), indent=1) + "\n", encoding="utf-8")
     plt.close(fig)

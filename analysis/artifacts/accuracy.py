@@ -139,7 +139,7 @@ def figure(scores: pd.DataFrame, kind: str, out: Path) -> list[Path]:
     if kind == "locomo":
         ax.axvline(len(cols) - 1.5, color="grey", linestyle=":", linewidth=1)
     ax.set_ylabel("accuracy, pass@1 (%)")
-    legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
     title = "LongMemEval-S accuracy by question type" if kind == "longmemeval_s" else \
         "LoCoMo accuracy by category (c5 adversarial apart)"
     simulated = bool(len(ours) and ours["simulated"].any())

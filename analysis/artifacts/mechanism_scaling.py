@@ -113,7 +113,7 @@ def tables(calls: pd.DataFrame, parallel: pd.DataFrame) -> list[Table]:
 
 
 def figure(calls: pd.DataFrame, parallel: pd.DataFrame, out: Path) -> list[Path]:
-    fig, (ax_calls, ax_par) = new_figure(ncols=2, width=4.8, height=4.4)
+    fig, (ax_calls, ax_par) = new_figure(ncols=2, width=5.4, height=4.4)
     for fanout, group in sorted(calls.groupby("fanout"), key=lambda item: _order(str(item[0]))):
         label = "ours, built memories (all trees)" if fanout == "memory" else f"ours, k={fanout}"
         ax_calls.plot(group["facts"], group["ratio"], "o-" if fanout != "memory" else "D", label=label)
