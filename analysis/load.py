@@ -33,23 +33,11 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.rows import read_jsonl
+
 log = logging.getLogger(__name__)
 STANDARD_FILES = {"records", "builds", "llm_calls"}
 RUN_COLUMNS = ["run_id", "experiment", "dataset", "kind", "method", "backbone", "seed", "simulated"]
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The complete rows of a JSONL file; a torn line (an interrupted write) is skipped."""
-    rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                log.warning("%s:%d: skipping a torn line", path, number)
-    return rows
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -3,18 +3,11 @@ c/n per question, averaged over questions; pass@k is the unbiased estimator 1 - 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import pandas as pd
 
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    if not (0 <= c <= n and 1 <= k <= n):
-        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+from analysis.rows import pass_at_k
 
 
 def per_question(verdicts: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:

@@ -19,7 +19,10 @@ def test_longmemeval_like_file(tmp_path: Path) -> None:
     path = write_longmemeval_s_sized(tmp_path / "lme.json", questions=40, sessions=20, turns=6)
     raw = json.loads(path.read_text())
     data = load_dataset("longmemeval_s", path=path)
-    assert len(data.instances) == 40 and data.duplicate_sessions_dropped == 0
+    # one haystack of the 40 (every 38th, as 13 of the real 500) lists a session twice; the loader keeps it once
+    assert len(data.instances) == 40 and data.duplicate_sessions_dropped == 1
+    assert sum(len(e["haystack_session_ids"]) - len(set(e["haystack_session_ids"])) for e in raw) == 1
+    assert all(len({s.session_id for s in i.sessions}) == len(i.sessions) for i in data.instances)
     assert len({q.category for _, q in data.questions()} & set(LONGMEMEVAL_TYPE_COUNTS)) >= 5
     for instance in data.instances:
         (q,) = instance.questions

@@ -149,11 +149,24 @@ def locomo_shaped(sessions: int = 3, turns: int = 2) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- full-size stand-ins with realistic retrieval
 
 
+# The real LongMemEval-S lists one (never evidence) session twice, same id and content, in 13 of its
+# haystacks; every 38th haystack here does the same (13 of 500).
+REPEAT_EVERY = 38
+
+
+def _list_one_session_twice(entry: dict[str, Any], rng: random.Random) -> None:
+    gold = set(entry["answer_session_ids"])
+    n = rng.choice([i for i, sid in enumerate(entry["haystack_session_ids"]) if sid not in gold])
+    at = rng.randint(0, len(entry["haystack_session_ids"]))
+    for key in ("haystack_session_ids", "haystack_dates", "haystack_sessions"):
+        entry[key].insert(at, entry[key][n])
+
+
 def write_longmemeval_s_sized(path: str | Path, questions: int = 500, sessions: int = 48, turns: int = 10,
                               seed: int = 0) -> Path:
     """Stream a LongMemEval-S-sized file (500 questions of ~48 sessions of ~10 turns: about 250 MiB) in
-    the real type and abstention counts, evidence buried among near misses and sessions repeated across
-    haystacks (see `synthetic_haystack`)."""
+    the real type and abstention counts, evidence buried among near misses, sessions repeated across
+    haystacks (see `synthetic_haystack`) and, in 13 haystacks, one session listed twice."""
     rng = random.Random(seed)
     kinds = [(qtype, k < LONGMEMEVAL_ABSTENTION_COUNTS.get(qtype, 0))
              for qtype, total in LONGMEMEVAL_TYPE_COUNTS.items() for k in range(total)]
@@ -167,6 +180,8 @@ def write_longmemeval_s_sized(path: str | Path, questions: int = 500, sessions: 
         for index in range(questions):
             qtype, abstention = kinds[order[index % len(kinds)]]
             entry = longmemeval_entry(index, qtype, abstention, rng, pool, sessions, turns)
+            if index % REPEAT_EVERY == REPEAT_EVERY // 5:
+                _list_one_session_twice(entry, random.Random(seed * 7907 + index))
             handle.write(("," if index else "") + json.dumps(entry))
         handle.write("]")
     tmp.replace(path)

@@ -51,13 +51,14 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from analysis.rows import read_jsonl
+from benchmarks.jsonl import JsonlWriter
 from memforest.llm.calllog import CallLog, CallRecord
 
 SCHEMA_VERSION = 1
@@ -74,51 +75,6 @@ class RunConflictError(RuntimeError):
 
 
 # ---------------------------------------------------------------- JSONL
-
-
-class JsonlWriter:
-    """Appends one JSON object per line; each line is written and flushed in a single call."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._file = path.open("a", encoding="utf-8")
-        if path.stat().st_size and not _ends_with_newline(path):
-            self._file.write("\n")  # terminate a line torn by an interruption
-            self._file.flush()
-
-    def write(self, row: Mapping[str, Any]) -> None:
-        line = json.dumps(row, ensure_ascii=False, default=str) + "\n"
-        with self._lock:
-            self._file.write(line)
-            self._file.flush()
-
-    def close(self) -> None:
-        with self._lock:
-            self._file.close()
-
-
-def _ends_with_newline(path: Path) -> bool:
-    with path.open("rb") as handle:
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) == b"\n"
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """All complete rows of a JSONL file (none if it does not exist); torn lines are skipped."""
-    if not path.exists():
-        return []
-    rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                log.warning("%s:%d: skipping a torn line", path, number)
-    return rows
 
 
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:

@@ -27,6 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from benchmarks.jsonl import JsonlWriter
 from benchmarks.serving.latency_model import Clock, LatencyModel, LatencyParams
 from benchmarks.serving.model_server import ModelServer
 from memforest.llm.base import ChatModel, ChatRequest, ChatResponse, Embedder, Usage
@@ -82,7 +83,7 @@ class LatencyModelServer(ModelServer):
             raise ValueError("LatencyModelServer needs a chat model or a replay source")
         self.params, self.replay, self.source_model = params, replay, chat
         self.model = LatencyModel(params, clock)
-        self._log = _Lines(Path(log_path)) if log_path else None
+        self._log = JsonlWriter(Path(log_path)) if log_path else None
         self.counts: dict[str, int] = defaultdict(int)
         self._counts_lock = threading.Lock()
         # the base class serves embeddings; chat goes through `generate` below (never batched here:
@@ -180,22 +181,3 @@ def _rows(path: Path) -> list[dict[str, Any]]:
         if isinstance(row, dict):
             out.append(row)
     return out
-
-
-class _Lines:
-    """Appends one JSON object per line, each written and flushed whole."""
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = path.open("a", encoding="utf-8")
-        self._lock = threading.Lock()
-
-    def write(self, row: dict[str, Any]) -> None:
-        line = json.dumps(row, ensure_ascii=False) + "\n"
-        with self._lock:
-            self._file.write(line)
-            self._file.flush()
-
-    def close(self) -> None:
-        with self._lock:
-            self._file.close()

@@ -58,7 +58,7 @@ class CallLog:
             if self.path.exists():
                 last_id, last_wave = _last_ids(self.path)
             self._file = self.path.open("a", encoding="utf-8", buffering=1)
-            if self._file.tell() and not _ends_with_newline(self.path):
+            if self._file.tell() and not ends_with_newline(self.path):
                 self._file.write("\n")  # end a line torn by a crash, so the next record starts clean
         self._ids = itertools.count(last_id + 1)
         self._waves = itertools.count(last_wave + 1)
@@ -107,7 +107,7 @@ def _last_ids(path: Path) -> tuple[int, int]:
     return last_id, last_wave
 
 
-def _ends_with_newline(path: Path) -> bool:
+def ends_with_newline(path: Path) -> bool:
     with path.open("rb") as f:
         f.seek(-1, 2)
         return f.read(1) == b"\n"
