@@ -5,8 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memforest.index.lexical import LexicalIndex, stem, terms
+from memforest.index.lexical_versions import VersionedLexical
 from memforest.timeutil import relative_delta
 
 DOCS = {
@@ -15,6 +18,7 @@ DOCS = {
     "c": "user: I bought new running shoes for the trail race",
     "d": "assistant: here are some tips for training a puppy to walk on a leash",
 }
+WORDS = ["whippet", "rescue", "centre", "maple", "volunteer", "shoes", "trail", "race", "puppy", "leash"]
 
 
 def test_terms_drop_stopwords_and_fold_plurals() -> None:
@@ -41,3 +45,31 @@ def test_relative_dates_with_number_words(text: str, days: int) -> None:
 
 def test_no_relative_date() -> None:
     assert relative_delta("How many days ago did I renew my passport?") is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.integers(0, 30), max_size=6), st.lists(st.sampled_from(WORDS), max_size=8)),
+                min_size=1, max_size=12),
+       st.lists(st.sampled_from(WORDS), min_size=1, max_size=3))
+def test_versioned_bm25_equals_a_fresh_index_of_the_live_documents(steps: list[tuple[list[int], list[str]]],
+                                                                   query: list[str]) -> None:
+    """Each step removes some documents and adds (or replaces) one; every version scores exactly as a
+    fresh index over its live documents, and earlier versions keep their scores."""
+    live: dict[str, str] = {}
+    versions: list[tuple[VersionedLexical, dict[str, str]]] = []
+    index = VersionedLexical()
+    for n, (removed, words) in enumerate(steps):
+        gone = sorted({f"d{r}" for r in removed if f"d{r}" in live})
+        doc = (f"d{n % 9}", " ".join(words))
+        index = index.next_version(gone, [doc])
+        for d in gone:
+            live.pop(d)
+        live[doc[0]] = doc[1]
+        versions.append((index, dict(live)))
+    text = " ".join(query)
+    for version, docs in versions:
+        want = LexicalIndex(docs).scores(text)
+        got = version.scores(text)
+        assert len(version) == len(docs) and len(got) == len([v for v in want.values() if v > 0])
+        assert dict(got.items()) == pytest.approx({d: v for d, v in want.items() if v > 0})
+        assert [d for d, _ in sorted(got.top(3), key=lambda p: (-round(p[1], 9), p[0]))] == sorted((d for d in want if want[d] > 0), key=lambda d: (-round(want[d], 9), d))[:3]

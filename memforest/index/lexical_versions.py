@@ -1,6 +1,9 @@
-"""BM25 carried from version to version: immutable segments plus a map of which segment holds each
-live document, so a new version costs O(documents changed) (amortised, with log-structured merges of
-segments) instead of re-indexing the whole memory."""
+"""BM25 carried from version to version: immutable segments plus, per version, which segment holds
+each live document and a live mask per segment, so a new version costs O(documents changed)
+(amortised, with log-structured merges of segments) instead of re-indexing the whole memory.
+
+A segment keeps its postings as arrays (document positions and term counts), so a query costs a few
+array operations per (term, segment), not a Python step per posting."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Iterable
+
+import numpy as np
 
 from memforest.cow import CowMap
 from memforest.index.lexical import K1, B, terms
@@ -18,89 +23,187 @@ _SEQ = itertools.count(1)
 class Segment:
     """Postings of a batch of documents; never changes once built."""
 
-    def __init__(self, postings: dict[str, list[tuple[str, int]]], lengths: dict[str, int]) -> None:
+    def __init__(self, docs: list[str], lengths: np.ndarray, postings: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
         self.seq = next(_SEQ)
-        self.postings = postings
-        self.lengths = lengths
+        self.docs = docs
+        self.pos = {d: i for i, d in enumerate(docs)}
+        self.lengths = lengths  # terms per document, float64
+        self.postings = postings  # term -> (positions int32, counts int32), positions ascending
+
+    def __len__(self) -> int:
+        return len(self.docs)
 
     @classmethod
     def of(cls, docs: Iterable[tuple[str, str]]) -> Segment:
-        postings: dict[str, list[tuple[str, int]]] = {}
-        lengths: dict[str, int] = {}
+        ids: list[str] = []
+        lengths: list[int] = []
+        lists: dict[str, tuple[list[int], list[int]]] = {}
         for doc_id, text in docs:
             words = terms(text)
-            lengths[doc_id] = len(words)
+            at = len(ids)
+            ids.append(doc_id)
+            lengths.append(len(words))
             for term, count in Counter(words).items():
-                postings.setdefault(term, []).append((doc_id, count))
-        return cls(postings, lengths)
+                pos, tf = lists.setdefault(term, ([], []))
+                pos.append(at)
+                tf.append(count)
+        postings = {t: (np.asarray(p, np.int32), np.asarray(c, np.int32)) for t, (p, c) in lists.items()}
+        return cls(ids, np.asarray(lengths, np.float64), postings)
+
+
+class LexicalScores:
+    """BM25 scores of one query over one version: documents sharing no term score 0."""
+
+    def __init__(self, index: VersionedLexical, acc: dict[int, np.ndarray]) -> None:
+        self._index, self._acc = index, acc
+        self.best = max((float(a.max()) for a in acc.values()), default=0.0)
+
+    def __bool__(self) -> bool:
+        return self.best > 0.0
+
+    def __len__(self) -> int:
+        """Documents sharing a term with the query."""
+        return sum(int((a > 0.0).sum()) for a in self._acc.values())
+
+    def get(self, doc_id: str, default: float = 0.0) -> float:
+        seq = self._index.live.get(doc_id)
+        arr = self._acc.get(seq) if seq is not None else None
+        if arr is None:
+            return default
+        value = float(arr[self._index.segment(seq).pos[doc_id]])
+        return value if value > 0.0 else default
+
+    def top(self, k: int) -> list[tuple[str, float]]:
+        """The k best (document, score) pairs, best first, ties by document id."""
+        pairs: list[tuple[str, float]] = []
+        for seq, arr in self._acc.items():
+            hit = np.flatnonzero(arr > 0.0)
+            if len(hit) > k:
+                hit = hit[np.argpartition(-arr[hit], k - 1)[:k]]
+            docs = self._index.segment(seq).docs
+            pairs.extend((docs[i], float(arr[i])) for i in hit.tolist())
+        pairs.sort(key=lambda p: (-p[1], p[0]))
+        return pairs[:k]
+
+    def items(self) -> list[tuple[str, float]]:
+        return self.top(len(self))
 
 
 class VersionedLexical:
-    """BM25 over the live documents of a list of segments (`scores` as `LexicalIndex.scores`)."""
+    """BM25 over the live documents of a list of segments."""
 
     def __init__(self, docs: Iterable[tuple[str, str]] = ()) -> None:
         seg = Segment.of(docs)
-        self.segments: list[Segment] = [seg] if seg.lengths else []
-        self.live: CowMap[str, int] = CowMap((d, seg.seq) for d in seg.lengths)
-        self.total_length = sum(seg.lengths.values())
+        self.segments: list[Segment] = [seg] if len(seg) else []
+        self.live: CowMap[str, int] = CowMap((d, seg.seq) for d in seg.docs)
+        self.masks: dict[int, np.ndarray] = {seg.seq: np.ones(len(seg), bool)} if len(seg) else {}
+        self._own: set[int] = set(self.masks)
+        self._by_seq = {s.seq: s for s in self.segments}
+        self.total_length = float(seg.lengths.sum())
 
     def __len__(self) -> int:
         return len(self.live)
+
+    def segment(self, seq: int) -> Segment:
+        return self._by_seq[seq]
 
     def next_version(self, removed: Iterable[str], added: Iterable[tuple[str, str]]) -> VersionedLexical:
         """A new version without `removed` and with `added` (documents re-added replace older copies)."""
         out = VersionedLexical.__new__(VersionedLexical)
         out.segments, out.live, out.total_length = list(self.segments), self.live.fork(), self.total_length
+        out.masks, out._own, out._by_seq = dict(self.masks), set(), dict(self._by_seq)
         added = list(added)
         for doc_id in [*removed, *(d for d, _ in added)]:
             out._drop(doc_id)
         seg = Segment.of(added)
-        if seg.lengths:
-            out.segments.append(seg)
-            out.live.update((d, seg.seq) for d in seg.lengths)
-            out.total_length += sum(seg.lengths.values())
+        if len(seg):
+            out._add(seg)
+            out.live.update((d, seg.seq) for d in seg.docs)
+            out.total_length += float(seg.lengths.sum())
         out._merge_small()
         return out
 
+    def _add(self, seg: Segment) -> None:
+        self.segments.append(seg)
+        self._by_seq[seg.seq] = seg
+        self.masks[seg.seq] = np.ones(len(seg), bool)
+        self._own.add(seg.seq)
+
     def _drop(self, doc_id: str) -> None:
         seq = self.live.pop(doc_id, None)
-        if seq is not None:
-            seg = next(s for s in self.segments if s.seq == seq)
-            self.total_length -= seg.lengths[doc_id]
+        if seq is None:
+            return
+        seg = self._by_seq[seq]
+        if seq not in self._own:  # the mask is shared with the version before: copy it first
+            self.masks[seq] = self.masks[seq].copy()
+            self._own.add(seq)
+        at = seg.pos[doc_id]
+        self.masks[seq][at] = False
+        self.total_length -= float(seg.lengths[at])
 
     def _merge_small(self) -> None:
         """Merge the newest segments while the newest is at least half the size of the one before it."""
         segs = self.segments
-        while len(segs) > 1 and 2 * len(segs[-1].lengths) >= len(segs[-2].lengths):
+        while len(segs) > 1 and 2 * len(segs[-1]) >= len(segs[-2]):
             b, a = segs.pop(), segs.pop()
-            segs.append(self._merged(a, b))
+            for seg in (a, b):
+                self._by_seq.pop(seg.seq)
+            merged = self._merged(a, self.masks.pop(a.seq), b, self.masks.pop(b.seq))
+            self._add(merged)
+            self.live.update((d, merged.seq) for d in merged.docs)
 
-    def _merged(self, a: Segment, b: Segment) -> Segment:
-        postings: dict[str, list[tuple[str, int]]] = {}
-        lengths: dict[str, int] = {}
-        for seg in (a, b):
-            for term, plist in seg.postings.items():
-                keep = [p for p in plist if self.live.get(p[0]) == seg.seq]
-                if keep:
-                    postings.setdefault(term, []).extend(keep)
-            lengths.update((d, n) for d, n in seg.lengths.items() if self.live.get(d) == seg.seq)
-        out = Segment(postings, lengths)
-        self.live.update((d, out.seq) for d in lengths)
-        return out
+    @staticmethod
+    def _merged(a: Segment, mask_a: np.ndarray, b: Segment, mask_b: np.ndarray) -> Segment:
+        """One segment of the live documents of `a` then `b`."""
+        remap = []
+        offset = 0
+        for mask in (mask_a, mask_b):
+            new = np.full(len(mask), -1, np.int64)
+            new[mask] = np.arange(offset, offset + int(mask.sum()))
+            offset += int(mask.sum())
+            remap.append(new)
+        docs = [d for seg, mask in ((a, mask_a), (b, mask_b)) for d, keep in zip(seg.docs, mask.tolist()) if keep]
+        lengths = np.concatenate([a.lengths[mask_a], b.lengths[mask_b]])
+        postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for term in a.postings.keys() | b.postings.keys():
+            pos_parts, tf_parts = [], []
+            for seg, new in ((a, remap[0]), (b, remap[1])):
+                if term in seg.postings:
+                    pos, tf = seg.postings[term]
+                    moved = new[pos]
+                    keep = moved >= 0
+                    pos_parts.append(moved[keep].astype(np.int32))
+                    tf_parts.append(tf[keep])
+            pos = np.concatenate(pos_parts)
+            if len(pos):
+                postings[term] = (pos, np.concatenate(tf_parts))
+        return Segment(docs, lengths, postings)
 
-    def scores(self, query: str) -> dict[str, float]:
-        out: dict[str, float] = {}
+    def scores(self, query: str) -> LexicalScores:
         n_docs = len(self.live)
         avg = (self.total_length / n_docs) if n_docs else 1.0
         avg = avg or 1.0
-        live = self.live
-        for term in set(terms(query)):
-            hits = [(doc, tf, seg) for seg in self.segments for doc, tf in seg.postings.get(term, ())
-                    if live.get(doc) == seg.seq]
-            if not hits:
+        acc: dict[int, np.ndarray] = {}
+        for term in sorted(set(terms(query))):
+            parts = []
+            df = 0
+            for seg in self.segments:
+                found = seg.postings.get(term)
+                if found is None:
+                    continue
+                pos, tf = found
+                keep = self.masks[seg.seq][pos]
+                pos, tf = pos[keep], tf[keep].astype(np.float64)
+                if len(pos):
+                    df += len(pos)
+                    parts.append((seg, pos, tf))
+            if not df:
                 continue
-            idf = math.log(1.0 + (n_docs - len(hits) + 0.5) / (len(hits) + 0.5))
-            for doc, tf, seg in hits:
-                norm = K1 * (1.0 - B + B * seg.lengths[doc] / avg)
-                out[doc] = out.get(doc, 0.0) + idf * tf * (K1 + 1.0) / (tf + norm)
-        return out
+            idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+            for seg, pos, tf in parts:
+                norm = K1 * (1.0 - B + B * seg.lengths[pos] / avg)
+                arr = acc.get(seg.seq)
+                if arr is None:
+                    arr = acc[seg.seq] = np.zeros(len(seg), np.float64)
+                arr[pos] += idf * tf * (K1 + 1.0) / (tf + norm)  # positions are unique within a term
+        return LexicalScores(self, acc)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memforest.config import QueryConfig
+from memforest.index.lexical_versions import LexicalScores
 from memforest.retrieval.browse import Hit
 from memforest.routing.router import session_tree_id
 from memforest.snapshot import Snapshot
@@ -52,14 +53,29 @@ def date_target(question: str, ref: float) -> DateTarget | None:
     return DateTarget(ref + delta.total_seconds(), -delta.total_seconds() / DAY)
 
 
-def lexical_scores(snap: Snapshot, question: str) -> dict[str, float]:
-    """BM25 of every item sharing a term with `question`, scaled so that the best is 1."""
-    raw = snap.lexical.scores(question)
-    best = max(raw.values(), default=0.0)
-    return {item: s / best for item, s in raw.items()} if best > 0 else {}
+class ScaledLexical:
+    """BM25 scores of a question scaled so that its best match is 1 (0 for items sharing no term)."""
+
+    def __init__(self, raw: LexicalScores) -> None:
+        self.raw = raw
+
+    def get(self, item: str, default: float = 0.0) -> float:
+        value = self.raw.get(item, 0.0)
+        return value / self.raw.best if value > 0.0 else default
+
+    def top(self, k: int) -> list[str]:
+        return [item for item, _ in self.raw.top(k)]
+
+    def __len__(self) -> int:
+        return len(self.raw)
 
 
-def candidate_items(snap: Snapshot, question: str, qvec: np.ndarray, k: int) -> tuple[list[str], dict[str, float]]:
+def lexical_scores(snap: Snapshot, question: str) -> ScaledLexical:
+    """BM25 of the items sharing a term with `question`, scaled so that the best is 1."""
+    return ScaledLexical(snap.lexical.scores(question))
+
+
+def candidate_items(snap: Snapshot, question: str, qvec: np.ndarray, k: int) -> tuple[list[str], ScaledLexical]:
     """Items from the dense top-k (leaves of any tree, facts) and the lexical top-k, and every
     item's lexical score scaled to the best one (0 for items sharing no term)."""
     idx = snap.index
@@ -74,12 +90,12 @@ def candidate_items(snap: Snapshot, question: str, qvec: np.ndarray, k: int) -> 
     ids, _ = idx.facts.search(qvec, k)
     found.update((idx.fact_key[uid], None) for uid in ids.tolist() if uid in idx.fact_key)
     scaled = lexical_scores(snap, question)
-    found.update((item, None) for item in sorted(scaled, key=lambda i: -scaled[i])[:k])
+    found.update((item, None) for item in scaled.top(k))
     return [i for i in found if i in snap.state.cells or i in snap.state.facts], scaled
 
 
 def rank_units(
-    snap: Snapshot, items: list[str], qvec: np.ndarray, lexical: dict[str, float], target: DateTarget | None,
+    snap: Snapshot, items: list[str], qvec: np.ndarray, lexical: ScaledLexical, target: DateTarget | None,
     cfg: QueryConfig, budget: int, floor: dict[str, float] | None = None,
 ) -> list[Hit]:
     """The best `budget` units among `items`, chosen greedily with the per-session repeat penalty.
