@@ -175,7 +175,7 @@ class MemForest:
             state.derive()
         removed_nodes = publish.collect_tree_changes(state, ch)
         clock.lap("changes")
-        db.commit(state, ch, expected_version=base.version)
+        db.commit(state, ch, expected_version=base.version, base=None if whole else base.state)
         clock.lap("commit")
         try:
             snap: Snapshot | None = publish.next_snapshot(base, state, ch, removed_nodes, rebuild=whole)

@@ -42,6 +42,27 @@ def test_published_snapshot_never_changes_after_later_writes(scripted_forest) ->
     assert forest.check("u")["ok"]
 
 
+def test_the_resident_version_equals_the_store_as_occurrences_come_and_go(scripted_forest, tmp_path) -> None:
+    """A fact said again gets only its new occurrence rows; one losing an occurrence is rewritten."""
+    said = "I keep my old bicycle in the hallway near the front door."
+    sessions = [{"session_id": f"r{i}", "timestamp": f"2023-03-{i + 1:02d}T10:00",
+                 "turns": [{"role": "user", "content": said}, {"role": "assistant", "content": f"Noted, entry {i}."}]}
+                for i in range(6)]
+    forest = scripted_forest(path=tmp_path / "st")
+    forest.ingest_sessions("u", sessions[:2])
+    for session in sessions[2:5]:
+        forest.ingest_sessions("u", [session])
+    forest.delete_session("u", "r1")
+    forest.correct_session("u", {**sessions[0], "turns": [{"role": "user", "content": "I sold the bicycle last week."}]})
+    forest.ingest_sessions("u", [sessions[5]])
+    resident = fingerprint(forest.snapshot("u"))
+    fresh = fingerprint(scripted_forest(path=tmp_path / "st").snapshot("u"))
+    resident.pop("index"), fresh.pop("index")
+    assert resident == fresh
+    assert max(len(occ) for _, occ in resident["facts"].values()) == 4  # r2, r3, r4, r5
+    assert forest.check("u")["ok"]
+
+
 def test_write_by_another_process_is_seen(scripted_forest, tmp_path) -> None:
     one = scripted_forest(path=tmp_path / "st")
     two = scripted_forest(path=tmp_path / "st")

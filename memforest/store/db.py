@@ -107,8 +107,9 @@ class UserDB:
             rows = con.execute("SELECT DISTINCT fact_id FROM occurrences WHERE session_id=?", (session_id,))
             return sorted(r[0] for r in rows)
 
-    def commit(self, state: UserState, ch: ChangeSet, expected_version: int) -> int:
-        """Write `ch` from `state` in one transaction; return the new version."""
+    def commit(self, state: UserState, ch: ChangeSet, expected_version: int, base: UserState | None = None) -> int:
+        """Write `ch` from `state` in one transaction; return the new version. `base` (optional) is
+        the committed state `state` was forked from: rows it shares are not written again."""
         with self.connect() as con:
             con.execute("BEGIN IMMEDIATE")
             try:
@@ -118,7 +119,7 @@ class UserDB:
                         f"user {state.user}: store changed underneath (version {current}, expected "
                         f"{expected_version}); retry the operation"
                     )
-                _write_changes(con, state, ch)
+                _write_changes(con, state, ch, base)
                 version = current + 1
                 for k, v in (("version", version), ("next_tree_rowid", state.next_tree_rowid),
                              ("next_scene", state.next_scene)):
@@ -210,15 +211,20 @@ def _read_state(con: sqlite3.Connection, user: str) -> UserState:
     return st
 
 
-def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet) -> None:
+def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet, base: UserState | None) -> None:
     """Every key the ChangeSet names is deleted, then written again if it exists in the state: a
-    key removed and re-created by one operation (a corrected session) ends up as the state says."""
+    key removed and re-created by one operation (a corrected session) ends up as the state says.
+    A fact whose committed occurrences (in `base`) are kept as they were gets only its new ones."""
     for sid in ch.deleted_sessions | ch.sessions:
         con.execute("DELETE FROM sessions WHERE session_id=?", (sid,))
         con.execute("DELETE FROM cells WHERE session_id=?", (sid,))
         if sid in st.sessions:
             _write_session(con, st, sid)
     for fid in ch.deleted_facts | ch.facts:
+        kept = _kept_occurrences(base, st, fid)
+        if kept:
+            _write_fact(con, st, fid, replace=True, start=kept)
+            continue
         con.execute("DELETE FROM facts WHERE fact_id=?", (fid,))
         con.execute("DELETE FROM occurrences WHERE fact_id=?", (fid,))
         if fid in st.facts:
@@ -266,12 +272,24 @@ def _write_session(con: sqlite3.Connection, st: UserState, sid: str) -> None:
         for c in (st.cells[cid] for cid in st.session_cells[sid])])
 
 
-def _write_fact(con: sqlite3.Connection, st: UserState, fid: str) -> None:
+def _kept_occurrences(base: UserState | None, st: UserState, fid: str) -> int:
+    """How many leading occurrences of fact `fid` are committed (in `base`) exactly as `st` has them
+    (0: write the fact whole)."""
+    old = base.facts.get(fid) if base is not None else None
+    new = st.facts.get(fid)
+    if old is None or new is None or len(new.occurrences) < len(old.occurrences):
+        return 0
+    return len(old.occurrences) if new.occurrences[: len(old.occurrences)] == old.occurrences else 0
+
+
+def _write_fact(con: sqlite3.Connection, st: UserState, fid: str, replace: bool = False, start: int = 0) -> None:
+    """The fact's row and its occurrences from `start` on (`replace`: the row exists already)."""
     f = st.facts[fid]
-    con.execute("INSERT INTO facts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+    verb = "INSERT OR REPLACE" if replace else "INSERT"
+    con.execute(f"{verb} INTO facts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
         f.id, f.text, f.norm, f.origin, f.role, json.dumps(f.participants), json.dumps(f.entities),
         json.dumps(f.topics), f.time_text, f.event_start, f.event_end, f.attribute, f.domain,
         f.collection, _blob(st.fact_vecs[fid])))
     con.executemany("INSERT INTO occurrences VALUES (?,?,?,?,?,?,?,?,?)", [
         (f.id, i, o.session_id, o.cell_id, o.turn_lo, o.turn_hi, o.source_time, o.event_start, o.event_end)
-        for i, o in enumerate(f.occurrences)])
+        for i, o in enumerate(f.occurrences[start:], start)])
