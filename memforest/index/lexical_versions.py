@@ -20,35 +20,67 @@ from memforest.index.lexical import K1, B, terms
 _SEQ = itertools.count(1)
 
 
-class Segment:
-    """Postings of a batch of documents; never changes once built."""
+class Vocabulary:
+    """Term -> integer id, shared (append-only) by every version of one lineage of indexes."""
 
-    def __init__(self, docs: list[str], lengths: np.ndarray, postings: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+
+    def id(self, term: str) -> int:
+        found = self.ids.get(term)
+        if found is None:
+            found = self.ids[term] = len(self.ids)
+        return found
+
+
+class Segment:
+    """Postings of a batch of documents, never changed once built, as one sorted run of
+    (term id, document position, count) triples: `terms` holds each term id once, ascending, and
+    its postings are positions/counts[offsets[i]:offsets[i + 1]] (positions ascending)."""
+
+    def __init__(self, docs: list[str], lengths: np.ndarray, term_ids: np.ndarray, positions: np.ndarray,
+                 counts: np.ndarray) -> None:
         self.seq = next(_SEQ)
         self.docs = docs
         self.pos = {d: i for i, d in enumerate(docs)}
         self.lengths = lengths  # terms per document, float64
-        self.postings = postings  # term -> (positions int32, counts int32), positions ascending
+        order = np.lexsort((positions, term_ids))
+        term_ids, self.positions, self.counts = term_ids[order], positions[order], counts[order]
+        self.terms, first = np.unique(term_ids, return_index=True)
+        self.offsets = np.append(first, len(term_ids)).astype(np.int64)
 
     def __len__(self) -> int:
         return len(self.docs)
 
     @classmethod
-    def of(cls, docs: Iterable[tuple[str, str]]) -> Segment:
+    def of(cls, docs: Iterable[tuple[str, str]], vocab: Vocabulary) -> Segment:
         ids: list[str] = []
         lengths: list[int] = []
-        lists: dict[str, tuple[list[int], list[int]]] = {}
+        tids: list[int] = []
+        pos: list[int] = []
+        tfs: list[int] = []
         for doc_id, text in docs:
             words = terms(text)
             at = len(ids)
             ids.append(doc_id)
             lengths.append(len(words))
             for term, count in Counter(words).items():
-                pos, tf = lists.setdefault(term, ([], []))
+                tids.append(vocab.id(term))
                 pos.append(at)
-                tf.append(count)
-        postings = {t: (np.asarray(p, np.int32), np.asarray(c, np.int32)) for t, (p, c) in lists.items()}
-        return cls(ids, np.asarray(lengths, np.float64), postings)
+                tfs.append(count)
+        return cls(ids, np.asarray(lengths, np.float64), np.asarray(tids, np.int64), np.asarray(pos, np.int64),
+                   np.asarray(tfs, np.int32))
+
+    def postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray] | None:
+        i = int(np.searchsorted(self.terms, term_id))
+        if i == len(self.terms) or self.terms[i] != term_id:
+            return None
+        lo, hi = self.offsets[i], self.offsets[i + 1]
+        return self.positions[lo:hi], self.counts[lo:hi]
+
+    def triples(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(term id, position, count) of every posting."""
+        return np.repeat(self.terms, np.diff(self.offsets)), self.positions, self.counts
 
 
 class LexicalScores:
@@ -78,8 +110,9 @@ class LexicalScores:
         pairs: list[tuple[str, float]] = []
         for seq, arr in self._acc.items():
             hit = np.flatnonzero(arr > 0.0)
-            if len(hit) > k:
-                hit = hit[np.argpartition(-arr[hit], k - 1)[:k]]
+            if len(hit) > k:  # the k best and everything tied with the k-th (ties go by document id)
+                values = arr[hit]
+                hit = hit[values >= np.partition(values, len(values) - k)[len(values) - k]]
             docs = self._index.segment(seq).docs
             pairs.extend((docs[i], float(arr[i])) for i in hit.tolist())
         pairs.sort(key=lambda p: (-p[1], p[0]))
@@ -93,7 +126,8 @@ class VersionedLexical:
     """BM25 over the live documents of a list of segments."""
 
     def __init__(self, docs: Iterable[tuple[str, str]] = ()) -> None:
-        seg = Segment.of(docs)
+        self.vocab = Vocabulary()
+        seg = Segment.of(docs, self.vocab)
         self.segments: list[Segment] = [seg] if len(seg) else []
         self.live: CowMap[str, int] = CowMap((d, seg.seq) for d in seg.docs)
         self.masks: dict[int, np.ndarray] = {seg.seq: np.ones(len(seg), bool)} if len(seg) else {}
@@ -110,12 +144,12 @@ class VersionedLexical:
     def next_version(self, removed: Iterable[str], added: Iterable[tuple[str, str]]) -> VersionedLexical:
         """A new version without `removed` and with `added` (documents re-added replace older copies)."""
         out = VersionedLexical.__new__(VersionedLexical)
-        out.segments, out.live, out.total_length = list(self.segments), self.live.fork(), self.total_length
+        out.vocab, out.segments, out.live, out.total_length = self.vocab, list(self.segments), self.live.fork(), self.total_length
         out.masks, out._own, out._by_seq = dict(self.masks), set(), dict(self._by_seq)
         added = list(added)
         for doc_id in [*removed, *(d for d, _ in added)]:
             out._drop(doc_id)
-        seg = Segment.of(added)
+        seg = Segment.of(added, self.vocab)
         if len(seg):
             out._add(seg)
             out.live.update((d, seg.seq) for d in seg.docs)
@@ -154,30 +188,20 @@ class VersionedLexical:
 
     @staticmethod
     def _merged(a: Segment, mask_a: np.ndarray, b: Segment, mask_b: np.ndarray) -> Segment:
-        """One segment of the live documents of `a` then `b`."""
-        remap = []
+        """One segment of the live documents of `a` then `b` (array operations only)."""
+        parts = []
         offset = 0
-        for mask in (mask_a, mask_b):
+        for seg, mask in ((a, mask_a), (b, mask_b)):
             new = np.full(len(mask), -1, np.int64)
             new[mask] = np.arange(offset, offset + int(mask.sum()))
             offset += int(mask.sum())
-            remap.append(new)
-        docs = [d for seg, mask in ((a, mask_a), (b, mask_b)) for d, keep in zip(seg.docs, mask.tolist()) if keep]
+            tids, pos, tf = seg.triples()
+            moved = new[pos]
+            keep = moved >= 0
+            parts.append((tids[keep], moved[keep], tf[keep]))
+        docs = [d for seg, mask in ((a, mask_a), (b, mask_b)) for d, live in zip(seg.docs, mask.tolist()) if live]
         lengths = np.concatenate([a.lengths[mask_a], b.lengths[mask_b]])
-        postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for term in a.postings.keys() | b.postings.keys():
-            pos_parts, tf_parts = [], []
-            for seg, new in ((a, remap[0]), (b, remap[1])):
-                if term in seg.postings:
-                    pos, tf = seg.postings[term]
-                    moved = new[pos]
-                    keep = moved >= 0
-                    pos_parts.append(moved[keep].astype(np.int32))
-                    tf_parts.append(tf[keep])
-            pos = np.concatenate(pos_parts)
-            if len(pos):
-                postings[term] = (pos, np.concatenate(tf_parts))
-        return Segment(docs, lengths, postings)
+        return Segment(docs, lengths, *(np.concatenate([p[i] for p in parts]) for i in range(3)))
 
     def scores(self, query: str) -> LexicalScores:
         n_docs = len(self.live)
@@ -185,10 +209,13 @@ class VersionedLexical:
         avg = avg or 1.0
         acc: dict[int, np.ndarray] = {}
         for term in sorted(set(terms(query))):
+            term_id = self.vocab.ids.get(term)
+            if term_id is None:
+                continue
             parts = []
             df = 0
             for seg in self.segments:
-                found = seg.postings.get(term)
+                found = seg.postings(term_id)
                 if found is None:
                     continue
                 pos, tf = found
