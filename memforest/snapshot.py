@@ -26,10 +26,17 @@ class Snapshot:
     def version(self) -> int:
         return self.state.version
 
-    def fact_trees(self, fact_id: str) -> list[str]:
-        """Ids of the trees holding a leaf for a fact, and of the session trees it was said in."""
+    def fact_trees(self, fact_id: str, limit: int | None = None, also: Iterable[str] = ()) -> list[str]:
+        """Ids of the trees holding a leaf for a fact, and of the session trees it was said in (in id
+        order; with `limit`, the first `limit` of those and any of `also`)."""
         fact = self.state.facts.get(fact_id)
-        said = sorted(f"session:{s}" for s in fact.sessions) if fact is not None else []
+        if fact is None:
+            return self.state.trees_holding(fact_id)
+        sessions = fact.sorted_sessions if limit is None else fact.sorted_sessions[:limit]
+        said = [f"session:{s}" for s in sessions]
+        if limit is not None and len(fact.sorted_sessions) > limit:
+            first = set(said)
+            said += [t for t in also if t not in first and t.startswith("session:") and t[8:] in fact.sessions]
         return [*self.state.trees_holding(fact_id), *said]
 
     @property

@@ -74,9 +74,23 @@ class Fact:
     collection: str
     occurrences: list[Occurrence] = field(default_factory=list)
 
+    def _view(self) -> _Occurrences:
+        """What the occurrences imply, computed once per change of the list (a fact said in many
+        sessions is read often and changed by appending)."""
+        view: _Occurrences | None = self.__dict__.get("_occurrences_view")
+        if view is None or view.of is not self.occurrences or view.n != len(self.occurrences):
+            view = _Occurrences(self.occurrences)
+            self.__dict__["_occurrences_view"] = view
+        return view
+
     @property
     def source_time(self) -> float:
-        return min(o.source_time for o in self.occurrences)
+        return self._view().source_time
+
+    @property
+    def first(self) -> Occurrence | None:
+        """The earliest occurrence (by source time, then session id)."""
+        return self._view().first
 
     @property
     def time(self) -> float:
@@ -84,5 +98,31 @@ class Fact:
         return self.event_start if self.event_start is not None else self.source_time
 
     @property
-    def sessions(self) -> set[str]:
-        return {o.session_id for o in self.occurrences}
+    def sessions(self) -> frozenset[str]:
+        return self._view().sessions
+
+    @property
+    def sorted_sessions(self) -> tuple[str, ...]:
+        return self._view().sorted_sessions
+
+
+class _Occurrences:
+    __slots__ = ("of", "n", "sessions", "first", "_sorted")
+
+    def __init__(self, occurrences: list[Occurrence]) -> None:
+        self.of, self.n = occurrences, len(occurrences)
+        self.sessions = frozenset(o.session_id for o in occurrences)
+        self.first = min(occurrences, key=lambda o: (o.source_time, o.session_id), default=None)
+        self._sorted: tuple[str, ...] | None = None
+
+    @property
+    def source_time(self) -> float:
+        if self.first is None:
+            raise ValueError("a fact without occurrences has no source time")
+        return self.first.source_time
+
+    @property
+    def sorted_sessions(self) -> tuple[str, ...]:
+        if self._sorted is None:
+            self._sorted = tuple(sorted(self.sessions))
+        return self._sorted

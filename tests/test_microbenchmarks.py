@@ -84,6 +84,7 @@ def test_incremental_suite_smoke(tmp_path) -> None:
     out = incremental.main(["--sizes", "4,8", "--reps", "1", "--turns", "4", "--batch", "4", "--root", str(tmp_path)])
     assert [r["sessions"] for r in out["rows"]] == [4, 8]
     for row in out["rows"]:
+        assert row["load_s"] > 0 and row["first_query_s"] > 0  # once per process, reported apart
         for op in ("ingest", "delete", "correct", "query"):
             assert row[op]["mean_s"] > 0
         stages = row["ingest"]["stages"]

@@ -125,3 +125,36 @@ def test_cli_ask_json(cli_store, capsys):
     assert {"recalled", "browse", "temporal", "latency", "llm_calls", "plan"} <= set(out["trace"])
     assert main(["ask", *common, "--user", "ghost", "x"]) == 2
     assert "no memory" in capsys.readouterr().err
+
+
+def test_recall_of_a_fact_said_in_many_sessions_matches_the_untruncated_recall(scripted_forest):
+    """Recall reads only the first session trees of a fact said in many sessions; the trees it
+    recalls are exactly those of ranking every session tree the fact was said in."""
+    from memforest.retrieval.recall import recall_trees
+    from memforest.retrieval.results import RecalledTree
+
+    said = "I keep my old bicycle in the hallway near the front door."
+    sessions = [{"session_id": f"r{i:02d}", "timestamp": f"2023-03-{i + 1:02d}T10:00",
+                 "turns": [{"role": "user", "content": said if i % 3 else f"My cousin {i} visited the lake house."},
+                           {"role": "assistant", "content": f"Noted, entry {i}."}]} for i in range(24)]
+    forest = scripted_forest(query__top_trees=3)
+    forest.ingest_sessions("u", sessions)
+    snap = forest.snapshot("u")
+    cfg = forest.config.query
+    assert max(len(f.occurrences) for f in snap.state.facts.values()) >= 16
+    for question in (said, "Where is the bicycle?", "Who visited the lake house?", "entry 7"):
+        qvec = forest.embedder.embed([question], "query")[0]
+        idx = snap.index
+        root_sim = dict(zip((idx.root_tree[u] for u in idx.roots.search(qvec, cfg.top_trees)[0].tolist()),
+                            idx.roots.search(qvec, cfg.top_trees)[1].tolist()))
+        fact_sim: dict[str, float] = {}
+        ids, scores = idx.facts.search(qvec, cfg.fact_recall)
+        for uid, s in zip(ids.tolist(), scores.tolist()):
+            for tid in snap.fact_trees(idx.fact_key[uid]):  # every tree, no limit
+                fact_sim[tid] = max(fact_sim.get(tid, -1.0), s)
+        want = sorted((RecalledTree(t, snap.state.trees[t].family,
+                                    cfg.root_weight * root_sim.get(t, 0.0) + cfg.fact_weight * fact_sim.get(t, 0.0),
+                                    root_sim.get(t), fact_sim.get(t))
+                       for t in set(root_sim) | set(fact_sim) if t in snap.state.trees),
+                      key=lambda r: (-r.score, r.tree_id))[: cfg.top_trees]
+        assert recall_trees(snap, qvec, cfg) == want

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +40,7 @@ def fact_id(norm: str) -> str:
 class CanonResult:
     new_facts: list[Fact] = field(default_factory=list)
     updated_facts: list[Fact] = field(default_factory=list)  # existing facts with new occurrences
-    sessions_before: dict[str, set[str]] = field(default_factory=dict)  # of each updated fact
+    sessions_before: dict[str, AbstractSet[str]] = field(default_factory=dict)  # of each updated fact
     new_embeddings: dict[str, np.ndarray] = field(default_factory=dict)
     resolved_ids: list[str] = field(default_factory=list)  # the canonical fact of each candidate
     llm_checks: int = 0

@@ -140,7 +140,7 @@ def _item_view(snap: Snapshot, item: str) -> tuple[np.ndarray, float, str]:
         vec = state.nodes[key].embedding if key is not None else np.zeros(state.dim, np.float32)
         return vec, cell.time, cell.session_id
     fact = state.facts[item]
-    first = min(fact.occurrences, key=lambda o: (o.source_time, o.session_id), default=None)
+    first = fact.first
     return state.fact_vecs[item], fact.time, first.session_id if first is not None else ""
 
 

@@ -19,7 +19,10 @@ def recall_trees(snap: Snapshot, qvec: np.ndarray, cfg: QueryConfig) -> list[Rec
     fact_sim: dict[str, float] = {}
     ids, scores = idx.facts.search(qvec, cfg.fact_recall)
     for uid, s in zip(ids.tolist(), scores.tolist()):
-        for tid in snap.fact_trees(idx.fact_key[uid]):
+        # A fact said in many sessions: past its first top_trees + len(root_sim) session trees (in id
+        # order) a tree can be chosen only for a root match (`also`), since at least top_trees of the
+        # first ones score as much from this fact alone and win on id.
+        for tid in snap.fact_trees(idx.fact_key[uid], limit=cfg.top_trees + len(root_sim), also=root_sim):
             fact_sim[tid] = max(fact_sim.get(tid, -1.0), s)
     trees = snap.state.trees
     out = [

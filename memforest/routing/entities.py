@@ -4,6 +4,7 @@ label has been seen in enough facts from enough sessions (then back-filled with 
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 
 from memforest.config import EntityConfig
 from memforest.state import EntityStat, UserState
@@ -37,7 +38,7 @@ def fact_labels(fact: Fact, cfg: EntityConfig) -> set[str]:
     return {label for label in labels if label}
 
 
-def record_mentions(state: UserState, fact: Fact, cfg: EntityConfig, before: set[str]) -> dict[str, bool]:
+def record_mentions(state: UserState, fact: Fact, cfg: EntityConfig, before: AbstractSet[str]) -> dict[str, bool]:
     """Count `fact` against its labels, given the sessions it had before (empty for a fact new to the
     memory); return each label whose stats changed, and whether the fact is new to that label."""
     changed: dict[str, bool] = {}
@@ -67,7 +68,7 @@ def forget_fact(state: UserState, fact: Fact, cfg: EntityConfig) -> set[str]:
     return touched
 
 
-def _count(stat: EntityStat, sessions: set[str], delta: int) -> None:
+def _count(stat: EntityStat, sessions: AbstractSet[str], delta: int) -> None:
     for sid in sessions:
         n = stat.sessions.get(sid, 0) + delta
         if n > 0:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
+
 from memforest.config import MemForestConfig
 from memforest.routing import entities, scenes
 from memforest.state import ChangeSet, UserState
@@ -34,7 +37,7 @@ class Router:
             info.tree.insert(cid, cell.time)
         self.ch.trees.add(tid)
 
-    def route_facts(self, new_facts: list[Fact], updated: list[tuple[Fact, set[str]]]) -> None:
+    def route_facts(self, new_facts: list[Fact], updated: list[tuple[Fact, AbstractSet[str]]]) -> None:
         """Route new facts to every scope; update entity stats of facts seen again (`updated` pairs a
         fact with the sessions it had before this operation)."""
         added: dict[str, set[str]] = {}
@@ -143,7 +146,7 @@ class Router:
         for label in sorted(entities.forget_fact(self.state, fact, self.cfg.entity)):
             self.sync_entity(label)
 
-    def recount(self, facts: list[tuple[Fact, set[str]]]) -> None:
+    def recount(self, facts: Sequence[tuple[Fact, AbstractSet[str]]]) -> None:
         """Update entity stats of facts whose occurrences changed (each with its sessions before)."""
         labels: set[str] = set()
         for fact, before in facts:
