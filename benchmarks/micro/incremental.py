@@ -48,13 +48,14 @@ def _forest(path: Path) -> MemForest:
 
 
 def base_store(root: Path, size: int, turns: int, seed: int, batch: int) -> Path:
-    """A store holding `size` sessions (built in batches of `batch` sessions per call), cached."""
+    """A store holding `size` sessions (built in batches of `batch` sessions per call), cached; an
+    interrupted build goes on from the sessions it committed."""
     path = root / f"incremental_base_n{size}_t{turns}_s{seed}"
     if (path / "done").exists():
         return path
-    shutil.rmtree(path, ignore_errors=True)
     with _forest(path) as forest:
-        for lo in range(0, size, batch):
+        start = len(forest.snapshot(USER).state.sessions) if USER in forest.users() else 0
+        for lo in range(start, size, batch):
             forest.ingest_sessions(USER, longmemeval_sessions(min(batch, size - lo), lo, turns, seed))
     (path / "done").write_text(str(size))
     return path
