@@ -314,9 +314,10 @@ class MemForest:
         if (snap.state.embedder, snap.state.dim) != (self.embedder.name, self.embedder.dim):
             raise StoreError(f"user {user!r} was built with embedder {snap.state.embedder} ({snap.state.dim}-d); "
                              f"this configuration uses {self.embedder.name} ({self.embedder.dim}-d)")
-        if not snap.state.sessions:
+        latest = snap.state.latest_session_time()
+        if latest is None:
             raise StoreError(f"the memory of user {user!r} is empty")
-        ref = parse_time(date, "query date") if date not in (None, "") else max(s.time for s in snap.state.sessions.values())
+        ref = parse_time(date, "query date") if date not in (None, "") else latest
         tags = {"op": "query", "user": user, "query": next(self._query_ids)}
         needs_llm = answer or cfg.mode in LLM_QUERY_MODES
         return run_query(snap, question, iso_minute(ref), cfg, self.embedder,

@@ -26,7 +26,7 @@ def delete_session(state: UserState, session_id: str, cfg: MemForestConfig, ch: 
         if cid in state.pending_cells:
             state.pending_cells.discard(cid)
             ch.pending_cells = True
-    del state.sessions[session_id]
+    state.remove_session(session_id)
     ch.deleted_sessions.add(session_id)
     ch.sessions.discard(session_id)
     orphaned, thinned = [], []

@@ -49,7 +49,7 @@ def merge_into(
 
 def _copy_sessions(target: UserState, source: UserState, ch: ChangeSet) -> None:
     for sid, session in source.sessions.items():
-        target.sessions[sid] = session
+        target.add_session(session)
         target.session_cells[sid] = list(source.session_cells.get(sid, []))
         for cid in target.session_cells[sid]:
             target.cells[cid] = source.cells[cid]

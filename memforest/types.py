@@ -6,7 +6,9 @@ event time (when what it asserts happened) are separate fields and are never int
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import bisect
+from dataclasses import dataclass, field, replace
+from operator import attrgetter
 
 ROLES = ("user", "assistant")
 ORIGINS = ("user", "assistant", "mixed", "unknown")
@@ -78,10 +80,20 @@ class Fact:
         """What the occurrences imply, computed once per change of the list (a fact said in many
         sessions is read often and changed by appending)."""
         view: _Occurrences | None = self.__dict__.get("_occurrences_view")
-        if view is None or view.of is not self.occurrences or view.n != len(self.occurrences):
-            view = _Occurrences(self.occurrences)
-            self.__dict__["_occurrences_view"] = view
+        occ = self.occurrences
+        if view is not None and view.of is occ and view.n == len(occ):
+            return view
+        view = view.extended(occ) if view is not None and view.is_prefix_of(occ) else _Occurrences(occ)
+        self.__dict__["_occurrences_view"] = view
         return view
+
+    def copy_for_write(self) -> Fact:
+        """A private copy to change (its own occurrence list); what it implies carries over."""
+        out = replace(self, occurrences=list(self.occurrences))
+        view = self.__dict__.get("_occurrences_view")
+        if view is not None:
+            out.__dict__["_occurrences_view"] = view
+        return out
 
     @property
     def source_time(self) -> float:
@@ -106,14 +118,41 @@ class Fact:
         return self._view().sorted_sessions
 
 
+_SESSION = attrgetter("session_id")
+_EARLIEST = attrgetter("source_time", "session_id")
+
+
 class _Occurrences:
+    """Sessions, earliest occurrence and sorted sessions of an occurrence list; a list that grew by
+    appends (the way facts change) is brought up to date from its new tail only."""
+
     __slots__ = ("of", "n", "sessions", "first", "_sorted")
 
     def __init__(self, occurrences: list[Occurrence]) -> None:
         self.of, self.n = occurrences, len(occurrences)
-        self.sessions = frozenset(o.session_id for o in occurrences)
-        self.first = min(occurrences, key=lambda o: (o.source_time, o.session_id), default=None)
+        self.sessions = frozenset(map(_SESSION, occurrences))
+        self.first = min(occurrences, key=_EARLIEST, default=None)
         self._sorted: tuple[str, ...] | None = None
+
+    def is_prefix_of(self, occurrences: list[Occurrence]) -> bool:
+        return len(occurrences) >= self.n and (occurrences is self.of or occurrences[: self.n] == self.of[: self.n])
+
+    def extended(self, occurrences: list[Occurrence]) -> _Occurrences:
+        tail = occurrences[self.n:]
+        out = _Occurrences.__new__(_Occurrences)
+        out.of, out.n = occurrences, len(occurrences)
+        new = set(map(_SESSION, tail)) - self.sessions
+        out.sessions = self.sessions | new if new else self.sessions
+        earliest = min(tail, key=_EARLIEST, default=None)
+        out.first = self.first if earliest is None or (self.first is not None and
+                                                       _EARLIEST(self.first) <= _EARLIEST(earliest)) else earliest
+        out._sorted = None
+        if self._sorted is not None:
+            merged = list(self._sorted)
+            for sid in sorted(new):
+                bisect.insort(merged, sid)
+            out._sorted = tuple(merged)
+        return out
 
     @property
     def source_time(self) -> float:

@@ -81,6 +81,10 @@ class VectorTable:
             if slot is not None:
                 self._live[slot] = False
 
+    def live_rows(self) -> np.ndarray:
+        """Row numbers of the live rows."""
+        return np.flatnonzero(self._live[: self._n])
+
     def scores(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row numbers, inner products) of the live rows for one query vector."""
         n = self._n

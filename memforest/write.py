@@ -66,7 +66,7 @@ def ingest_sessions(
             raise InputError(f"session {s.session_id!r} is already stored for user {state.user!r}")
     cells = []
     for s in sessions:
-        state.sessions[s.session_id] = s
+        state.add_session(s)
         session_cells = chunk_session(s, cfg.chunk)
         state.session_cells[s.session_id] = [c.id for c in session_cells]
         state.cells.update((c.id, c) for c in session_cells)

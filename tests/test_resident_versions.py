@@ -3,6 +3,7 @@ seen, readers never wait for a writer, and the versioned vector tables behave as
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 
@@ -61,6 +62,14 @@ def test_the_resident_version_equals_the_store_as_occurrences_come_and_go(script
     assert resident == fresh
     assert max(len(occ) for _, occ in resident["facts"].values()) == 4  # r2, r3, r4, r5
     assert forest.check("u")["ok"]
+    with sqlite3.connect(tmp_path / "st" / "users" / "u" / "memory.sqlite") as con:
+        rows = con.execute("SELECT fact_id, seq, session_id FROM occurrences ORDER BY fact_id, seq").fetchall()
+    seqs = {}
+    for fid, seq, sid in rows:
+        seqs.setdefault(fid, []).append((seq, sid))
+    # edited in place: r0 and r1 lost their rows, the others kept their numbers, r5 came after
+    assert [(0, "r1"), (1, "r2")] not in seqs.values() and max(seqs.values(), key=len) == [
+        (2, "r2"), (3, "r3"), (4, "r4"), (5, "r5")]
 
 
 def test_write_by_another_process_is_seen(scripted_forest, tmp_path) -> None:

@@ -12,6 +12,8 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from itertools import compress
+from operator import not_
 from pathlib import Path
 
 import numpy as np
@@ -214,16 +216,15 @@ def _read_state(con: sqlite3.Connection, user: str) -> UserState:
 def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet, base: UserState | None) -> None:
     """Every key the ChangeSet names is deleted, then written again if it exists in the state: a
     key removed and re-created by one operation (a corrected session) ends up as the state says.
-    A fact whose committed occurrences (in `base`) are kept as they were gets only its new ones."""
+    A fact whose occurrences changed by removals and appends (against `base`) is edited in place."""
     for sid in ch.deleted_sessions | ch.sessions:
         con.execute("DELETE FROM sessions WHERE session_id=?", (sid,))
         con.execute("DELETE FROM cells WHERE session_id=?", (sid,))
         if sid in st.sessions:
             _write_session(con, st, sid)
     for fid in ch.deleted_facts | ch.facts:
-        kept = _kept_occurrences(base, st, fid)
-        if kept:
-            _write_fact(con, st, fid, replace=True, start=kept)
+        edit = _occurrence_edit(base, st, fid)
+        if edit is not None and _edit_fact(con, st, fid, *edit):
             continue
         con.execute("DELETE FROM facts WHERE fact_id=?", (fid,))
         con.execute("DELETE FROM occurrences WHERE fact_id=?", (fid,))
@@ -272,24 +273,57 @@ def _write_session(con: sqlite3.Connection, st: UserState, sid: str) -> None:
         for c in (st.cells[cid] for cid in st.session_cells[sid])])
 
 
-def _kept_occurrences(base: UserState | None, st: UserState, fid: str) -> int:
-    """How many leading occurrences of fact `fid` are committed (in `base`) exactly as `st` has them
-    (0: write the fact whole)."""
+def _occurrence_edit(base: UserState | None, st: UserState, fid: str
+                     ) -> tuple[list[Occurrence], list[Occurrence]] | None:
+    """(removed, appended) when fact `fid`'s occurrences in `st` are its committed ones (in `base`)
+    with some removed, order kept, and some appended; None when it must be written whole."""
     old = base.facts.get(fid) if base is not None else None
     new = st.facts.get(fid)
-    if old is None or new is None or len(new.occurrences) < len(old.occurrences):
-        return 0
-    return len(old.occurrences) if new.occurrences[: len(old.occurrences)] == old.occurrences else 0
+    if old is None or new is None:
+        return None
+    was, now = old.occurrences, new.occurrences
+    if now[: len(was)] == was:  # said again: the usual edit, decided in one list comparison
+        return [], now[len(was):]
+    present = set(map(id, now))  # kept occurrences are the committed objects themselves
+    flags = list(map(present.__contains__, map(id, was)))
+    kept = list(compress(was, flags))
+    if now[: len(kept)] != kept:
+        return None
+    return list(compress(was, map(not_, flags))), now[len(kept):]
 
 
-def _write_fact(con: sqlite3.Connection, st: UserState, fid: str, replace: bool = False, start: int = 0) -> None:
-    """The fact's row and its occurrences from `start` on (`replace`: the row exists already)."""
+def _edit_fact(con: sqlite3.Connection, st: UserState, fid: str, removed: list[Occurrence],
+               appended: list[Occurrence]) -> bool:
+    """Apply an occurrence edit in place: the fact's row, its removed occurrence rows found through
+    their session, the appended ones after its last sequence number. False (nothing kept) when the
+    rows left do not add up to the fact's occurrences: the caller writes the fact whole."""
+    f = st.facts[fid]
+    _write_fact(con, st, fid, replace=True, occurrences=False)
+    con.executemany(
+        "DELETE FROM occurrences INDEXED BY occurrences_by_session WHERE session_id=? AND fact_id=? "
+        "AND cell_id=? AND turn_lo=? AND turn_hi=?",
+        [(o.session_id, fid, o.cell_id, o.turn_lo, o.turn_hi) for o in removed])
+    (last,) = con.execute("SELECT MAX(seq) FROM occurrences WHERE fact_id=?", (fid,)).fetchone()
+    _insert_occurrences(con, fid, appended, (last if last is not None else -1) + 1)
+    (rows,) = con.execute("SELECT COUNT(*) FROM occurrences WHERE fact_id=?", (fid,)).fetchone()
+    return bool(rows == len(f.occurrences))
+
+
+def _write_fact(con: sqlite3.Connection, st: UserState, fid: str, replace: bool = False,
+                occurrences: bool = True) -> None:
+    """The fact's row (`replace`: it exists already) and, with `occurrences`, all its occurrences."""
     f = st.facts[fid]
     verb = "INSERT OR REPLACE" if replace else "INSERT"
     con.execute(f"{verb} INTO facts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
         f.id, f.text, f.norm, f.origin, f.role, json.dumps(f.participants), json.dumps(f.entities),
         json.dumps(f.topics), f.time_text, f.event_start, f.event_end, f.attribute, f.domain,
         f.collection, _blob(st.fact_vecs[fid])))
+    if occurrences:
+        _insert_occurrences(con, fid, f.occurrences, 0)
+
+
+def _insert_occurrences(con: sqlite3.Connection, fid: str, occurrences: list[Occurrence], seq: int) -> None:
+    """Rows of `occurrences` numbered from `seq` on (the numbers order them; gaps are allowed)."""
     con.executemany("INSERT INTO occurrences VALUES (?,?,?,?,?,?,?,?,?)", [
-        (f.id, i, o.session_id, o.cell_id, o.turn_lo, o.turn_hi, o.source_time, o.event_start, o.event_end)
-        for i, o in enumerate(f.occurrences[start:], start)])
+        (fid, i, o.session_id, o.cell_id, o.turn_lo, o.turn_hi, o.source_time, o.event_start, o.event_end)
+        for i, o in enumerate(occurrences, seq)])
