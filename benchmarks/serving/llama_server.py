@@ -16,11 +16,12 @@ from memforest.errors import ConfigError
 
 
 def _die_with_parent() -> None:
-    """Linux: the server gets SIGTERM when the process that started it dies, even by SIGKILL."""
+    """Linux: the server is killed when the process that started it dies, even by SIGKILL. SIGKILL,
+    since a server busy with a long generation outlives a SIGTERM (it waits for the request)."""
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
 
