@@ -13,7 +13,7 @@ from memforest.api import MemForest
 from memforest.config import MemForestConfig, TreeConfig
 from memforest.llm.testing import HashEmbedder
 from memforest.refresh import cell_embed_text
-from memforest.retrieval.hybrid import candidate_items, date_target, rank_units
+from memforest.retrieval.hybrid import candidate_items, date_target, lexical_scores, rank_units
 from memforest.timeutil import parse_time
 
 
@@ -87,9 +87,10 @@ def test_rank_units_respects_the_budget_and_empty_input(tmp_path: Path) -> None:
     mf.ingest_sessions("u", SESSIONS)
     snap = mf.snapshot("u")
     qvec = np.zeros(256, np.float32)
-    assert rank_units(snap, [], qvec, {}, None, mf.config.query, budget=5) == []
+    none = lexical_scores(snap, "qqqq")  # no item shares a term
+    assert len(none) == 0 and rank_units(snap, [], qvec, none, None, mf.config.query, budget=5) == []
     items = list(snap.state.cells)
-    hits = rank_units(snap, items, qvec, {}, None, mf.config.query, budget=3)
+    hits = rank_units(snap, items, qvec, none, None, mf.config.query, budget=3)
     assert len(hits) == 3 and len({h.key for h in hits}) == 3
 
 

@@ -64,7 +64,7 @@ def test_the_resident_version_equals_the_store_as_occurrences_come_and_go(script
     assert forest.check("u")["ok"]
     with sqlite3.connect(tmp_path / "st" / "users" / "u" / "memory.sqlite") as con:
         rows = con.execute("SELECT fact_id, seq, session_id FROM occurrences ORDER BY fact_id, seq").fetchall()
-    seqs = {}
+    seqs: dict[str, list[tuple[int, str]]] = {}
     for fid, seq, sid in rows:
         seqs.setdefault(fid, []).append((seq, sid))
     # edited in place: r0 and r1 lost their rows, the others kept their numbers, r5 came after
