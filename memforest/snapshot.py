@@ -36,7 +36,8 @@ class Snapshot:
         said = [f"session:{s}" for s in sessions]
         if limit is not None and len(fact.sorted_sessions) > limit:
             first = set(said)
-            said += [t for t in also if t not in first and t.startswith("session:") and t[8:] in fact.sessions]
+            said += [t for t in also if t not in first and t.startswith("session:")
+                     and t.removeprefix("session:") in fact.sessions]
         return [*self.state.trees_holding(fact_id), *said]
 
     @property

@@ -118,7 +118,7 @@ class UserState:
     norms: MutableMapping[str, str] = field(default_factory=_cow)
     scene_tables: dict[str, VectorTable] = field(default_factory=dict)  # domain -> scene centroids
     fact_table: VectorTable | None = None  # fact id -> embedding, for duplicate candidates
-    session_times: VectorTable | None = None  # session id -> its time (row meta), for the latest one
+    session_times: VectorTable = field(default_factory=lambda: VectorTable(1))  # session id -> time (row meta)
     _own: dict[str, set[str]] = field(default_factory=dict, repr=False)  # keys copied into this version
 
     _MAPS = ("sessions", "cells", "session_cells", "facts", "fact_vecs", "trees", "nodes", "entities",
@@ -129,7 +129,7 @@ class UserState:
         out = replace(self, pending_cells=set(self.pending_cells), _own={},
                       scene_tables={d: t.fork() for d, t in self.scene_tables.items()},
                       fact_table=self.fact_table.fork() if self.fact_table is not None else None,
-                      session_times=self.session_times.fork() if self.session_times is not None else None)
+                      session_times=self.session_times.fork())
         for name in self._MAPS:
             setattr(out, name, _fork(getattr(self, name)))
         return out
@@ -185,18 +185,14 @@ class UserState:
 
     def add_session(self, session: Session) -> None:
         self.sessions[session.session_id] = session
-        if self.session_times is not None:
-            self.session_times.upsert([session.session_id], np.zeros((1, 1)), np.array([[session.time, 0.0]]))
+        self.session_times.upsert([session.session_id], np.zeros((1, 1)), np.array([[session.time, 0.0]]))
 
     def remove_session(self, session_id: str) -> None:
         del self.sessions[session_id]
-        if self.session_times is not None:
-            self.session_times.remove([session_id])
+        self.session_times.remove([session_id])
 
     def latest_session_time(self) -> float | None:
         """The time of the latest stored session (None when there is none)."""
-        if self.session_times is None:
-            return max((s.time for s in self.sessions.values()), default=None)
         rows = self.session_times.live_rows()
         return float(self.session_times.row_meta(rows)[:, 0].max()) if len(rows) else None
 

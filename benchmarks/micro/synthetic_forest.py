@@ -32,7 +32,7 @@ def build_state(
     cell_vecs: dict[str, np.ndarray] = {}
     for s in range(sessions):
         sid, ts = f"{user}-s{s:03d}", t0 + s * 7 * DAY
-        st.sessions[sid] = Session(sid, ts, [Turn("user", f"turn {i}", ts) for i in range(2 * cells_per_session)])
+        st.add_session(Session(sid, ts, [Turn("user", f"turn {i}", ts) for i in range(2 * cells_per_session)]))
         st.session_cells[sid] = []
         for c in range(cells_per_session):
             cell = Cell(f"{sid}#{c}", sid, c, 2 * c, 2 * c + 1, ts + c * 60, f"synthetic dialogue {sid} {c}")
