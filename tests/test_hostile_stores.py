@@ -175,7 +175,9 @@ def test_a_damaged_database_is_reported_with_its_path_and_never_recreated(
 
 def test_a_newer_schema_is_refused_by_every_command(store: dict[str, Any],
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    _sql("UPDATE meta SET value = '2' WHERE key = 'schema_version'")(store["db"])
+    from memforest.store.schema import SCHEMA_VERSION
+
+    _sql(f"UPDATE meta SET value = '{SCHEMA_VERSION + 1}' WHERE key = 'schema_version'")(store["db"])
     for argv in (["ingest", *store["args"], store["more"]], ["show", *store["args"]],
                  ["ask", *store["args"], "--no-answer", "where"], ["refresh", *store["args"]]):
         one_line_failure(*run(capsys, *argv)[::2], "newer")
@@ -187,7 +189,7 @@ def test_damaged_resident_index_vectors_are_found_by_check_and_rebuilt(store: di
     from memforest.llm.testing import HashEmbedder
 
     forest = MemForest(store["db"].parents[2], MemForestConfig(), embedder=HashEmbedder(64), generate=False)
-    table = forest.snapshot("u").index.nodes
+    table = forest.snapshot("u").index.cells
     some = next(iter(table.keys()))
     table.vector(some)[:] = 0  # the resident vectors no longer match the store
     report = forest.check("u")

@@ -20,7 +20,7 @@ import numpy as np
 
 from memforest.errors import StoreError
 from memforest.state import ChangeSet, EntityStat, NodeData, Scene, TreeInfo, UserState
-from memforest.store.schema import DDL, SCHEMA_VERSION
+from memforest.store.schema import DDL, MIGRATIONS, SCHEMA_VERSION
 from memforest.store.validate import file_problem, identity_problem, schema_problems, store_error
 from memforest.trees.memtree import MemTree
 from memforest.types import Cell, Fact, Occurrence, Session, Turn
@@ -56,10 +56,12 @@ class UserDB:
 
     def validate(self, embedder: str | None = None, dim: int | None = None) -> None:
         """Refuse, naming the path, a file that is not a sound database of this schema version or
-        (when given) was built with another embedder. Reads only; nothing is created or repaired."""
+        (when given) was built with another embedder. A store of an older schema version with a known
+        migration is migrated first, in one transaction; nothing else is created or repaired."""
         problem = file_problem(self.path)
         if problem is None:
             with self.connect() as con:
+                _migrate(con)
                 problems = schema_problems(con, self.path)
                 if not problems and embedder is not None and dim is not None:
                     problems = [p for p in [identity_problem(con, self.path, embedder, dim)] if p]
@@ -205,8 +207,12 @@ def _read_state(con: sqlite3.Connection, user: str) -> UserState:
     for tid, rowid, family, label, fanout, _root, next_id in con.execute("SELECT * FROM trees"):
         tree = MemTree.from_rows(tid, fanout, rows.get(tid, []), next_node_id=next_id, validate=False)
         st.trees[tid] = TreeInfo(tid, family, label, rowid, tree)
-    for label, facts, sessions, tree_id in con.execute("SELECT * FROM entities"):
-        st.entities[label] = EntityStat(label, set(json.loads(facts)), json.loads(sessions), tree_id)
+    for label, tree_id in con.execute("SELECT label, tree_id FROM entities"):
+        st.entities[label] = EntityStat(label, set(), {}, tree_id)
+    for label, fid in con.execute("SELECT label, fact_id FROM entity_facts"):
+        st.entities[label].facts.add(fid)
+    for label, sid, n in con.execute("SELECT label, session_id, facts FROM entity_sessions"):
+        st.entities[label].sessions[sid] = n
     for sid, domain, total, size, t_last, tree_id in con.execute("SELECT * FROM scenes"):
         st.scenes[sid] = Scene(sid, domain, _vec(total), size, t_last, tree_id)
     st.pending_cells = {row[0] for row in con.execute("SELECT cell_id FROM pending_cells")}
@@ -247,12 +253,8 @@ def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet, base: 
                          n.key_hi[0], n.key_hi[1], n.count, n.item, n.prev, n.next, d.text, d.mode,
                          _blob(d.embedding)))
     con.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-    for label in ch.deleted_entities | ch.entities:
-        con.execute("DELETE FROM entities WHERE label=?", (label,))
-        if label in st.entities:
-            e = st.entities[label]
-            con.execute("INSERT INTO entities VALUES (?, ?, ?, ?)",
-                        (label, json.dumps(sorted(e.facts)), json.dumps(e.sessions), e.tree_id))
+    for label in sorted(ch.deleted_entities | ch.entities):
+        _write_entity(con, st, label, base)
     for sid in ch.deleted_scenes | ch.scenes:
         con.execute("DELETE FROM scenes WHERE scene_id=?", (sid,))
         if sid in st.scenes:
@@ -262,6 +264,53 @@ def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet, base: 
     if ch.pending_cells:
         con.execute("DELETE FROM pending_cells")
         con.executemany("INSERT INTO pending_cells VALUES (?)", [(c,) for c in sorted(st.pending_cells)])
+
+
+def _write_entity(con: sqlite3.Connection, st: UserState, label: str, base: UserState | None) -> None:
+    """An entity's row and its member rows: against its committed version in `base`, only the facts
+    and session counts that changed; without one, all of them."""
+    new, old = st.entities.get(label), base.entities.get(label) if base is not None else None
+    if new is None or old is None:
+        for table in ("entities", "entity_facts", "entity_sessions"):
+            con.execute(f"DELETE FROM {table} WHERE label=?", (label,))
+        if new is None:
+            return
+        old = EntityStat(label)
+    con.execute("INSERT OR REPLACE INTO entities VALUES (?, ?)", (label, new.tree_id))
+    con.executemany("DELETE FROM entity_facts WHERE label=? AND fact_id=?",
+                    [(label, f) for f in sorted(old.facts - new.facts)])
+    con.executemany("INSERT INTO entity_facts VALUES (?, ?)", [(label, f) for f in sorted(new.facts - old.facts)])
+    con.executemany("DELETE FROM entity_sessions WHERE label=? AND session_id=?",
+                    [(label, s) for s in sorted(old.sessions.keys() - new.sessions.keys())])
+    con.executemany("INSERT OR REPLACE INTO entity_sessions VALUES (?, ?, ?)",
+                    [(label, s, n) for s, n in sorted(new.sessions.items() - old.sessions.items())])
+
+
+def _migrate(con: sqlite3.Connection) -> None:
+    """Bring a store of an older schema version up to this one, in one transaction (a no-op for a
+    current store; one that is damaged or of an unknown version is left for validation to refuse)."""
+    def version() -> int | None:
+        try:
+            row = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.Error:
+            return None
+        return int(row[0]) if row and str(row[0]).isdigit() else None
+
+    start = version()
+    if start is None or start >= SCHEMA_VERSION or start not in MIGRATIONS:
+        return
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        v = version()  # another process may have migrated it meanwhile
+        while v is not None and v < SCHEMA_VERSION and v in MIGRATIONS:
+            for statement in MIGRATIONS[v]:
+                con.execute(statement)
+            v += 1
+            con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(v),))
+        con.execute("COMMIT")
+    except BaseException:
+        _rollback(con)
+        raise
 
 
 def _write_session(con: sqlite3.Connection, st: UserState, sid: str) -> None:
@@ -295,18 +344,19 @@ def _occurrence_edit(base: UserState | None, st: UserState, fid: str
 def _edit_fact(con: sqlite3.Connection, st: UserState, fid: str, removed: list[Occurrence],
                appended: list[Occurrence]) -> bool:
     """Apply an occurrence edit in place: the fact's row, its removed occurrence rows found through
-    their session, the appended ones after its last sequence number. False (nothing kept) when the
-    rows left do not add up to the fact's occurrences: the caller writes the fact whole."""
-    f = st.facts[fid]
-    _write_fact(con, st, fid, replace=True, occurrences=False)
-    con.executemany(
+    their session, the appended ones after its last sequence number. False when the rows deleted are
+    not exactly the removed occurrences (the store does not hold what `base` says): the caller then
+    writes the fact whole."""
+    cur = con.executemany(
         "DELETE FROM occurrences INDEXED BY occurrences_by_session WHERE session_id=? AND fact_id=? "
         "AND cell_id=? AND turn_lo=? AND turn_hi=?",
         [(o.session_id, fid, o.cell_id, o.turn_lo, o.turn_hi) for o in removed])
+    if removed and cur.rowcount != len(removed):
+        return False
+    _write_fact(con, st, fid, replace=True, occurrences=False)
     (last,) = con.execute("SELECT MAX(seq) FROM occurrences WHERE fact_id=?", (fid,)).fetchone()
     _insert_occurrences(con, fid, appended, (last if last is not None else -1) + 1)
-    (rows,) = con.execute("SELECT COUNT(*) FROM occurrences WHERE fact_id=?", (fid,)).fetchone()
-    return bool(rows == len(f.occurrences))
+    return True
 
 
 def _write_fact(con: sqlite3.Connection, st: UserState, fid: str, replace: bool = False,

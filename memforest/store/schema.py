@@ -1,6 +1,6 @@
 """SQLite schema of one user's memory. SQLite is the source of truth; FAISS files are caches."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -28,8 +28,11 @@ CREATE TABLE IF NOT EXISTS nodes (
   children TEXT NOT NULL, t_lo REAL NOT NULL, item_lo TEXT NOT NULL, t_hi REAL NOT NULL,
   item_hi TEXT NOT NULL, count INTEGER NOT NULL, item TEXT, prev INTEGER, next INTEGER,
   text TEXT NOT NULL, mode TEXT NOT NULL, embedding BLOB NOT NULL, PRIMARY KEY (tree_id, node_id));
-CREATE TABLE IF NOT EXISTS entities (
-  label TEXT PRIMARY KEY, facts TEXT NOT NULL, sessions TEXT NOT NULL, tree_id TEXT);
+CREATE TABLE IF NOT EXISTS entities (label TEXT PRIMARY KEY, tree_id TEXT);
+CREATE TABLE IF NOT EXISTS entity_facts (
+  label TEXT NOT NULL, fact_id TEXT NOT NULL, PRIMARY KEY (label, fact_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS entity_sessions (
+  label TEXT NOT NULL, session_id TEXT NOT NULL, facts INTEGER NOT NULL, PRIMARY KEY (label, session_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS scenes (
   scene_id TEXT PRIMARY KEY, domain TEXT NOT NULL, total BLOB NOT NULL, size INTEGER NOT NULL,
   t_last REAL NOT NULL, tree_id TEXT NOT NULL);
@@ -37,3 +40,21 @@ CREATE TABLE IF NOT EXISTS pending_cells (cell_id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS operations (
   version INTEGER PRIMARY KEY, kind TEXT NOT NULL, detail TEXT NOT NULL, time REAL NOT NULL);
 """
+
+# Each older schema version and the statements that bring a store from it to the next one (run in one
+# transaction with the version bump). 1 -> 2: an entity's facts and per-session counts become rows
+# (edited per member) instead of JSON lists rewritten whole on every change.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        "ALTER TABLE entities RENAME TO entities_v1",
+        "CREATE TABLE entities (label TEXT PRIMARY KEY, tree_id TEXT)",
+        "CREATE TABLE entity_facts (label TEXT NOT NULL, fact_id TEXT NOT NULL, PRIMARY KEY (label, fact_id)) "
+        "WITHOUT ROWID",
+        "CREATE TABLE entity_sessions (label TEXT NOT NULL, session_id TEXT NOT NULL, facts INTEGER NOT NULL, "
+        "PRIMARY KEY (label, session_id)) WITHOUT ROWID",
+        "INSERT INTO entities SELECT label, tree_id FROM entities_v1",
+        "INSERT INTO entity_facts SELECT DISTINCT e.label, j.value FROM entities_v1 e, json_each(e.facts) j",
+        "INSERT INTO entity_sessions SELECT e.label, j.key, j.value FROM entities_v1 e, json_each(e.sessions) j",
+        "DROP TABLE entities_v1",
+    ),
+}

@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 
 from memforest.errors import StoreError, shown
-from memforest.store.schema import DDL, SCHEMA_VERSION
+from memforest.store.schema import DDL, MIGRATIONS, SCHEMA_VERSION
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", DDL))
@@ -39,22 +39,24 @@ def file_problem(path: Path) -> str | None:
 def schema_problems(con: sqlite3.Connection, path: Path) -> list[str]:
     """Missing tables, missing meta keys and a foreign schema version, each naming `path`."""
     present = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    meta = dict(con.execute("SELECT key, value FROM meta").fetchall()) if "meta" in present else {}
+    version = str(meta.get("schema_version", ""))
+    if version.isdigit() and int(version) < SCHEMA_VERSION:  # its tables are those of its own version
+        return [f"{path} has schema version {version}, older than {SCHEMA_VERSION}: " + (
+            "any MemForest command that opens it for use migrates it" if int(version) in MIGRATIONS
+            else "no migration from it is known")]
     missing = [t for t in TABLES if t not in present]
     if missing:
         return [f"{path} is damaged: table(s) {', '.join(missing)} missing; {_ADVICE}"]
-    meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
     absent = [k for k in META_KEYS if k not in meta]
     if absent:
         return [f"{path} is damaged: meta key(s) {', '.join(absent)} missing; {_ADVICE}"]
     problems = []
-    version = meta["schema_version"]
     if not str(version).isdigit():
         problems.append(f"{path} is damaged: schema version {shown(version)}")
     elif int(version) > SCHEMA_VERSION:
         problems.append(f"{path} has schema version {version}, newer than this MemForest's {SCHEMA_VERSION}: "
                         "upgrade MemForest to use it")
-    elif int(version) != SCHEMA_VERSION:
-        problems.append(f"{path} has schema version {version}, older than {SCHEMA_VERSION}: migrate it first")
     for key in ("dim", "version", "next_tree_rowid", "next_scene"):
         if not str(meta[key]).isdigit():
             problems.append(f"{path} is damaged: meta {key} is {shown(meta[key])}")
