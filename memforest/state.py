@@ -89,6 +89,9 @@ def _cow() -> CowMap:
     return CowMap()
 
 
+NEAR_DUPLICATE_CANDIDATES = 256  # a large fact table's rows nearest by code, scored exactly for duplicates
+
+
 @dataclass
 class UserState:
     """One version of a user's memory. A published version is never edited: `fork()` gives the next
@@ -227,12 +230,9 @@ class UserState:
         """For each query row, the (cosine, fact id) of facts at or above `floor`."""
         if self.fact_table is None or not len(self.fact_table):
             return [[] for _ in range(len(queries))]
-        out = []
-        for q in queries:
-            rows, sims = self.fact_table.scores(q)
-            keep = np.flatnonzero(sims >= floor)
-            out.append([(float(sims[i]), str(self.fact_table.row_key(rows[i]))) for i in keep])
-        return out
+        table = self.fact_table
+        return [[(float(s), str(table.row_key(r))) for r, s in zip(rows.tolist(), sims.tolist())]
+                for rows, sims in table.above(queries, floor, NEAR_DUPLICATE_CANDIDATES)]
 
     def trees_holding(self, item: str) -> list[str]:
         """Ids of the entity and scene trees holding `item` (a fact id)."""

@@ -3,7 +3,14 @@
 Rows are append-only and shared by every version; a version is its row count, a live mask and a
 key -> row map (copy-on-write). Changing a key's vector appends a row and retires the old one in the
 new version only, so a published version never changes. Retired rows are dropped by a compaction
-once they outnumber the live ones (O(size), amortised over as many changes)."""
+once they outnumber the live ones (O(size), amortised over as many changes).
+
+Search is exact while the table holds at most `EXACT_ROWS` live rows. Past that, its rows are
+partitioned by nearest centroid (`memforest.partitions`) and a search scores exactly the rows of the
+partitions nearest the query, at least `max(PROBE_MIN, PROBE_FACTOR * k)` of them, so it costs the
+same at any size; results are then approximate (`benchmarks/micro/incremental.py` reports their
+overlap with exact search), and may differ between a resident table and one built afresh from the
+store, as the partitions depend on the order rows came in."""
 
 from __future__ import annotations
 
@@ -13,8 +20,13 @@ from typing import Any
 import numpy as np
 
 from memforest.cow import CowMap
+from memforest.partitions import Partitions
 
 _MIN_ROWS = 1024
+EXACT_ROWS = 16384
+PARTITION_ROWS = 512  # most rows per partition
+PROBE_MIN = 2048
+PROBE_FACTOR = 8
 
 
 class _Rows:
@@ -34,6 +46,8 @@ class VectorTable:
         self._live = np.zeros(_MIN_ROWS, bool)
         self._slot: CowMap[Hashable, int] = CowMap()
         self._own_tail = True  # whether rows >= _n may be written by this version
+        self._parts: Partitions | None = None  # built once the table outgrows EXACT_ROWS
+        self._own_parts = True
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -49,6 +63,7 @@ class VectorTable:
         out = VectorTable.__new__(VectorTable)
         out.dim, out._rows, out._n = self.dim, self._rows, self._n
         out._live, out._slot, out._own_tail = self._live.copy(), self._slot.fork(), True
+        out._parts, out._own_parts = self._parts, self._parts is None
         self._own_tail = False
         return out
 
@@ -74,6 +89,11 @@ class VectorTable:
         for i, key in enumerate(keys):
             self._slot[key] = lo + i
         self._n = hi
+        if self._parts is not None:
+            self._writable_parts().add(np.arange(lo, hi), rows.vecs, self._live)
+        elif len(self._slot) > EXACT_ROWS:
+            live = self.live_rows()
+            self._parts, self._own_parts = Partitions.build(rows.vecs[live], live, PARTITION_ROWS), True
 
     def remove(self, keys: Iterable[Hashable]) -> None:
         for key in keys:
@@ -94,9 +114,29 @@ class VectorTable:
 
     def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(keys, scores) of the top-k rows for one query vector, best first (integer keys)."""
-        rows, sims = self.scores(query)
+        rows, sims = self.candidate_scores(query, max(PROBE_MIN, PROBE_FACTOR * k))
         top = self.top(rows, sims, k)
         return np.asarray([key for key, _ in top], np.int64), np.asarray([s for _, s in top], np.float32)
+
+    def candidate_scores(self, query: np.ndarray, candidates: int) -> tuple[np.ndarray, np.ndarray]:
+        """(row numbers, exact inner products) of every live row, or for a partitioned table of the
+        live rows of the partitions nearest `query` (at least `candidates` rows gathered)."""
+        if self._parts is None or len(self._slot) <= EXACT_ROWS:
+            return self.scores(query)
+        q = np.asarray(query, np.float32).reshape(-1)
+        rows = self._parts.probe(q, candidates)
+        rows = np.sort(rows[self._live[rows]])
+        return rows, self._rows.vecs[rows] @ q
+
+    def above(self, queries: np.ndarray, floor: float, candidates: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """For each query row, (row numbers, inner products) of the live rows scoring at least
+        `floor` (in a partitioned table: among the `candidates` rows of the nearest partitions)."""
+        out = []
+        for q in np.asarray(queries, np.float32):
+            rows, sims = self.candidate_scores(q, candidates)
+            keep = sims >= floor
+            out.append((rows[keep], sims[keep]))
+        return out
 
     def top(self, rows: np.ndarray, sims: np.ndarray, k: int) -> list[tuple[Hashable, float]]:
         if k <= 0 or not len(rows):
@@ -113,6 +153,12 @@ class VectorTable:
 
     def row_key(self, row: int) -> Hashable:
         return self._rows.keys[row]
+
+    def _writable_parts(self) -> Partitions:
+        assert self._parts is not None
+        if not self._own_parts:
+            self._parts, self._own_parts = self._parts.copy(), True
+        return self._parts
 
     def _dead(self) -> int:
         return self._n - len(self._slot)
@@ -149,3 +195,7 @@ class VectorTable:
         self._live = np.zeros(capacity, bool)
         self._live[: len(keys)] = True
         self._slot = CowMap((k, i) for i, k in enumerate(keys))
+        if self._parts is not None:
+            new_row = np.full(len(old.vecs), -1, np.int64)
+            new_row[slots] = np.arange(len(keys))
+            self._writable_parts().remap(new_row)

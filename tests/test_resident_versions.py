@@ -25,7 +25,7 @@ def fingerprint(snap) -> dict:
                             for n in i.tree.nodes.values()) for t, i in st.trees.items()},
         "nodes": {k: (d.text, d.embedding.tobytes()) for k, d in st.nodes.items()},
         "cells": dict(st.cells), "placements": dict(st.placements),
-        "index": sorted(snap.index.node_key.items()),
+        "index": sorted(snap.index.cell_key.items()),
     }
 
 
@@ -141,3 +141,35 @@ def test_vector_table_versions_remove_and_search() -> None:
         new.upsert([9], vecs[9:10])
     ids, _ = new.search(vecs[9], 1)
     assert ids.tolist() == [9] and len(new) == 49
+
+
+V1_ENTITIES = """
+ALTER TABLE entities RENAME TO entities_v2;
+CREATE TABLE entities (label TEXT PRIMARY KEY, facts TEXT NOT NULL, sessions TEXT NOT NULL, tree_id TEXT);
+INSERT INTO entities SELECT e.label,
+  (SELECT json_group_array(fact_id) FROM entity_facts f WHERE f.label = e.label),
+  (SELECT json_group_object(session_id, facts) FROM entity_sessions s WHERE s.label = e.label), e.tree_id
+  FROM entities_v2 e;
+DROP TABLE entities_v2; DROP TABLE entity_facts; DROP TABLE entity_sessions;
+UPDATE meta SET value = '1' WHERE key = 'schema_version';
+"""
+
+
+def test_a_schema_1_store_is_migrated_when_opened_and_reads_the_same(scripted_forest, tmp_path) -> None:
+    """Schema 1 kept an entity's facts and session counts as JSON in its row; opening such a store
+    moves them to member rows in one transaction, and the memory reads as before."""
+    forest = scripted_forest(path=tmp_path / "st")
+    forest.ingest_sessions("u", make_sessions(8, 4))
+    before = fingerprint(forest.snapshot("u"))
+    assert any(e[0] for e in before["entities"].values())
+    db = tmp_path / "st" / "users" / "u" / "memory.sqlite"
+    with sqlite3.connect(db) as con:
+        con.executescript(V1_ENTITIES)
+    reopened = scripted_forest(path=tmp_path / "st")
+    assert reopened.check("u")["problems"] == [f"{db} has schema version 1, older than 2: any MemForest command "
+                                                "that opens it for use migrates it"]
+    assert fingerprint(reopened.snapshot("u")) == before
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    reopened.ingest_sessions("u", make_sessions(9, 4)[8:])
+    assert reopened.check("u")["ok"]

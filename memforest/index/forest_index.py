@@ -1,4 +1,5 @@
-"""The forest's indexes: NodeIndex (every node), RootIndex (tree roots) and FactIndex (facts).
+"""The forest's indexes: cells (the leaves of session trees), roots (tree roots) and facts. A fact's
+leaf in an entity or scene tree carries the fact's own vector, so cells and facts are every leaf.
 
 They are derived from the store: built from the state when a user's memory is loaded from SQLite,
 then carried from version to version: `fork()` shares every row and `apply` changes exactly the
@@ -11,7 +12,7 @@ import hashlib
 import numpy as np
 
 from memforest.cow import CowMap
-from memforest.state import ChangeSet, UserState
+from memforest.state import ChangeSet, TreeInfo, UserState
 from memforest.vector_table import VectorTable
 
 
@@ -26,10 +27,10 @@ def fact_uid(fact_id: str) -> int:
 class ForestIndex:
     def __init__(self, dim: int) -> None:
         self.dim = dim
-        self.nodes = VectorTable(dim)
+        self.cells = VectorTable(dim)
         self.roots = VectorTable(dim)
         self.facts = VectorTable(dim)
-        self.node_key: CowMap[int, tuple[str, int]] = CowMap()
+        self.cell_key: CowMap[int, tuple[str, int]] = CowMap()  # uid -> (session tree id, leaf id)
         self.root_tree: CowMap[int, str] = CowMap()
         self.fact_key: CowMap[int, str] = CowMap()
         self.version = -1
@@ -42,38 +43,34 @@ class ForestIndex:
         return idx
 
     def _add_all(self, state: UserState) -> None:
-        node_key, root_tree = {}, {}
-        for info in state.trees.values():
-            for nid in info.tree.nodes:
-                node_key[node_uid(info.rowid, nid)] = (info.tree_id, nid)
-            if info.tree.root is not None:
-                root_tree[info.rowid] = info.tree_id
+        cell_key = {node_uid(i.rowid, nid): (t, nid) for t, i in state.trees.items() for nid in _cell_leaves(i)}
+        root_tree = {info.rowid: info.tree_id for info in state.trees.values() if info.tree.root is not None}
         fact_key = {fact_uid(f): f for f in state.facts}
-        self.nodes.upsert(list(node_key), _stack([state.nodes[k].embedding for k in node_key.values()], self.dim))
+        self.cells.upsert(list(cell_key), _stack([state.nodes[k].embedding for k in cell_key.values()], self.dim))
         self.roots.upsert(list(root_tree), _stack([_root_vec(state, t) for t in root_tree.values()], self.dim))
         self.facts.upsert(list(fact_key), _stack([state.fact_vecs[f] for f in fact_key.values()], self.dim))
-        self.node_key, self.root_tree, self.fact_key = CowMap(node_key), CowMap(root_tree), CowMap(fact_key)
+        self.cell_key, self.root_tree, self.fact_key = CowMap(cell_key), CowMap(root_tree), CowMap(fact_key)
 
     def fork(self) -> ForestIndex:
         """The next version; this one stays unchanged."""
         out = ForestIndex.__new__(ForestIndex)
         out.dim, out.version = self.dim, self.version
-        out.nodes, out.roots, out.facts = self.nodes.fork(), self.roots.fork(), self.facts.fork()
-        out.node_key, out.root_tree, out.fact_key = self.node_key.fork(), self.root_tree.fork(), self.fact_key.fork()
+        out.cells, out.roots, out.facts = self.cells.fork(), self.roots.fork(), self.facts.fork()
+        out.cell_key, out.root_tree, out.fact_key = self.cell_key.fork(), self.root_tree.fork(), self.fact_key.fork()
         return out
 
     def apply(self, state: UserState, ch: ChangeSet, removed_nodes: dict[str, list[int]],
               removed_tree_rowids: dict[str, int]) -> None:
-        """Update exactly the rows `ch` changed: node rows, the roots of changed trees, fact rows."""
-        gone_nodes = [node_uid(removed_tree_rowids.get(t, state.trees[t].rowid if t in state.trees else -1), n)
-                      for t, ns in removed_nodes.items() for n in ns]
-        self.nodes.remove(gone_nodes)
-        for uid in gone_nodes:
-            self.node_key.pop(uid, None)
-        live = [(state.trees[t].rowid, t, n) for t, n in sorted(ch.nodes) if t in state.trees and (t, n) in state.nodes]
+        """Update exactly the rows `ch` changed: cell leaves, the roots of changed trees, fact rows."""
+        gone = [node_uid(removed_tree_rowids.get(t, state.trees[t].rowid if t in state.trees else -1), n)
+                for t, ns in removed_nodes.items() for n in ns]
+        self.cells.remove(gone)
+        for uid in gone:
+            self.cell_key.pop(uid, None)
+        live = [(state.trees[t].rowid, t, n) for t, n in sorted(ch.nodes) if _is_cell_leaf(state, t, n)]
         uids = [node_uid(r, n) for r, _, n in live]
-        self.nodes.upsert(uids, _stack([state.nodes[(t, n)].embedding for _, t, n in live], self.dim))
-        self.node_key.update({u: (t, n) for u, (_, t, n) in zip(uids, live)})
+        self.cells.upsert(uids, _stack([state.nodes[(t, n)].embedding for _, t, n in live], self.dim))
+        self.cell_key.update({u: (t, n) for u, (_, t, n) in zip(uids, live)})
         dead_roots = list(removed_tree_rowids.values())
         self.roots.remove(dead_roots)
         for r in dead_roots:
@@ -92,12 +89,26 @@ class ForestIndex:
         self.version = state.version
 
     def rows_match(self, state: UserState) -> bool:
-        """Whether the index holds exactly the state's node, root and fact rows."""
-        fresh = ForestIndex(self.dim)
-        fresh.node_key = CowMap((node_uid(i.rowid, n), (t, n)) for t, i in state.trees.items() for n in i.tree.nodes)
-        return (set(fresh.node_key) == set(self.node_key) == set(self.nodes.keys())
+        """Whether the index holds exactly the state's cell, root and fact rows."""
+        cells = {node_uid(i.rowid, n) for i in state.trees.values() for n in _cell_leaves(i)}
+        return (cells == set(self.cell_key) == set(self.cells.keys())
                 and {i.rowid for i in state.trees.values() if i.tree.root is not None} == set(self.roots.keys())
                 and {fact_uid(f) for f in state.facts} == set(self.facts.keys()))
+
+
+def _cell_leaves(info: TreeInfo) -> list[int]:
+    """Leaf ids of a session tree (its cells); none for other families."""
+    if info.family != "session":
+        return []
+    return [nid for nid, node in info.tree.nodes.items() if node.item is not None]
+
+
+def _is_cell_leaf(state: UserState, tree_id: str, nid: int) -> bool:
+    info = state.trees.get(tree_id)
+    if info is None or info.family != "session" or (tree_id, nid) not in state.nodes:
+        return False
+    node = info.tree.nodes.get(nid)
+    return node is not None and node.item is not None
 
 
 def _root_vec(state: UserState, tree_id: str) -> np.ndarray:

@@ -76,13 +76,14 @@ def lexical_scores(snap: Snapshot, question: str) -> ScaledLexical:
 
 
 def candidate_items(snap: Snapshot, question: str, qvec: np.ndarray, k: int) -> tuple[list[str], ScaledLexical]:
-    """Items from the dense top-k (leaves of any tree, facts) and the lexical top-k, and every
-    item's lexical score scaled to the best one (0 for items sharing no term)."""
+    """Items from the dense top-k cells and top-k facts (every leaf of every tree is one or the
+    other) and the lexical top-k, and every item's lexical score scaled to the best one (0 for items
+    sharing no term)."""
     idx = snap.index
     found: dict[str, None] = {}
-    ids, _ = idx.nodes.search(qvec, k)
+    ids, _ = idx.cells.search(qvec, k)
     for uid in ids.tolist():
-        key = idx.node_key.get(uid)
+        key = idx.cell_key.get(uid)
         if key is not None and key[0] in snap.state.trees:
             node = snap.state.trees[key[0]].tree.nodes.get(key[1])
             if node is not None and node.item is not None:

@@ -17,7 +17,7 @@ from memforest.state import UserState
 from memforest.store.validate import column_problems, file_problem, schema_problems, store_error
 from memforest.vector_table import VectorTable
 
-KINDS = ("nodes", "roots", "facts")
+KINDS = ("cells", "roots", "facts")
 _SHOWN_LINES = 10
 
 

@@ -1,0 +1,82 @@
+"""A vector table past EXACT_ROWS live rows searches the partitions nearest the query: versions stay
+independent through splits and compactions, results are live rows with exact scores, and on
+clustered vectors the top-k match exact search up to ties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import memforest.vector_table as vt
+from memforest.vector_table import VectorTable
+
+
+@pytest.fixture(autouse=True)
+def small_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vt, "EXACT_ROWS", 300)
+    monkeypatch.setattr(vt, "PARTITION_ROWS", 40)
+    monkeypatch.setattr(vt, "PROBE_MIN", 120)
+    monkeypatch.setattr(vt, "PROBE_FACTOR", 8)
+
+
+def clustered(n: int, dim: int = 16, clusters: int = 30, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(clusters, dim))
+    x = centres[rng.integers(0, clusters, n)] + 0.35 * rng.normal(size=(n, dim))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def exact_kth(vecs: np.ndarray, live: list[int], q: np.ndarray, k: int) -> float:
+    return float(np.sort(vecs[live] @ q)[-k])
+
+
+def test_a_large_table_is_partitioned_and_finds_the_exact_top_k_up_to_ties() -> None:
+    vecs = clustered(2000)
+    table = VectorTable(16)
+    for lo in range(0, 2000, 25):  # as a memory grows: a few rows per operation
+        table.upsert(list(range(lo, lo + 25)), vecs[lo: lo + 25])
+    assert table._parts is not None and len(table._parts) > 2000 // 40
+    assert all(len(m) <= 40 for m in table._parts.members)
+    rng = np.random.default_rng(1)
+    queries = vecs[rng.integers(0, 2000, 50)] + 0.3 * rng.normal(size=(50, 16)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    found = []
+    for q in queries:
+        ids, scores = table.search(q, 10)
+        assert np.allclose(scores, vecs[ids] @ q, atol=1e-5) and list(scores) == sorted(scores, reverse=True)
+        found.append(np.mean(vecs[ids] @ q >= exact_kth(vecs, list(range(2000)), q, 10) - 1e-6))
+    assert np.mean(found) >= 0.95
+    assert table.candidate_scores(queries[0], 120)[0].size < 2000 // 2  # a probe, not a scan
+
+
+def test_partitioned_versions_are_independent_through_splits_removals_and_compaction() -> None:
+    vecs = clustered(1500, seed=2)
+    table = VectorTable(16)
+    table.upsert(list(range(400)), vecs[:400])
+    old = table
+    before = [old.search(q, 5) for q in vecs[:20]]
+    new = old.fork()
+    for lo in range(400, 1500, 50):
+        new.upsert(list(range(lo, lo + 50)), vecs[lo: lo + 50])
+    new.remove(range(0, 200))
+    for _ in range(8):  # rewrite the same keys: retired rows outnumber live ones, the table compacts
+        new.upsert(list(range(200, 400)), vecs[200:400])
+    for q, (ids, scores) in zip(vecs[:20], before):
+        again = old.search(q, 5)
+        assert again[0].tolist() == ids.tolist() and np.array_equal(again[1], scores)
+    live = set(range(200, 1500))
+    for q in vecs[200:240]:
+        ids, _ = new.search(q, 10)
+        assert set(ids.tolist()) <= live
+    ids, _ = new.search(vecs[300], 1)
+    assert ids.tolist() == [300] and len(new) == 1300 and len(old) == 400
+
+
+def test_near_duplicates_above_a_floor_are_found_in_a_partitioned_table() -> None:
+    vecs = clustered(1200, seed=3)
+    table = VectorTable(16)
+    for lo in range(0, 1200, 100):
+        table.upsert(list(range(lo, lo + 100)), vecs[lo: lo + 100])
+    for i in (5, 500, 1100):
+        rows, sims = table.above(vecs[i: i + 1] * 1.0, 0.999, 64)[0]
+        assert i in [table.row_key(r) for r in rows.tolist()] and (sims >= 0.999).all()
