@@ -305,6 +305,7 @@ class MemForest:
               answer: bool = True) -> QueryResult:
         """Answer `question` from `user`'s last committed memory, with evidence and a trace.
         `date` is the reference date (default: the latest stored session's date)."""
+        clock = Clock()
         if not isinstance(question, str) or not question.strip():
             raise InputError("the question is empty")
         cfg = replace(self.config.query, mode=mode or self.config.query.mode)
@@ -320,8 +321,12 @@ class MemForest:
         ref = parse_time(date, "query date") if date not in (None, "") else latest
         tags = {"op": "query", "user": user, "query": next(self._query_ids)}
         needs_llm = answer or cfg.mode in LLM_QUERY_MODES
-        return run_query(snap, question, iso_minute(ref), cfg, self.embedder,
-                         self.scheduler if needs_llm else None, self.log, answer, tags)
+        clock.lap("snapshot")  # the store's version checked, the resident version taken
+        result = run_query(snap, question, iso_minute(ref), cfg, self.embedder,
+                           self.scheduler if needs_llm else None, self.log, answer, tags)
+        clock.merge(result.trace["latency"])
+        result.trace["latency"] = clock.total()
+        return result
 
 
 

@@ -90,6 +90,11 @@ def test_stage_timings_cover_the_wall_time(scripted_forest) -> None:
     stages = {k: v for k, v in report.timings.items() if k != "total"}
     assert {"lock", "load", "commit", "index", "publish"} <= set(stages)
     assert abs(sum(stages.values()) - report.timings["total"]) <= 1e-4  # a partition of the wall time
+    for timings in (forest.delete_session("u", "s001")["timings"],
+                    forest.correct_session("u", make_sessions(3, 4)[0])["timings"],
+                    forest.query("u", "what about Boston", answer=False).trace["latency"]):
+        assert abs(sum(v for k, v in timings.items() if k != "total") - timings["total"]) <= 1e-4, timings
+    assert {"snapshot", "embed", "recall", "browse", "assemble"} <= set(timings)
 
 
 def test_reader_during_a_long_write_returns_the_previous_version(scripted_forest) -> None:

@@ -171,7 +171,7 @@ def _recall_rows(retrieval: Mapping[str, Any], dataset: str) -> list[list[str]]:
 
 def _cost_rows(build: Mapping[str, Any], query: Mapping[str, Any]) -> list[list[str]]:
     latency = query["latency_mean"]
-    stages = ", ".join(f"{s} {_num(v, 3)}" for s, v in latency.items() if s not in ("retrieve",))
+    stages = ", ".join(f"{s} {_num(v, 3)}" for s, v in latency.items() if s not in ("retrieve", "total"))
     return [
         ["instances built (failed)", f"{build['instances']} ({build['failed']})"],
         ["build seconds / instance", _num(build["build_seconds_mean"])],

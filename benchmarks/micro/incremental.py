@@ -1,5 +1,7 @@
 """Per-operation cost against store size: one user's stream of LongMemEval-format sessions, one
-session per call, with the scripted model and the hashing embedder (model time ~0). For each base
+session per call, with the scripted model and the hashing embedder (model time ~0). Extraction gives
+a real memory's proportions (`profile_responder`: 2-5 facts per cell, most of them new, some restating
+the user's profile, people who get entity trees). For each base
 size (stored sessions) it times ingest, delete, correct and query-after-write, with the report's
 stage breakdown, and the resident memory per stored session (tracemalloc peak while loading the
 store, divided by its sessions). Loading the store and the first query after it (which builds the
@@ -18,9 +20,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from benchmarks.datasets.longmemeval import format_date, parse_date
 from benchmarks.datasets.synthetic_haystack import filler_session
 from benchmarks.datasets.synthetic_text import TOPIC_NAMES
+from benchmarks.micro.profile_responder import ProfileResponder
+from memforest import vector_table
 from memforest.api import MemForest
 from memforest.config import MemForestConfig
 from memforest.llm.testing import HashEmbedder, ScriptedChatModel
@@ -44,13 +50,13 @@ def longmemeval_sessions(n: int, offset: int, turns: int, seed: int) -> list[dic
 
 def _forest(path: Path) -> MemForest:
     cfg = MemForestConfig()
-    return MemForest(path, cfg, llm=ScriptedChatModel(), embedder=HashEmbedder(cfg.embedder.dim))
+    return MemForest(path, cfg, llm=ScriptedChatModel(ProfileResponder()), embedder=HashEmbedder(cfg.embedder.dim))
 
 
 def base_store(root: Path, size: int, turns: int, seed: int, batch: int) -> Path:
     """A store holding `size` sessions (built in batches of `batch` sessions per call), cached; an
     interrupted build goes on from the sessions it committed."""
-    path = root / f"incremental_base_n{size}_t{turns}_s{seed}"
+    path = root / f"incremental_profile_n{size}_t{turns}_s{seed}"
     if (path / "done").exists():
         return path
     with _forest(path) as forest:
@@ -59,6 +65,37 @@ def base_store(root: Path, size: int, turns: int, seed: int, batch: int) -> Path
             forest.ingest_sessions(USER, longmemeval_sessions(min(batch, size - lo), lo, turns, seed))
     (path / "done").write_text(str(size))
     return path
+
+
+def search_overlap(forest: MemForest, snap: Any, samples: int = 50, seed: int = 0) -> dict[str, Any]:
+    """How close a table's search is to an exact scan once it is partitioned (past EXACT_ROWS live
+    rows): for fact texts as queries, the share of the returned top k scoring at least the exact k-th
+    score (ties count as found), and the rows scored per search. Tables still searched exactly are
+    reported as exact."""
+    rng = random.Random(seed)
+    facts = sorted(snap.state.facts)
+    queries = forest.embedder.embed([snap.state.facts[f].text for f in rng.sample(facts, min(samples, len(facts)))],
+                                    "query")
+    out: dict[str, Any] = {}
+    for name in ("cells", "facts"):
+        table = getattr(snap.index, name)
+        if table._parts is None or len(table) <= vector_table.EXACT_ROWS:
+            out[name] = {"rows": len(table), "search": "exact"}
+            continue
+        live = table.live_rows()
+        vecs = table._rows.vecs[live]
+        row: dict[str, Any] = {"rows": len(table), "partitions": len(table._parts)}
+        for k in (10, 200):
+            shares, scored = [], []
+            for q in queries:
+                kth = np.sort(vecs @ q)[-k]
+                ids, scores = table.search(q, k)
+                shares.append(float(np.mean(scores >= kth - 1e-6)))
+                scored.append(len(table.candidate_scores(q, max(vector_table.PROBE_MIN, vector_table.PROBE_FACTOR * k))[0]))
+            row[f"top{k}_found"] = round(statistics.mean(shares), 4)
+            row[f"top{k}_rows_scored"] = round(statistics.mean(scored))
+        out[name] = row
+    return out
 
 
 def measure(base: Path, size: int, reps: int, turns: int, seed: int, scratch: Path) -> dict[str, Any]:
@@ -97,6 +134,7 @@ def measure(base: Path, size: int, reps: int, turns: int, seed: int, scratch: Pa
         t = time.perf_counter()
         out = forest.correct_session(USER, {**c, "session_id": a["session_id"]})
         ops["correct"].append((time.perf_counter() - t, out.get("timings", {})))
+    row["search"] = search_overlap(forest, forest.snapshot(USER))
     forest.close()
     for name, samples in ops.items():
         walls = [w for w, _ in samples]

@@ -75,10 +75,11 @@ def lexical_scores(snap: Snapshot, question: str) -> ScaledLexical:
     return ScaledLexical(snap.lexical.scores(question))
 
 
-def candidate_items(snap: Snapshot, question: str, qvec: np.ndarray, k: int) -> tuple[list[str], ScaledLexical]:
+def candidate_items(snap: Snapshot, question: str, qvec: np.ndarray, k: int,
+                    facts: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[list[str], ScaledLexical]:
     """Items from the dense top-k cells and top-k facts (every leaf of every tree is one or the
     other) and the lexical top-k, and every item's lexical score scaled to the best one (0 for items
-    sharing no term)."""
+    sharing no term). `facts` (optional): the fact index's top-k for `qvec`, searched already."""
     idx = snap.index
     found: dict[str, None] = {}
     ids, _ = idx.cells.search(qvec, k)
@@ -88,8 +89,8 @@ def candidate_items(snap: Snapshot, question: str, qvec: np.ndarray, k: int) -> 
             node = snap.state.trees[key[0]].tree.nodes.get(key[1])
             if node is not None and node.item is not None:
                 found[node.item] = None
-    ids, _ = idx.facts.search(qvec, k)
-    found.update((idx.fact_key[uid], None) for uid in ids.tolist() if uid in idx.fact_key)
+    ids, _ = facts if facts is not None else idx.facts.search(qvec, k)
+    found.update((idx.fact_key[uid], None) for uid in ids[:k].tolist() if uid in idx.fact_key)
     scaled = lexical_scores(snap, question)
     found.update((item, None) for item in scaled.top(k))
     return [i for i in found if i in snap.state.cells or i in snap.state.facts], scaled
@@ -100,21 +101,24 @@ def rank_units(
     cfg: QueryConfig, budget: int, floor: dict[str, float] | None = None,
 ) -> list[Hit]:
     """The best `budget` units among `items`, chosen greedily with the per-session repeat penalty.
-    `floor` (optional) gives an item a score it keeps at least (a planner's sub-query similarity)."""
+    `floor` (optional) gives an item a score it keeps at least (a planner's sub-query similarity).
+    Similarities are one matrix product over the items' vectors and one over their sessions' roots."""
+    views = [_item_view(snap, item) for item in items]
+    if not views:
+        return []
+    zero = np.zeros(snap.state.dim, np.float32)
+    sims = np.stack([v.vec for v in views]) @ qvec
+    sessions = list(dict.fromkeys(v.session for v in views))
+    roots = dict(zip(sessions, (np.stack([_root_vec(snap, s, zero) for s in sessions]) @ qvec).tolist()))
     base: dict[str, float] = {}
     group: dict[str, str] = {}
-    roots: dict[str, float] = {}
-    for item in items:
-        vec, t, session = _item_view(snap, item)
-        if session not in roots:
-            roots[session] = _root_similarity(snap, session, qvec)
-        score = float(vec @ qvec)
-        if floor and item in floor:
-            score = max(score, floor[item])
-        score += cfg.lexical_weight * lexical.get(item, 0.0) + cfg.session_weight * roots[session]
+    leaf: dict[str, NodeKey | None] = {}
+    for v, sim in zip(views, sims.tolist()):
+        score = max(sim, floor[v.item]) if floor and v.item in floor else sim
+        score += cfg.lexical_weight * lexical.get(v.item, 0.0) + cfg.session_weight * roots[v.session]
         if target is not None:
-            score += cfg.date_weight * target.closeness(t)
-        base[item], group[item] = score, session
+            score += cfg.date_weight * target.closeness(v.time)
+        base[v.item], group[v.item], leaf[v.item] = score, v.session, v.leaf
     taken: dict[str, int] = {}
     out: list[Hit] = []
     heap = [(-score, item, 0) for item, score in base.items()]
@@ -125,31 +129,40 @@ def rank_units(
         if count != seen:  # its session gave a unit since: back in line with the penalty
             heapq.heappush(heap, (-(base[item] - cfg.repeat_penalty * count), item, count))
             continue
-        key = _leaf_key(snap, item)
+        key = leaf[item] if item in snap.state.cells else _leaf_key(snap, item)
         if key is not None:
             out.append(Hit(key, -neg, 0))
             taken[group[item]] = count + 1
     return out
 
 
-def _item_view(snap: Snapshot, item: str) -> tuple[np.ndarray, float, str]:
-    """(vector, time, session id) of a cell or fact; a fact's session is the first it was said in."""
+@dataclass(frozen=True)
+class _View:
+    item: str
+    vec: np.ndarray
+    time: float
+    session: str  # a fact's: the first session it was said in
+    leaf: NodeKey | None  # a cell's leaf (a fact's is looked up only if it is chosen)
+
+
+def _item_view(snap: Snapshot, item: str) -> _View:
+    """A cell or fact as ranking sees it."""
     state = snap.state
     if item in state.cells:
         cell = state.cells[item]
         key = _leaf_key(snap, item)
         vec = state.nodes[key].embedding if key is not None else np.zeros(state.dim, np.float32)
-        return vec, cell.time, cell.session_id
+        return _View(item, vec, cell.time, cell.session_id, key)
     fact = state.facts[item]
     first = fact.first
-    return state.fact_vecs[item], fact.time, first.session_id if first is not None else ""
+    return _View(item, state.fact_vecs[item], fact.time, first.session_id if first is not None else "", None)
 
 
-def _root_similarity(snap: Snapshot, session: str, qvec: np.ndarray) -> float:
+def _root_vec(snap: Snapshot, session: str, zero: np.ndarray) -> np.ndarray:
     info = snap.state.trees.get(session_tree_id(session))
     if info is None or info.tree.root is None:
-        return 0.0
-    return float(snap.state.nodes[(info.tree_id, info.tree.root)].embedding @ qvec)
+        return zero
+    return snap.state.nodes[(info.tree_id, info.tree.root)].embedding
 
 
 def _leaf_key(snap: Snapshot, item: str) -> NodeKey | None:

@@ -44,7 +44,9 @@ def retrieve(
         evidence, flat = flat_evidence(snap, qvec, cfg.final_units)
         lat["recall"] = _lap(t)
         return evidence, {"mode": cfg.mode, "version": snap.version, "recalled": [], "flat": flat, "latency": lat}
-    recalled = recall_trees(snap, qvec, cfg)
+    hybrid = cfg.mode == "embed" and not cfg.complete_expansion  # ranks dense and lexical candidates
+    facts = snap.index.facts.search(qvec, max(cfg.fact_recall, cfg.candidates if hybrid else 0))
+    recalled = recall_trees(snap, qvec, cfg, facts)
     lat["recall"] = _lap(t)
     trace: dict[str, Any] = {"mode": cfg.mode, "version": snap.version, "recalled": [asdict(r) for r in recalled]}
     if not recalled:
@@ -79,7 +81,7 @@ def retrieve(
         if expand:
             hits, path = embed_browse(snap, qvec, [r.tree_id for r in recalled], cfg.beam, stop_level=1)
         else:
-            items, lexical = candidate_items(snap, question, qvec, cfg.candidates)
+            items, lexical = candidate_items(snap, question, qvec, cfg.candidates, facts)
             hits = rank_units(snap, items, qvec, lexical, date_target(question, parse_time(date)), cfg,
                               cfg.final_units)
             path = [{"candidates": len(items), "lexical_matches": len(lexical),
