@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -61,6 +62,7 @@ class MemForest:
         self._scheduler: Scheduler | None = None
         self.generate = generate
         self._snapshots: dict[str, Snapshot] = {}
+        self._held: dict[str, sqlite3.Connection] = {}  # an idle connection per user written to (UserDB.hold)
         self._lock = threading.Lock()
         self._query_ids = itertools.count(1)
 
@@ -86,6 +88,11 @@ class MemForest:
             return self._scheduler
 
     def close(self) -> None:
+        with self._lock:
+            held, self._held = list(self._held.values()), {}
+        for con in held:
+            with suppress(sqlite3.Error):
+                con.close()
         if self._scheduler is not None:
             self._scheduler.close()
         if self._llm is not None and self._owns["llm"]:
@@ -190,6 +197,12 @@ class MemForest:
                 self._snapshots.pop(user, None)
             else:
                 self._snapshots[user] = snap
+            held = user in self._held
+        if not held:
+            con = db.hold()
+            with self._lock:
+                if con is not None and self._held.setdefault(user, con) is not con:
+                    con.close()
         clock.lap("publish")
 
     # ---- write path -------------------------------------------------------------------------------

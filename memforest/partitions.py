@@ -41,15 +41,18 @@ def _kmeans(vecs: np.ndarray, k: int, iterations: int = _ITERATIONS) -> np.ndarr
 
 
 class Partitions:
-    def __init__(self, centroids: np.ndarray, members: list[np.ndarray], max_size: int) -> None:
+    def __init__(self, centroids: np.ndarray, members: list[np.ndarray], max_size: int,
+                 sizes: np.ndarray | None = None) -> None:
         self.centroids = centroids
         self.members = members
         self.max_size = max_size
+        self.sizes = np.array([len(m) for m in members], np.int64) if sizes is None else sizes
 
     @classmethod
-    def build(cls, vecs: np.ndarray, rows: np.ndarray, max_size: int) -> Partitions:
-        """Partitions of `rows` (row numbers; `vecs` their vectors, row-aligned) with about
-        max_size / 2 rows each, trained on a sample of the rows."""
+    def build(cls, all_vecs: np.ndarray, rows: np.ndarray, live: np.ndarray, max_size: int) -> Partitions:
+        """Partitions of `rows` (row numbers into `all_vecs`, live in the mask `live`) with about
+        max_size / 2 rows each, trained on a sample of the rows; none holds more than max_size."""
+        vecs = all_vecs[rows]
         k = max(1, -(-2 * len(rows) // max_size))
         sample = np.linspace(0, len(rows) - 1, min(len(rows), k * _TRAIN_PER_CENTROID)).astype(np.int64)
         centroids = _kmeans(_normalise(vecs[sample]), k)
@@ -57,13 +60,16 @@ class Partitions:
         order = np.argsort(labels, kind="stable")
         bounds = np.searchsorted(labels[order], np.arange(k + 1))
         members = [rows[order[bounds[i]: bounds[i + 1]]] for i in range(k)]
-        return cls(centroids, members, max_size)
+        out = cls(centroids, members, max_size)
+        for p in range(k):
+            out._fit(p, all_vecs, live)
+        return out
 
     def __len__(self) -> int:
         return len(self.members)
 
     def copy(self) -> Partitions:
-        return Partitions(self.centroids, list(self.members), self.max_size)
+        return Partitions(self.centroids, list(self.members), self.max_size, self.sizes.copy())
 
     def add(self, rows: np.ndarray, all_vecs: np.ndarray, live: np.ndarray) -> None:
         """Add `rows` (their vectors are `all_vecs[rows]`) to their nearest partitions, splitting any
@@ -73,15 +79,25 @@ class Partitions:
         labels = _assign(all_vecs[rows], self.centroids)
         for p in np.unique(labels).tolist():
             self.members[p] = np.concatenate([self.members[p], rows[labels == p]])
-            if len(self.members[p]) > self.max_size:
-                self._split(p, all_vecs, live)
+            self.sizes[p] = len(self.members[p])
+            self._fit(p, all_vecs, live)
 
-    def _split(self, p: int, all_vecs: np.ndarray, live: np.ndarray) -> None:
+    def _fit(self, p: int, all_vecs: np.ndarray, live: np.ndarray) -> None:
+        """Split partition `p`, and the halves again, until every part holds at most max_size rows."""
+        todo = [p]
+        while todo:
+            q = todo.pop()
+            if len(self.members[q]) > self.max_size:
+                todo.extend(self._split(q, all_vecs, live))
+
+    def _split(self, p: int, all_vecs: np.ndarray, live: np.ndarray) -> list[int]:
+        """Split partition `p` in two (dropping its dead rows); the partitions that changed."""
         rows = self.members[p]
         rows = rows[live[rows]]
         if len(rows) <= self.max_size // 2:  # mostly dead rows: dropping them is enough
             self.members[p] = rows
-            return
+            self.sizes[p] = len(rows)
+            return []
         vecs = all_vecs[rows]
         first = vecs[0]
         second = vecs[int(np.argmin(vecs @ first))]
@@ -99,16 +115,23 @@ class Partitions:
         self.centroids[p] = centroids[0]
         self.members[p] = rows[labels == 0]
         self.members.append(rows[labels == 1])
+        self.sizes = np.append(self.sizes, 0)
+        self.sizes[p], self.sizes[-1] = len(self.members[p]), len(self.members[-1])
+        return [p, len(self.members) - 1]
 
     def probe(self, query: np.ndarray, candidates: int) -> np.ndarray:
         """Row numbers (live or not) of the partitions nearest `query`, nearest first, until at least
         `candidates` rows are gathered."""
-        order = np.argsort(-(self.centroids @ query), kind="stable")
-        sizes = np.fromiter((len(self.members[p]) for p in order), np.int64, len(order))
-        take = int(np.searchsorted(np.cumsum(sizes), candidates)) + 1
+        return self.probe_scored(self.centroids @ query, candidates)
+
+    def probe_scored(self, centroid_scores: np.ndarray, candidates: int) -> np.ndarray:
+        """`probe` given the query's scores against the centroids."""
+        order = np.argsort(-centroid_scores, kind="stable")
+        take = int(np.searchsorted(np.cumsum(self.sizes[order]), candidates)) + 1
         return np.concatenate([self.members[p] for p in order[:take].tolist()])
 
     def remap(self, new_row: np.ndarray) -> None:
         """Renumber rows after a compaction (`new_row[old] = new`, -1 for a row dropped)."""
         members = [new_row[m] for m in self.members]
         self.members = [m[m >= 0] for m in members]
+        self.sizes = np.array([len(m) for m in self.members], np.int64)

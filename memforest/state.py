@@ -38,13 +38,36 @@ class NodeData:
 
 @dataclass
 class EntityStat:
+    """A label's facts and per-session fact counts. A copy made for a write records the members it
+    changes (`edited`), so a commit writes those rows only."""
+
     label: str
     facts: set[str] = field(default_factory=set)
     sessions: dict[str, int] = field(default_factory=dict)  # session id -> facts from it
     tree_id: str | None = None
+    edited: tuple[set[str], set[str]] | None = field(default=None, compare=False, repr=False)  # facts, sessions
 
     def copy(self) -> EntityStat:
-        return EntityStat(self.label, set(self.facts), dict(self.sessions), self.tree_id)
+        return EntityStat(self.label, set(self.facts), dict(self.sessions), self.tree_id, (set(), set()))
+
+    def add_fact(self, fact_id: str) -> None:
+        self.facts.add(fact_id)
+        if self.edited is not None:
+            self.edited[0].add(fact_id)
+
+    def discard_fact(self, fact_id: str) -> None:
+        self.facts.discard(fact_id)
+        if self.edited is not None:
+            self.edited[0].add(fact_id)
+
+    def count(self, session_id: str, delta: int) -> None:
+        n = self.sessions.get(session_id, 0) + delta
+        if n > 0:
+            self.sessions[session_id] = n
+        else:
+            self.sessions.pop(session_id, None)
+        if self.edited is not None:
+            self.edited[1].add(session_id)
 
 
 @dataclass

@@ -74,15 +74,31 @@ class VectorTable:
         return self._rows.meta[self._slot[key]]
 
     def upsert(self, keys: Sequence[Hashable], vecs: np.ndarray, meta: np.ndarray | None = None) -> None:
+        """Set the vectors (and row numbers) of `keys`; a key whose row already holds them is left as
+        it is (no new row)."""
         if not keys:
             return
+        vecs = np.asarray(vecs, np.float32).reshape(len(keys), self.dim)
+        meta_rows = np.zeros((len(keys), 2)) if meta is None else np.broadcast_to(meta, (len(keys), 2))
+        held = [(i, slot) for i, slot in enumerate(map(self._slot.get, keys)) if slot is not None]
+        if held:
+            at, slots = np.array([i for i, _ in held]), np.array([slot for _, slot in held])
+            same = (self._rows.vecs[slots] == vecs[at]).all(axis=1) & (self._rows.meta[slots] == meta_rows[at]).all(axis=1)
+            if same.any():
+                keep = np.ones(len(keys), bool)
+                keep[at[same]] = False
+                keys = [k for k, kept in zip(keys, keep.tolist()) if kept]
+                vecs, meta_rows = vecs[keep], meta_rows[keep]
+                if not keys:
+                    return
+        meta = meta_rows
         self.remove(keys)
         if self._dead() > max(_MIN_ROWS, len(self._slot)):
             self._compact()
         self._reserve(self._n + len(keys))
         rows, lo, hi = self._rows, self._n, self._n + len(keys)
-        rows.vecs[lo:hi] = np.asarray(vecs, np.float32).reshape(len(keys), self.dim)
-        rows.meta[lo:hi] = 0.0 if meta is None else meta
+        rows.vecs[lo:hi] = vecs
+        rows.meta[lo:hi] = meta
         del rows.keys[lo:]
         rows.keys.extend(keys)
         self._live[lo:hi] = True
@@ -93,7 +109,7 @@ class VectorTable:
             self._writable_parts().add(np.arange(lo, hi), rows.vecs, self._live)
         elif len(self._slot) > EXACT_ROWS:
             live = self.live_rows()
-            self._parts, self._own_parts = Partitions.build(rows.vecs[live], live, PARTITION_ROWS), True
+            self._parts, self._own_parts = Partitions.build(rows.vecs, live, self._live, PARTITION_ROWS), True
 
     def remove(self, keys: Iterable[Hashable]) -> None:
         for key in keys:
@@ -131,9 +147,17 @@ class VectorTable:
     def above(self, queries: np.ndarray, floor: float, candidates: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """For each query row, (row numbers, inner products) of the live rows scoring at least
         `floor` (in a partitioned table: among the `candidates` rows of the nearest partitions)."""
+        queries = np.asarray(queries, np.float32)
+        parts = self._parts if len(self._slot) > EXACT_ROWS else None
+        centroid_scores = queries @ parts.centroids.T if parts is not None else None
         out = []
-        for q in np.asarray(queries, np.float32):
-            rows, sims = self.candidate_scores(q, candidates)
+        for i, q in enumerate(queries):
+            if parts is None or centroid_scores is None:
+                rows, sims = self.scores(q)
+            else:
+                rows = parts.probe_scored(centroid_scores[i], candidates)
+                rows = np.sort(rows[self._live[rows]])
+                sims = self._rows.vecs[rows] @ q
             keep = sims >= floor
             out.append((rows[keep], sims[keep]))
         return out

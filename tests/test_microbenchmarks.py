@@ -86,8 +86,11 @@ def test_incremental_suite_smoke(tmp_path) -> None:
     for row in out["rows"]:
         assert row["load_s"] > 0 and row["first_query_s"] > 0  # once per process, reported apart
         for op in ("ingest", "delete", "correct", "query"):
-            assert row[op]["mean_s"] > 0
-        stages = row["ingest"]["stages"]
-        parts = sum(v for k, v in stages.items() if k != "total")
-        assert abs(parts - stages["total"]) <= 1e-3  # the stages partition the wall time (4-decimal rounding)
-    assert set(out["ratios"]) == {"ingest", "delete", "correct", "query", "memory_per_session"}
+            assert row[op]["model_mean_s"] > 0 and row[op]["mean_s"] > 0  # the memory's own time, models apart
+            assert row[op]["mean_s"] + row[op]["model_mean_s"] == pytest.approx(row[op]["wall_mean_s"], abs=2e-4)
+            stages = row[op]["stages"]
+            parts = sum(v for k, v in stages.items() if k != "total")
+            assert abs(parts - stages["total"]) <= 1e-3  # the stages partition the wall time (4-decimal rounding)
+        assert {"cells", "facts"} <= set(row["search"])
+    ops = ("ingest", "delete", "correct", "query")
+    assert set(out["ratios"]) == {*ops, *(f"{op}_wall" for op in ops), "memory_per_session"}

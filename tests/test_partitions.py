@@ -37,6 +37,10 @@ def test_a_large_table_is_partitioned_and_finds_the_exact_top_k_up_to_ties() -> 
         table.upsert(list(range(lo, lo + 25)), vecs[lo: lo + 25])
     assert table._parts is not None and len(table._parts) > 2000 // 40
     assert all(len(m) <= 40 for m in table._parts.members)
+    bulk = VectorTable(16)
+    bulk.upsert(list(range(2000)), vecs)  # built at once (a store loaded): no partition over the bound either
+    assert bulk._parts is not None and max(map(len, bulk._parts.members)) <= 40
+    assert bulk._parts.sizes.tolist() == [len(m) for m in bulk._parts.members]
     rng = np.random.default_rng(1)
     queries = vecs[rng.integers(0, 2000, 50)] + 0.3 * rng.normal(size=(50, 16)).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)

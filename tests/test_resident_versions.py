@@ -142,10 +142,13 @@ def test_vector_table_versions_remove_and_search() -> None:
     assert ids.tolist() == [8]
     ids, _ = old.search(vecs[8], 1)
     assert ids.tolist() == [8]
-    for _ in range(3000):  # retired rows are compacted away; results stay exact
-        new.upsert([9], vecs[9:10])
+    rows = new._n
+    new.upsert([9], vecs[9:10])  # the vector it holds: no new row
+    assert new._n == rows
+    for i in range(3000):  # retired rows are compacted away; results stay exact
+        new.upsert([9], vecs[9:10] * (1 + i % 2))
     ids, _ = new.search(vecs[9], 1)
-    assert ids.tolist() == [9] and len(new) == 49
+    assert ids.tolist() == [9] and len(new) == 49 and new._n < 3000
 
 
 V1_ENTITIES = """

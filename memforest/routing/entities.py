@@ -48,7 +48,7 @@ def record_mentions(state: UserState, fact: Fact, cfg: EntityConfig, before: Abs
             state.entities[label] = EntityStat(label)
         stat = state.writable_entity(label)
         is_new = fact.id not in stat.facts
-        stat.facts.add(fact.id)
+        stat.add_fact(fact.id)
         _count(stat, now if is_new else now - before, +1)
         if not is_new:
             _count(stat, before - now, -1)
@@ -62,7 +62,7 @@ def forget_fact(state: UserState, fact: Fact, cfg: EntityConfig) -> set[str]:
     for label in fact_labels(fact, cfg):
         if label in state.entities and fact.id in state.entities[label].facts:
             stat = state.writable_entity(label)
-            stat.facts.discard(fact.id)
+            stat.discard_fact(fact.id)
             _count(stat, fact.sessions, -1)
             touched.add(label)
     return touched
@@ -70,11 +70,7 @@ def forget_fact(state: UserState, fact: Fact, cfg: EntityConfig) -> set[str]:
 
 def _count(stat: EntityStat, sessions: AbstractSet[str], delta: int) -> None:
     for sid in sessions:
-        n = stat.sessions.get(sid, 0) + delta
-        if n > 0:
-            stat.sessions[sid] = n
-        else:
-            stat.sessions.pop(sid, None)
+        stat.count(sid, delta)
 
 
 def is_active(stat: EntityStat, cfg: EntityConfig) -> bool:

@@ -78,6 +78,18 @@ class UserDB:
         self.validate(embedder, dim)
         return created
 
+    def hold(self) -> sqlite3.Connection | None:
+        """An idle connection kept open by the caller: while one is open, closing the others does
+        not checkpoint the write-ahead log into the database on every operation; SQLite then
+        checkpoints it every 1,000 pages, so a page written by many commits is copied once. It takes
+        no lock. None when the database cannot be opened (the next operation reports why)."""
+        try:
+            con = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
+            con.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+            return con
+        except sqlite3.Error:
+            return None
+
     def discard_if_empty(self) -> bool:
         """Remove a database no operation has committed to (a failed first write); True if removed."""
         if self.version() != 0:
@@ -267,23 +279,25 @@ def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet, base: 
 
 
 def _write_entity(con: sqlite3.Connection, st: UserState, label: str, base: UserState | None) -> None:
-    """An entity's row and its member rows: against its committed version in `base`, only the facts
-    and session counts that changed; without one, all of them."""
+    """An entity's row and its member rows: for a copy of its committed version in `base`, only the
+    facts and session counts the copy changed (`EntityStat.edited`); otherwise all of them."""
     new, old = st.entities.get(label), base.entities.get(label) if base is not None else None
-    if new is None or old is None:
+    if new is not None and new is old:  # unchanged
+        return
+    if new is None or old is None or new.edited is None:
         for table in ("entities", "entity_facts", "entity_sessions"):
             con.execute(f"DELETE FROM {table} WHERE label=?", (label,))
         if new is None:
             return
-        old = EntityStat(label)
+        facts, sessions = sorted(new.facts), sorted(new.sessions)
+    else:
+        facts, sessions = sorted(new.edited[0]), sorted(new.edited[1])
     con.execute("INSERT OR REPLACE INTO entities VALUES (?, ?)", (label, new.tree_id))
-    con.executemany("DELETE FROM entity_facts WHERE label=? AND fact_id=?",
-                    [(label, f) for f in sorted(old.facts - new.facts)])
-    con.executemany("INSERT INTO entity_facts VALUES (?, ?)", [(label, f) for f in sorted(new.facts - old.facts)])
-    con.executemany("DELETE FROM entity_sessions WHERE label=? AND session_id=?",
-                    [(label, s) for s in sorted(old.sessions.keys() - new.sessions.keys())])
-    con.executemany("INSERT OR REPLACE INTO entity_sessions VALUES (?, ?, ?)",
-                    [(label, s, n) for s, n in sorted(new.sessions.items() - old.sessions.items())])
+    con.executemany("DELETE FROM entity_facts WHERE label=? AND fact_id=?", [(label, f) for f in facts])
+    con.executemany("INSERT INTO entity_facts VALUES (?, ?)", [(label, f) for f in facts if f in new.facts])
+    con.executemany("DELETE FROM entity_sessions WHERE label=? AND session_id=?", [(label, s) for s in sessions])
+    con.executemany("INSERT INTO entity_sessions VALUES (?, ?, ?)",
+                    [(label, s, new.sessions[s]) for s in sessions if s in new.sessions])
 
 
 def _migrate(con: sqlite3.Connection) -> None:
