@@ -6,7 +6,7 @@ bound the fork folds it into a new base (O(size), amortised over many versions).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, MutableMapping
+from collections.abc import Iterable, Iterator, MutableMapping, MutableSet
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
@@ -89,3 +89,39 @@ class CowMap(MutableMapping[K, V], Generic[K, V]):
 
     def __repr__(self) -> str:
         return f"CowMap({len(self)} entries, {len(self._over)} private)"
+
+
+class CowSet(MutableSet[K], Generic[K]):
+    """A set over a `CowMap`: `fork()` costs O(its private edits), not O(size)."""
+
+    __slots__ = ("_map",)
+
+    def __init__(self, items: Iterable[K] = ()) -> None:
+        self._map: CowMap[K, None] = CowMap((k, None) for k in items)
+
+    @classmethod
+    def _from_iterable(cls, it: Iterable[Any]) -> set[Any]:  # results of &, |, - are plain sets
+        return set(it)
+
+    def fork(self) -> CowSet[K]:
+        out: CowSet[K] = CowSet.__new__(CowSet)
+        out._map = self._map.fork()
+        return out
+
+    def add(self, value: K) -> None:
+        self._map[value] = None
+
+    def discard(self, value: K) -> None:
+        self._map.pop(value, None)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._map
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._map)
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def __repr__(self) -> str:
+        return f"CowSet({len(self)} members)"

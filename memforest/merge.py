@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from memforest.config import MemForestConfig
+from memforest.cow import CowMap
 from memforest.errors import InputError
 from memforest.facts.canonical import canonicalize, matrix_neighbours
 from memforest.facts.extraction import Candidate
@@ -127,7 +128,7 @@ def _merge_entity_stats(target: UserState, source: UserState, mapping: dict[str,
         if stat.tree_id and f"entity:{label}" in target.trees:
             mine.tree_id = f"entity:{label}"
     for label in sorted(source.entities):
-        target.entities[label].sessions = entities.session_counts(target, target.entities[label])
+        target.entities[label].sessions = CowMap(entities.session_counts(target, target.entities[label]))
         router.sync_entity(label, set(target.entities[label].facts))
 
 

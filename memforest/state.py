@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from memforest.cow import CowMap
+from memforest.cow import CowMap, CowSet
 from memforest.trees.memtree import MemTree
 from memforest.types import Cell, Fact, Session
 from memforest.vector_table import VectorTable
@@ -42,13 +42,14 @@ class EntityStat:
     changes (`edited`), so a commit writes those rows only."""
 
     label: str
-    facts: set[str] = field(default_factory=set)
-    sessions: dict[str, int] = field(default_factory=dict)  # session id -> facts from it
+    facts: CowSet[str] = field(default_factory=CowSet)
+    sessions: CowMap[str, int] = field(default_factory=CowMap)  # session id -> facts from it
     tree_id: str | None = None
     edited: tuple[set[str], set[str]] | None = field(default=None, compare=False, repr=False)  # facts, sessions
 
     def copy(self) -> EntityStat:
-        return EntityStat(self.label, set(self.facts), dict(self.sessions), self.tree_id, (set(), set()))
+        """A private version (copy-on-write: O(the edits since the last fold), not O(members))."""
+        return EntityStat(self.label, self.facts.fork(), self.sessions.fork(), self.tree_id, (set(), set()))
 
     def add_fact(self, fact_id: str) -> None:
         self.facts.add(fact_id)

@@ -10,7 +10,7 @@ import time
 import numpy as np
 from conftest import make_sessions
 
-from memforest.cow import CowMap
+from memforest.cow import CowMap, CowSet
 from memforest.vector_table import VectorTable
 
 
@@ -181,3 +181,26 @@ def test_a_schema_1_store_is_migrated_when_opened_and_reads_the_same(scripted_fo
         assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
     reopened.ingest_sessions("u", make_sessions(9, 4)[8:])
     assert reopened.check("u")["ok"]
+
+
+def test_cow_set_fork_is_independent() -> None:
+    base = CowSet(range(10))
+    fork = base.fork()
+    fork.add(20)
+    fork.discard(3)
+    assert 3 in base and 20 not in base and len(base) == 10
+    assert 3 not in fork and 20 in fork and len(fork) == 10 and {1, 2, 50} & fork == {1, 2}
+
+
+def test_a_write_records_only_the_entity_members_it_changed(scripted_forest) -> None:
+    """The commit writes an entity's member rows from what the write's copy edited, not all of them."""
+    forest = scripted_forest()
+    sessions = [{"session_id": f"r{i:02d}", "timestamp": f"2023-04-{i + 1:02d}T09:00", "turns": [
+        {"role": "user", "content": f"I met Ravi at the market and we planted {i} rows of beans."},
+        {"role": "assistant", "content": "That sounds like a productive morning."}]} for i in range(13)]
+    forest.ingest_sessions("u", sessions[:12])
+    forest.ingest_sessions("u", sessions[12:])
+    ravi = forest.snapshot("u").state.entities["ravi"]
+    assert len(ravi.facts) == 13 and len(ravi.sessions) == 13
+    assert ravi.edited is not None and [len(ravi.edited[0]), len(ravi.edited[1])] == [1, 1]
+    assert forest.check("u")["ok"]

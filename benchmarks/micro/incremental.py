@@ -36,7 +36,7 @@ from memforest import vector_table
 from memforest.api import MemForest
 from memforest.config import MemForestConfig
 from memforest.llm.base import ChatRequest, EmbedKind
-from memforest.llm.testing import HashEmbedder, Responder, ScriptedChatModel
+from memforest.llm.testing import HashEmbedder, Responder, ScriptedChatModel, rule_responder
 
 USER = "bench"
 START = datetime(2021, 1, 4, 9, 0)
@@ -92,20 +92,28 @@ def _timed(responder: Responder, clock: ModelClock) -> Responder:
     return answer
 
 
-def _forest(path: Path, clock: ModelClock | None = None) -> MemForest:
+EXTRACTORS: dict[str, tuple[str, Callable[[], Responder]]] = {
+    # name -> (base-store prefix, responder): `profile` is a real memory's proportions; `rule` extracts
+    # the synthetic text's stock sentences (a few thousand facts, some said thousands of times)
+    "profile": ("incremental_profile", ProfileResponder),
+    "rule": ("incremental_base", lambda: rule_responder),
+}
+
+
+def _forest(path: Path, clock: ModelClock | None = None, extractor: str = "profile") -> MemForest:
     cfg = MemForestConfig()
     clock = clock or ModelClock()
-    return MemForest(path, cfg, llm=ScriptedChatModel(_timed(ProfileResponder(), clock)),
+    return MemForest(path, cfg, llm=ScriptedChatModel(_timed(EXTRACTORS[extractor][1](), clock)),
                      embedder=_TimedEmbedder(cfg.embedder.dim, clock))
 
 
-def base_store(root: Path, size: int, turns: int, seed: int, batch: int) -> Path:
+def base_store(root: Path, size: int, turns: int, seed: int, batch: int, extractor: str = "profile") -> Path:
     """A store holding `size` sessions (built in batches of `batch` sessions per call), cached; an
     interrupted build goes on from the sessions it committed."""
-    path = root / f"incremental_profile_n{size}_t{turns}_s{seed}"
+    path = root / f"{EXTRACTORS[extractor][0]}_n{size}_t{turns}_s{seed}"
     if (path / "done").exists():
         return path
-    with _forest(path) as forest:
+    with _forest(path, extractor=extractor) as forest:
         start = len(forest.snapshot(USER).state.sessions) if USER in forest.users() else 0
         for lo in range(start, size, batch):
             forest.ingest_sessions(USER, longmemeval_sessions(min(batch, size - lo), lo, turns, seed))
@@ -145,13 +153,14 @@ def search_overlap(forest: MemForest, snap: Any, samples: int = 50, seed: int = 
     return out
 
 
-def measure(base: Path, size: int, reps: int, turns: int, seed: int, scratch: Path) -> dict[str, Any]:
+def measure(base: Path, size: int, reps: int, turns: int, seed: int, scratch: Path, extractor: str = "profile"
+            ) -> dict[str, Any]:
     work = scratch / f"n{size}"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(base, work)
     tracemalloc.start()
     models = ModelClock()
-    forest = _forest(work, models)
+    forest = _forest(work, models, extractor)
     t = time.perf_counter()
     snap = forest.snapshot(USER)
     load_s = time.perf_counter() - t
@@ -209,6 +218,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--batch", type=int, default=50, help="sessions per call while building a base store")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--root", default="results/bench")
+    parser.add_argument("--extractor", default="profile", choices=sorted(EXTRACTORS),
+                        help="what the scripted model extracts (module docstring)")
     args = parser.parse_args(argv)
     root = Path(args.root)
     root.mkdir(parents=True, exist_ok=True)
@@ -216,9 +227,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows = []
     for size in sizes:
         t = time.perf_counter()
-        base = base_store(root, size, args.turns, args.seed, args.batch)
+        base = base_store(root, size, args.turns, args.seed, args.batch, args.extractor)
         build = time.perf_counter() - t
-        row = measure(base, size, args.reps, args.turns, args.seed, root / "incremental_work")
+        row = measure(base, size, args.reps, args.turns, args.seed, root / "incremental_work", args.extractor)
         row["build_s"] = round(build, 1)
         rows.append(row)
         print(f"n={size}: " + ", ".join(f"{op} {row[op]['mean_s'] * 1000:.1f} ms (wall {row[op]['wall_mean_s'] * 1000:.1f})"
@@ -233,7 +244,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                        for op in ("ingest", "delete", "correct", "query")})
         ratios["memory_per_session"] = round(hi["peak_bytes_per_session"] / lo["peak_bytes_per_session"], 2)
         print(f"ratio n={sizes[-1]} / n={sizes[0]}: " + ", ".join(f"{k} {v}x" for k, v in ratios.items()))
-    return {"sizes": sizes, "rows": rows, "ratios": ratios, "reps": args.reps}
+    return {"sizes": sizes, "extractor": args.extractor, "rows": rows, "ratios": ratios, "reps": args.reps}
 
 
 if __name__ == "__main__":

@@ -220,7 +220,7 @@ def _read_state(con: sqlite3.Connection, user: str) -> UserState:
         tree = MemTree.from_rows(tid, fanout, rows.get(tid, []), next_node_id=next_id, validate=False)
         st.trees[tid] = TreeInfo(tid, family, label, rowid, tree)
     for label, tree_id in con.execute("SELECT label, tree_id FROM entities"):
-        st.entities[label] = EntityStat(label, set(), {}, tree_id)
+        st.entities[label] = EntityStat(label, tree_id=tree_id)
     for label, fid in con.execute("SELECT label, fact_id FROM entity_facts"):
         st.entities[label].facts.add(fid)
     for label, sid, n in con.execute("SELECT label, session_id, facts FROM entity_sessions"):
