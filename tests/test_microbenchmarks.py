@@ -93,4 +93,5 @@ def test_incremental_suite_smoke(tmp_path) -> None:
             assert abs(parts - stages["total"]) <= 1e-3  # the stages partition the wall time (4-decimal rounding)
         assert {"cells", "facts"} <= set(row["search"])
     ops = ("ingest", "delete", "correct", "query")
-    assert set(out["ratios"]) == {*ops, *(f"{op}_wall" for op in ops), "memory_per_session"}
+    assert set(out["ratios"]) == {*ops, *(f"{op}_{kind}" for op in ops for kind in ("wall", "median")),
+                                  "memory_per_session"}

@@ -213,7 +213,7 @@ def measure(base: Path, size: int, reps: int, turns: int, seed: int, scratch: Pa
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="100,1000,10000")
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=20, help="operations of each kind per size")
     parser.add_argument("--turns", type=int, default=10, help="turns per session (~5 cells of 2 turns)")
     parser.add_argument("--batch", type=int, default=50, help="sessions per call while building a base store")
     parser.add_argument("--seed", type=int, default=0)
@@ -241,6 +241,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         lo, hi = rows[0], rows[-1]
         ratios = {op: round(hi[op]["mean_s"] / lo[op]["mean_s"], 2) for op in ("ingest", "delete", "correct", "query")}
         ratios.update({f"{op}_wall": round(hi[op]["wall_mean_s"] / lo[op]["wall_mean_s"], 2)
+                       for op in ("ingest", "delete", "correct", "query")})
+        ratios.update({f"{op}_median": round(hi[op]["median_s"] / lo[op]["median_s"], 2)
                        for op in ("ingest", "delete", "correct", "query")})
         ratios["memory_per_session"] = round(hi["peak_bytes_per_session"] / lo["peak_bytes_per_session"], 2)
         print(f"ratio n={sizes[-1]} / n={sizes[0]}: " + ", ".join(f"{k} {v}x" for k, v in ratios.items()))
