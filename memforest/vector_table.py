@@ -172,6 +172,14 @@ class VectorTable:
         keys = self._rows.keys
         return [(keys[rows[i]], float(sims[i])) for i in order]
 
+    def row_of(self, key: Hashable) -> int | None:
+        """The row holding `key`'s vector in this version (None if absent)."""
+        return self._slot.get(key)
+
+    def row_scores(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Inner products of `query` with the given rows."""
+        return self._rows.vecs[rows] @ np.asarray(query, np.float32).reshape(-1)
+
     def row_meta(self, rows: np.ndarray) -> np.ndarray:
         return self._rows.meta[rows]
 

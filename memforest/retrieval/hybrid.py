@@ -76,44 +76,59 @@ def lexical_scores(snap: Snapshot, question: str) -> ScaledLexical:
 
 
 def candidate_items(snap: Snapshot, question: str, qvec: np.ndarray, k: int,
-                    facts: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[list[str], ScaledLexical]:
+                    facts: tuple[np.ndarray, np.ndarray] | None = None,
+                    dense: dict[str, tuple[float, NodeKey | None]] | None = None) -> tuple[list[str], ScaledLexical]:
     """Items from the dense top-k cells and top-k facts (every leaf of every tree is one or the
     other) and the lexical top-k, and every item's lexical score scaled to the best one (0 for items
-    sharing no term). `facts` (optional): the fact index's top-k for `qvec`, searched already."""
-    idx = snap.index
+    sharing no term). `facts` (optional): the fact index's top-k for `qvec`, searched already.
+    `dense` (optional) receives each dense candidate's similarity (and a cell's leaf), for `rank_units`."""
+    idx, state = snap.index, snap.state
     found: dict[str, None] = {}
-    ids, _ = idx.cells.search(qvec, k)
-    for uid in ids.tolist():
+    known: dict[str, tuple[float, NodeKey | None]] = {} if dense is None else dense
+    ids, scores = idx.cells.search(qvec, k)
+    for uid, score in zip(ids.tolist(), scores.tolist()):
         key = idx.cell_key.get(uid)
-        if key is not None and key[0] in snap.state.trees:
-            node = snap.state.trees[key[0]].tree.nodes.get(key[1])
+        if key is not None and key[0] in state.trees:
+            node = state.trees[key[0]].tree.nodes.get(key[1])
             if node is not None and node.item is not None:
                 found[node.item] = None
-    ids, _ = facts if facts is not None else idx.facts.search(qvec, k)
-    found.update((idx.fact_key[uid], None) for uid in ids[:k].tolist() if uid in idx.fact_key)
+                known[node.item] = (score, key)
+    ids, scores = facts if facts is not None else idx.facts.search(qvec, k)
+    for uid, score in zip(ids[:k].tolist(), scores[:k].tolist()):
+        fid = idx.fact_key.get(uid)
+        if fid is not None:
+            found[fid] = None
+            known[fid] = (score, None)
     scaled = lexical_scores(snap, question)
     found.update((item, None) for item in scaled.top(k))
-    return [i for i in found if i in snap.state.cells or i in snap.state.facts], scaled
+    return [i for i in found if i in state.cells or i in state.facts], scaled
 
 
 def rank_units(
     snap: Snapshot, items: list[str], qvec: np.ndarray, lexical: ScaledLexical, target: DateTarget | None,
     cfg: QueryConfig, budget: int, floor: dict[str, float] | None = None,
+    dense: dict[str, tuple[float, NodeKey | None]] | None = None,
 ) -> list[Hit]:
     """The best `budget` units among `items`, chosen greedily with the per-session repeat penalty.
-    `floor` (optional) gives an item a score it keeps at least (a planner's sub-query similarity).
-    Similarities are one matrix product over the items' vectors and one over their sessions' roots."""
-    views = [_item_view(snap, item) for item in items]
-    if not views:
+    `floor` (optional) gives an item a score it keeps at least (a planner's sub-query similarity);
+    `dense` (from `candidate_items`) the similarity (and a cell's leaf) of items searched already.
+    The other similarities are one matrix product over items and one over their sessions' roots."""
+    if not items:
         return []
-    zero = np.zeros(snap.state.dim, np.float32)
-    sims = np.stack([v.vec for v in views]) @ qvec
+    state, known = snap.state, dense or {}
+    views = [_item_view(snap, item, known.get(item)) for item in items]
+    missing = [i for i, v in enumerate(views) if v.sim is None]
+    sims: list[float] = [0.0 if v.sim is None else v.sim for v in views]
+    if missing:
+        rows = np.stack([v for v in (views[i].vec for i in missing) if v is not None])
+        for i, sim in zip(missing, (rows @ qvec).tolist()):
+            sims[i] = sim
     sessions = list(dict.fromkeys(v.session for v in views))
-    roots = dict(zip(sessions, (np.stack([_root_vec(snap, s, zero) for s in sessions]) @ qvec).tolist()))
+    roots = dict(zip(sessions, _root_similarities(snap, sessions, qvec)))
     base: dict[str, float] = {}
     group: dict[str, str] = {}
     leaf: dict[str, NodeKey | None] = {}
-    for v, sim in zip(views, sims.tolist()):
+    for v, sim in zip(views, sims):
         score = max(sim, floor[v.item]) if floor and v.item in floor else sim
         score += cfg.lexical_weight * lexical.get(v.item, 0.0) + cfg.session_weight * roots[v.session]
         if target is not None:
@@ -129,7 +144,7 @@ def rank_units(
         if count != seen:  # its session gave a unit since: back in line with the penalty
             heapq.heappush(heap, (-(base[item] - cfg.repeat_penalty * count), item, count))
             continue
-        key = leaf[item] if item in snap.state.cells else _leaf_key(snap, item)
+        key = leaf[item] if item in state.cells else _leaf_key(snap, item)
         if key is not None:
             out.append(Hit(key, -neg, 0))
             taken[group[item]] = count + 1
@@ -139,30 +154,42 @@ def rank_units(
 @dataclass(frozen=True)
 class _View:
     item: str
-    vec: np.ndarray
+    vec: np.ndarray | None  # needed only when the similarity is not known
+    sim: float | None
     time: float
     session: str  # a fact's: the first session it was said in
     leaf: NodeKey | None  # a cell's leaf (a fact's is looked up only if it is chosen)
 
 
-def _item_view(snap: Snapshot, item: str) -> _View:
-    """A cell or fact as ranking sees it."""
+def _item_view(snap: Snapshot, item: str, known: tuple[float, NodeKey | None] | None = None) -> _View:
+    """A cell or fact as ranking sees it (`known`: its similarity and a cell's leaf, when searched)."""
     state = snap.state
     if item in state.cells:
         cell = state.cells[item]
+        if known is not None and known[1] is not None:
+            return _View(item, None, known[0], cell.time, cell.session_id, known[1])
         key = _leaf_key(snap, item)
         vec = state.nodes[key].embedding if key is not None else np.zeros(state.dim, np.float32)
-        return _View(item, vec, cell.time, cell.session_id, key)
+        return _View(item, vec, None, cell.time, cell.session_id, key)
     fact = state.facts[item]
     first = fact.first
-    return _View(item, state.fact_vecs[item], fact.time, first.session_id if first is not None else "", None)
+    session = first.session_id if first is not None else ""
+    if known is not None:
+        return _View(item, None, known[0], fact.time, session, None)
+    return _View(item, state.fact_vecs[item], None, fact.time, session, None)
 
 
-def _root_vec(snap: Snapshot, session: str, zero: np.ndarray) -> np.ndarray:
-    info = snap.state.trees.get(session_tree_id(session))
-    if info is None or info.tree.root is None:
-        return zero
-    return snap.state.nodes[(info.tree_id, info.tree.root)].embedding
+def _root_similarities(snap: Snapshot, sessions: list[str], qvec: np.ndarray) -> list[float]:
+    """Similarity of `qvec` to each session tree's root (0 for a session without one), through the
+    root index: one gather and one product."""
+    trees, roots = snap.state.trees, snap.index.roots
+    rows = []
+    for sid in sessions:
+        info = trees.get(session_tree_id(sid))
+        rows.append(roots.row_of(info.rowid) if info is not None else None)
+    have = [r for r in rows if r is not None]
+    sims = iter(roots.row_scores(np.asarray(have, np.int64), qvec).tolist() if have else [])
+    return [next(sims) if r is not None else 0.0 for r in rows]
 
 
 def _leaf_key(snap: Snapshot, item: str) -> NodeKey | None:

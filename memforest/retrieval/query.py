@@ -22,6 +22,7 @@ from memforest.retrieval.planner import Plan, plan_query, question_direction
 from memforest.retrieval.recall import recall_trees
 from memforest.retrieval.results import Evidence, QueryResult
 from memforest.snapshot import Snapshot
+from memforest.state import NodeKey
 from memforest.timeutil import parse_time
 
 
@@ -81,9 +82,10 @@ def retrieve(
         if expand:
             hits, path = embed_browse(snap, qvec, [r.tree_id for r in recalled], cfg.beam, stop_level=1)
         else:
-            items, lexical = candidate_items(snap, question, qvec, cfg.candidates, facts)
+            dense: dict[str, tuple[float, NodeKey | None]] = {}
+            items, lexical = candidate_items(snap, question, qvec, cfg.candidates, facts, dense)
             hits = rank_units(snap, items, qvec, lexical, date_target(question, parse_time(date)), cfg,
-                              cfg.final_units)
+                              cfg.final_units, dense=dense)
             path = [{"candidates": len(items), "lexical_matches": len(lexical),
                      "kept": [[*h.key, round(h.score, 4)] for h in hits]}]
     lat["browse"] = _lap(t)
