@@ -65,6 +65,7 @@ class VectorTable:
         out._live, out._slot, out._own_tail = self._live.copy(), self._slot.fork(), True
         out._parts, out._own_parts = self._parts, self._parts is None
         self._own_tail = False
+        self._own_parts = self._parts is None  # shared now: either side copies it before changing it
         return out
 
     def vector(self, key: Hashable) -> np.ndarray:

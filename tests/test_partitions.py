@@ -84,3 +84,18 @@ def test_near_duplicates_above_a_floor_are_found_in_a_partitioned_table() -> Non
     for i in (5, 500, 1100):
         rows, sims = table.above(vecs[i: i + 1] * 1.0, 0.999, 64)[0]
         assert i in [table.row_key(r) for r in rows.tolist()] and (sims >= 0.999).all()
+
+
+def test_either_side_of_a_fork_may_change_without_touching_the_other() -> None:
+    vecs = clustered(900, seed=4)
+    table = VectorTable(16)
+    table.upsert(list(range(600)), vecs[:600])
+    fork = table.fork()
+    shared = fork._parts
+    assert shared is not None
+    members = [m.copy() for m in shared.members]
+    table.upsert(list(range(600, 900)), vecs[600:900])  # the original changes after the fork
+    assert fork._parts is shared and table._parts is not shared
+    assert [m.tolist() for m in shared.members] == [m.tolist() for m in members]
+    ids, _ = fork.search(vecs[700], 5)
+    assert max(ids.tolist()) < 600 and len(fork) == 600
