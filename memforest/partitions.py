@@ -119,13 +119,9 @@ class Partitions:
         self.sizes[p], self.sizes[-1] = len(self.members[p]), len(self.members[-1])
         return [p, len(self.members) - 1]
 
-    def probe(self, query: np.ndarray, candidates: int) -> np.ndarray:
-        """Row numbers (live or not) of the partitions nearest `query`, nearest first, until at least
-        `candidates` rows are gathered."""
-        return self.probe_scored(self.centroids @ query, candidates)
-
-    def probe_scored(self, centroid_scores: np.ndarray, candidates: int) -> np.ndarray:
-        """`probe` given the query's scores against the centroids."""
+    def probe(self, centroid_scores: np.ndarray, candidates: int) -> np.ndarray:
+        """Row numbers (live or not) of the partitions nearest a query (given its scores against the
+        centroids), nearest first, until at least `candidates` rows are gathered."""
         order = np.argsort(-centroid_scores, kind="stable")
         take = int(np.searchsorted(np.cumsum(self.sizes[order]), candidates)) + 1
         return np.concatenate([self.members[p] for p in order[:take].tolist()])

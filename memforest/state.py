@@ -113,7 +113,7 @@ def _cow() -> CowMap:
     return CowMap()
 
 
-NEAR_DUPLICATE_CANDIDATES = 256  # a large fact table's rows nearest by code, scored exactly for duplicates
+NEAR_DUPLICATE_CANDIDATES = 256  # rows of a partitioned fact table scored exactly for near-duplicates
 
 
 @dataclass

@@ -29,6 +29,11 @@ PROBE_MIN = 2048
 PROBE_FACTOR = 8
 
 
+def probe_size(k: int) -> int:
+    """Rows a partitioned table scores for a top-k search."""
+    return max(PROBE_MIN, PROBE_FACTOR * k)
+
+
 class _Rows:
     """The shared, append-only storage: vectors, their keys and optional per-row numbers."""
 
@@ -131,32 +136,32 @@ class VectorTable:
 
     def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(keys, scores) of the top-k rows for one query vector, best first (integer keys)."""
-        rows, sims = self.candidate_scores(query, max(PROBE_MIN, PROBE_FACTOR * k))
+        rows, sims = self.candidate_scores(query, probe_size(k))
         top = self.top(rows, sims, k)
         return np.asarray([key for key, _ in top], np.int64), np.asarray([s for _, s in top], np.float32)
+
+    @property
+    def partitions(self) -> Partitions | None:
+        """The partitions searches go through (None while the table is searched exactly)."""
+        return self._parts if len(self._slot) > EXACT_ROWS else None
 
     def candidate_scores(self, query: np.ndarray, candidates: int) -> tuple[np.ndarray, np.ndarray]:
         """(row numbers, exact inner products) of every live row, or for a partitioned table of the
         live rows of the partitions nearest `query` (at least `candidates` rows gathered)."""
-        if self._parts is None or len(self._slot) <= EXACT_ROWS:
-            return self.scores(query)
-        q = np.asarray(query, np.float32).reshape(-1)
-        rows = self._parts.probe(q, candidates)
-        rows = np.sort(rows[self._live[rows]])
-        return rows, self._rows.vecs[rows] @ q
+        return self.above(np.asarray(query, np.float32).reshape(1, -1), -np.inf, candidates)[0]
 
     def above(self, queries: np.ndarray, floor: float, candidates: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """For each query row, (row numbers, inner products) of the live rows scoring at least
         `floor` (in a partitioned table: among the `candidates` rows of the nearest partitions)."""
         queries = np.asarray(queries, np.float32)
-        parts = self._parts if len(self._slot) > EXACT_ROWS else None
+        parts = self.partitions
         centroid_scores = queries @ parts.centroids.T if parts is not None else None
         out = []
         for i, q in enumerate(queries):
             if parts is None or centroid_scores is None:
                 rows, sims = self.scores(q)
             else:
-                rows = parts.probe_scored(centroid_scores[i], candidates)
+                rows = parts.probe(centroid_scores[i], candidates)
                 rows = np.sort(rows[self._live[rows]])
                 sims = self._rows.vecs[rows] @ q
             keep = sims >= floor

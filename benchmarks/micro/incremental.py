@@ -134,19 +134,18 @@ def search_overlap(forest: MemForest, snap: Any, samples: int = 50, seed: int = 
     for name in ("cells", "facts"):
         queries = forest.embedder.embed(texts[name], "query")
         table = getattr(snap.index, name)
-        if table._parts is None or len(table) <= vector_table.EXACT_ROWS:
+        if table.partitions is None:
             out[name] = {"rows": len(table), "search": "exact"}
             continue
         live = table.live_rows()
-        vecs = table._rows.vecs[live]
-        row: dict[str, Any] = {"rows": len(table), "partitions": len(table._parts)}
+        row: dict[str, Any] = {"rows": len(table), "partitions": len(table.partitions)}
         for k in (10, 200):
             shares, scored = [], []
             for q in queries:
-                kth = np.sort(vecs @ q)[-k]
+                kth = np.sort(table.row_scores(live, q))[-k]
                 ids, scores = table.search(q, k)
                 shares.append(float(np.mean(scores >= kth - 1e-6)))
-                scored.append(len(table.candidate_scores(q, max(vector_table.PROBE_MIN, vector_table.PROBE_FACTOR * k))[0]))
+                scored.append(len(table.candidate_scores(q, vector_table.probe_size(k))[0]))
             row[f"top{k}_found"] = round(statistics.mean(shares), 4)
             row[f"top{k}_rows_scored"] = round(statistics.mean(scored))
         out[name] = row
