@@ -201,9 +201,9 @@ def measure(base: Path, size: int, reps: int, turns: int, seed: int, scratch: Pa
         for _, _, st in samples:
             for k, v in st.items():
                 stages[k] = stages.get(k, 0.0) + v / len(samples)
-        row[name] = {"mean_s": round(statistics.mean(own), 4), "median_s": round(statistics.median(own), 4),
-                     "wall_mean_s": round(statistics.mean(walls), 4),
-                     "model_mean_s": round(statistics.mean(m for _, m, _ in samples), 4),
+        row[name] = {"mean_s": round(statistics.mean(own), 6), "median_s": round(statistics.median(own), 6),
+                     "wall_mean_s": round(statistics.mean(walls), 6),
+                     "model_mean_s": round(statistics.mean(m for _, m, _ in samples), 6),
                      "stages": {k: round(v, 4) for k, v in stages.items()}}
     shutil.rmtree(work, ignore_errors=True)
     return row
