@@ -115,19 +115,17 @@ class MemForest:
         base = self.root / "users"
         return sorted(p.name for p in base.iterdir() if (p / "memory.sqlite").exists()) if base.exists() else []
 
-    def _db(self, user: str, create: bool) -> UserDB:
-        return self._open_db(user, create)[0]
-
-    def _open_db(self, user: str, create: bool) -> tuple[UserDB, bool]:
-        """The user's database, checked (schema, version); with `create`, a new one is made after the
-        models are built, so a configuration that cannot build them leaves nothing behind.
-        Returns (db, whether this call created it)."""
+    def _open_db(self, user: str, create: bool, check: bool = True) -> tuple[UserDB, bool]:
+        """The user's database, checked (schema, version; `check=False`: the caller checks it); with
+        `create`, a new one is made after the models are built, so a configuration that cannot build
+        them leaves nothing behind. Returns (db, whether this call created it)."""
         directory = self.user_dir(user)
         db = UserDB(directory / "memory.sqlite")
         if not db.path.exists() and not create:
             raise StoreError(f"no memory for user {user!r} in {self.root}")
         if db.path.exists():
-            db.validate()
+            if check:
+                db.validate()
             return db, False
         embedder, _ = self.embedder, self.scheduler
         directory.mkdir(parents=True, exist_ok=True)
@@ -136,10 +134,11 @@ class MemForest:
     def snapshot(self, user: str) -> Snapshot:
         """The last committed version of `user`'s memory: the resident one, reloaded when another
         process committed since. Never waits for a writer of this process."""
-        return self._current(user, self._db(user, create=False))
+        db, _ = self._open_db(user, create=False, check=False)
+        return self._current(user, db, db.validate())
 
-    def _current(self, user: str, db: UserDB) -> Snapshot:
-        version = db.version()
+    def _current(self, user: str, db: UserDB, version: int) -> Snapshot:
+        """The resident snapshot of `user` at committed `version` (as read by `db.validate`)."""
         snap = self._snapshots.get(user)
         if snap is None or snap.version != version:
             snap = publish.load(db, user)
@@ -157,12 +156,11 @@ class MemForest:
         and commit and publish the ChangeSet the block fills in. The store's schema and embedder are
         checked against this configuration before anything is read or written."""
         clock = clock or Clock()
-        db, fresh = self._open_db(user, create)
+        db, fresh = self._open_db(user, create, check=False)  # checked below, under the lock
         with write_lock(self.user_dir(user) / "write.lock", user, self.config.limits.lock_wait_s):
             try:
                 clock.lap("lock")
-                db.validate(self.embedder.name, self.embedder.dim)
-                base = self._current(user, db)
+                base = self._current(user, db, db.validate(self.embedder.name, self.embedder.dim))
                 state = db.load(user) if whole else base.state.fork()
                 changes = ChangeSet()
                 clock.lap("load")

@@ -153,17 +153,26 @@ class VectorTable:
     def above(self, queries: np.ndarray, floor: float, candidates: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """For each query row, (row numbers, inner products) of the live rows scoring at least
         `floor` (in a partitioned table: among the `candidates` rows of the nearest partitions)."""
-        queries = np.asarray(queries, np.float32)
+        queries = np.asarray(queries, np.float32).reshape(-1, self.dim)
         parts = self.partitions
-        centroid_scores = queries @ parts.centroids.T if parts is not None else None
         out = []
-        for i, q in enumerate(queries):
-            if parts is None or centroid_scores is None:
-                rows, sims = self.scores(q)
+        if parts is None:  # exact: one product of every row with every query
+            n = self._n
+            live = np.flatnonzero(self._live[:n])
+            if len(queries) == 1:
+                every = (self._rows.vecs[:n] @ queries[0])[:, None]
             else:
-                rows = parts.probe(centroid_scores[i], candidates)
-                rows = np.sort(rows[self._live[rows]])
-                sims = self._rows.vecs[rows] @ q
+                every = self._rows.vecs[:n] @ queries.T
+            for i in range(len(queries)):
+                sims = every[live, i]
+                keep = sims >= floor
+                out.append((live[keep], sims[keep]))
+            return out
+        centroid_scores = queries @ parts.centroids.T
+        for i, q in enumerate(queries):
+            rows = parts.probe(centroid_scores[i], candidates)
+            rows = np.sort(rows[self._live[rows]])
+            sims = self._rows.vecs[rows] @ q
             keep = sims >= floor
             out.append((rows[keep], sims[keep]))
         return out

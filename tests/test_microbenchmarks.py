@@ -92,6 +92,13 @@ def test_incremental_suite_smoke(tmp_path) -> None:
             parts = sum(v for k, v in stages.items() if k != "total")
             assert abs(parts - stages["total"]) <= 1e-3  # the stages partition the wall time (4-decimal rounding)
         assert {"cells", "facts"} <= set(row["search"])
+        for op in ("ingest", "delete", "correct"):  # a write refreshes at least the leaves it placed or removed
+            assert row[op]["refreshed_nodes"] >= 1
     ops = ("ingest", "delete", "correct", "query")
+    writes = ("ingest", "delete", "correct")
     assert set(out["ratios"]) == {*ops, *(f"{op}_{kind}" for op in ops for kind in ("wall", "median")),
+                                  *(f"{op}_{kind}" for op in writes for kind in ("per_refreshed_node", "refreshed_nodes")),
                                   "memory_per_session"}
+    lo, hi = out["rows"]
+    assert out["ratios"]["ingest_refreshed_nodes"] == pytest.approx(
+        hi["ingest"]["refreshed_nodes"] / lo["ingest"]["refreshed_nodes"], abs=0.01)

@@ -10,7 +10,9 @@ through refreshed ancestors); `wall_mean_s` and `model_mean_s` are reported besi
 tracemalloc peak while loading the store, divided by its sessions. Loading the store and the first
 query after it (which builds the lexical index over every cell and fact) are O(size) once per process
 and reported apart (`load_s`, `first_query_s`). Partitioned search is compared with exact search
-(`search`). Base stores are cached under results/bench/ keyed by parameters."""
+(`search`). `refreshed_nodes` counts the tree nodes each write refreshed (leaves placed and the
+summaries on their paths to the roots); the `*_per_refreshed_node` ratios divide that O(M log N)
+term out. Base stores are cached under results/bench/ keyed by parameters."""
 
 from __future__ import annotations
 
@@ -152,6 +154,16 @@ def search_overlap(forest: MemForest, snap: Any, samples: int = 50, seed: int = 
     return out
 
 
+def dirty_path(out: Any) -> int:
+    """Tree nodes an ingest, delete or correct refreshed: leaves placed plus summaries recomputed on
+    their paths to the roots (the O(M log N) the refresh is designed to cost)."""
+    if isinstance(out, dict):
+        if "ingest" in out:
+            return int(out["ingest"]["nodes_refreshed"])
+        return int(out["refresh"]["leaves"] + sum(out["refresh"]["per_level"].values()))
+    return int(out.nodes_refreshed)
+
+
 def measure(base: Path, size: int, reps: int, turns: int, seed: int, scratch: Path, extractor: str = "profile"
             ) -> dict[str, Any]:
     work = scratch / f"n{size}"
@@ -176,6 +188,7 @@ def measure(base: Path, size: int, reps: int, turns: int, seed: int, scratch: Pa
     new = longmemeval_sessions(3 * reps, stored + 100, turns, seed + 1)  # later dates, unseen ids
     ops: dict[str, list[tuple[float, float, dict[str, float]]]] = {"ingest": [], "delete": [], "correct": [],
                                                                   "query": []}
+    refreshed: dict[str, list[int]] = {"ingest": [], "delete": [], "correct": []}
 
     def timed(name: str, run: Callable[..., Any], *args: Any) -> None:
         t, m = time.perf_counter(), models.seconds
@@ -183,6 +196,8 @@ def measure(base: Path, size: int, reps: int, turns: int, seed: int, scratch: Pa
         wall, model = time.perf_counter() - t, models.seconds - m
         stages = out.timings if name == "ingest" else out.trace.get("latency", {}) if name == "query" else out["timings"]
         ops[name].append((wall, model, stages))
+        if name in refreshed:
+            refreshed[name].append(dirty_path(out))
 
     question = "What did I say about my plans for the weekend?"
     for r in range(reps):
@@ -205,6 +220,8 @@ def measure(base: Path, size: int, reps: int, turns: int, seed: int, scratch: Pa
                      "wall_mean_s": round(statistics.mean(walls), 6),
                      "model_mean_s": round(statistics.mean(m for _, m, _ in samples), 6),
                      "stages": {k: round(v, 4) for k, v in stages.items()}}
+        if name in refreshed:
+            row[name]["refreshed_nodes"] = round(statistics.mean(refreshed[name]), 1)
     shutil.rmtree(work, ignore_errors=True)
     return row
 
@@ -244,6 +261,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ratios.update({f"{op}_median": round(hi[op]["median_s"] / lo[op]["median_s"], 2)
                        for op in ("ingest", "delete", "correct", "query")})
         ratios["memory_per_session"] = round(hi["peak_bytes_per_session"] / lo["peak_bytes_per_session"], 2)
+        # the share of the growth the refresh's design accounts for: own time per refreshed node
+        ratios.update({f"{op}_per_refreshed_node": round(
+            hi[op]["mean_s"] / hi[op]["refreshed_nodes"] / (lo[op]["mean_s"] / lo[op]["refreshed_nodes"]), 2)
+            for op in ("ingest", "delete", "correct") if lo[op]["refreshed_nodes"] and hi[op]["refreshed_nodes"]})
+        ratios.update({f"{op}_refreshed_nodes": round(hi[op]["refreshed_nodes"] / lo[op]["refreshed_nodes"], 2)
+                       for op in ("ingest", "delete", "correct") if lo[op]["refreshed_nodes"]})
         print(f"ratio n={sizes[-1]} / n={sizes[0]}: " + ", ".join(f"{k} {v}x" for k, v in ratios.items()))
     return {"sizes": sizes, "extractor": args.extractor, "rows": rows, "ratios": ratios, "reps": args.reps}
 

@@ -86,10 +86,12 @@ def candidate_items(snap: Snapshot, question: str, qvec: np.ndarray, k: int,
     found: dict[str, None] = {}
     known: dict[str, tuple[float, NodeKey | None]] = {} if dense is None else dense
     ids, scores = idx.cells.search(qvec, k)
+    trees = state.trees
     for uid, score in zip(ids.tolist(), scores.tolist()):
         key = idx.cell_key.get(uid)
-        if key is not None and key[0] in state.trees:
-            node = state.trees[key[0]].tree.nodes.get(key[1])
+        info = trees.get(key[0]) if key is not None else None
+        if info is not None:
+            node = info.tree.nodes.get(key[1])
             if node is not None and node.item is not None:
                 found[node.item] = None
                 known[node.item] = (score, key)
@@ -116,67 +118,62 @@ def rank_units(
     if not items:
         return []
     state, known = snap.state, dense or {}
-    views = [_item_view(snap, item, known.get(item)) for item in items]
-    missing = [i for i, v in enumerate(views) if v.sim is None]
-    sims: list[float] = [0.0 if v.sim is None else v.sim for v in views]
+    cells, facts = state.cells, state.facts
+    n = len(items)
+    sims, times, groups = [0.0] * n, [0.0] * n, [""] * n
+    leaf: list[NodeKey | None] = [None] * n
+    is_cell = [False] * n
+    missing: list[int] = []
+    vecs: list[np.ndarray] = []
+    for i, item in enumerate(items):  # one map lookup per item: this loop is the ranking's cost
+        hit = known.get(item)
+        cell = cells.get(item)
+        if cell is not None:
+            times[i], groups[i], is_cell[i] = cell.time, cell.session_id, True
+            if hit is not None and hit[1] is not None:
+                sims[i], leaf[i] = hit
+                continue
+            key = leaf[i] = _leaf_key(snap, item)
+            vec = state.nodes[key].embedding if key is not None else np.zeros(state.dim, np.float32)
+        else:
+            fact = facts[item]
+            first = fact.first
+            times[i], groups[i] = fact.time, first.session_id if first is not None else ""
+            if hit is not None:
+                sims[i] = hit[0]
+                continue
+            vec = state.fact_vecs[item]
+        missing.append(i)
+        vecs.append(vec)
     if missing:
-        rows = np.stack([v for v in (views[i].vec for i in missing) if v is not None])
-        for i, sim in zip(missing, (rows @ qvec).tolist()):
+        for i, sim in zip(missing, (np.stack(vecs) @ qvec).tolist()):
             sims[i] = sim
-    sessions = list(dict.fromkeys(v.session for v in views))
+    sessions = list(dict.fromkeys(groups))
     roots = dict(zip(sessions, _root_similarities(snap, sessions, qvec)))
-    base: dict[str, float] = {}
-    group: dict[str, str] = {}
-    leaf: dict[str, NodeKey | None] = {}
-    for v, sim in zip(views, sims):
-        score = max(sim, floor[v.item]) if floor and v.item in floor else sim
-        score += cfg.lexical_weight * lexical.get(v.item, 0.0) + cfg.session_weight * roots[v.session]
+    lexical_w, session_w, date_w = cfg.lexical_weight, cfg.session_weight, cfg.date_weight
+    base: list[float] = []
+    for i, item in enumerate(items):
+        sim = sims[i]
+        score = max(sim, floor[item]) if floor and item in floor else sim
+        score += lexical_w * lexical.get(item, 0.0) + session_w * roots[groups[i]]
         if target is not None:
-            score += cfg.date_weight * target.closeness(v.time)
-        base[v.item], group[v.item], leaf[v.item] = score, v.session, v.leaf
+            score += date_w * target.closeness(times[i])
+        base.append(score)
     taken: dict[str, int] = {}
     out: list[Hit] = []
-    heap = [(-score, item, 0) for item, score in base.items()]
+    heap = [(-score, item, i, 0) for i, (item, score) in enumerate(zip(items, base))]
     heapq.heapify(heap)
     while heap and len(out) < budget:
-        neg, item, seen = heapq.heappop(heap)
-        count = taken.get(group[item], 0)
+        neg, item, i, seen = heapq.heappop(heap)
+        count = taken.get(groups[i], 0)
         if count != seen:  # its session gave a unit since: back in line with the penalty
-            heapq.heappush(heap, (-(base[item] - cfg.repeat_penalty * count), item, count))
+            heapq.heappush(heap, (-(base[i] - cfg.repeat_penalty * count), item, i, count))
             continue
-        key = leaf[item] if item in state.cells else _leaf_key(snap, item)
+        key = leaf[i] if is_cell[i] else _leaf_key(snap, item)
         if key is not None:
             out.append(Hit(key, -neg, 0))
-            taken[group[item]] = count + 1
+            taken[groups[i]] = count + 1
     return out
-
-
-@dataclass(frozen=True)
-class _View:
-    item: str
-    vec: np.ndarray | None  # needed only when the similarity is not known
-    sim: float | None
-    time: float
-    session: str  # a fact's: the first session it was said in
-    leaf: NodeKey | None  # a cell's leaf (a fact's is looked up only if it is chosen)
-
-
-def _item_view(snap: Snapshot, item: str, known: tuple[float, NodeKey | None] | None = None) -> _View:
-    """A cell or fact as ranking sees it (`known`: its similarity and a cell's leaf, when searched)."""
-    state = snap.state
-    if item in state.cells:
-        cell = state.cells[item]
-        if known is not None and known[1] is not None:
-            return _View(item, None, known[0], cell.time, cell.session_id, known[1])
-        key = _leaf_key(snap, item)
-        vec = state.nodes[key].embedding if key is not None else np.zeros(state.dim, np.float32)
-        return _View(item, vec, None, cell.time, cell.session_id, key)
-    fact = state.facts[item]
-    first = fact.first
-    session = first.session_id if first is not None else ""
-    if known is not None:
-        return _View(item, None, known[0], fact.time, session, None)
-    return _View(item, state.fact_vecs[item], None, fact.time, session, None)
 
 
 def _root_similarities(snap: Snapshot, sessions: list[str], qvec: np.ndarray) -> list[float]:

@@ -54,20 +54,26 @@ class UserDB:
         finally:
             con.close()
 
-    def validate(self, embedder: str | None = None, dim: int | None = None) -> None:
+    def validate(self, embedder: str | None = None, dim: int | None = None) -> int:
         """Refuse, naming the path, a file that is not a sound database of this schema version or
-        (when given) was built with another embedder. A store of an older schema version with a known
-        migration is migrated first, in one transaction; nothing else is created or repaired."""
+        (when given) was built with another embedder; return its committed version, read on the same
+        connection. A store of an older schema version with a known migration is migrated first, in
+        one transaction; nothing else is created or repaired."""
         problem = file_problem(self.path)
+        version = 0
         if problem is None:
             with self.connect() as con:
                 _migrate(con)
                 problems = schema_problems(con, self.path)
                 if not problems and embedder is not None and dim is not None:
                     problems = [p for p in [identity_problem(con, self.path, embedder, dim)] if p]
+                if not problems:
+                    row = con.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+                    version = int(row[0]) if row else 0
             problem = problems[0] if problems else None
         if problem is not None:
             raise StoreError(problem)
+        return version
 
     def create(self, embedder: str, dim: int) -> bool:
         """Create the database if it does not exist, atomically (a complete database appears at the
