@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import logging
 import sqlite3
@@ -142,6 +143,7 @@ class MemForest:
         snap = self._snapshots.get(user)
         if snap is None or snap.version != version:
             snap = publish.load(db, user)
+            _freeze_if_large(snap, self.config.gc_freeze_nodes)
             with self._lock:
                 held = self._snapshots.get(user)
                 if held is None or held.version < snap.version:
@@ -339,6 +341,14 @@ class MemForest:
         result.trace["latency"] = clock.total()
         return result
 
+
+
+def _freeze_if_large(snap: Snapshot, nodes: int) -> None:
+    """Keep the cyclic collector off a large resident memory (`MemForestConfig.gc_freeze_nodes`); the
+    collection first keeps garbage that already exists out of the permanent generation."""
+    if nodes and len(snap.state.nodes) >= nodes:
+        gc.collect()
+        gc.freeze()
 
 
 def _discard_new_store(db: UserDB, directory: Path) -> None:

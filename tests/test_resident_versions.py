@@ -3,9 +3,11 @@ seen, readers never wait for a writer, and the versioned vector tables behave as
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 import threading
 import time
+import weakref
 
 import numpy as np
 from conftest import make_sessions
@@ -82,6 +84,26 @@ def test_write_by_another_process_is_seen(scripted_forest, tmp_path) -> None:
     report = one.ingest_sessions("u", [sessions[3]])  # reloads version 2 before writing
     assert report.version == 3 and set(one.snapshot("u").state.sessions) == {s["session_id"] for s in sessions}
     assert one.check("u")["ok"]
+
+
+def test_a_large_loaded_memory_is_frozen_out_of_the_collector_and_still_freed(scripted_forest, tmp_path) -> None:
+    writer = scripted_forest(path=tmp_path / "st")
+    small = scripted_forest(path=tmp_path / "st")  # the default bound: this store is far below it
+    large = scripted_forest(path=tmp_path / "st")
+    large.config.gc_freeze_nodes = 1  # every store counts as large
+    sessions = make_sessions(3, 4)
+    writer.ingest_sessions("u", sessions[:2])
+    gc.unfreeze()
+    try:
+        small.snapshot("u")
+        assert gc.get_freeze_count() == 0
+        old = weakref.ref(large.snapshot("u").state)
+        assert gc.get_freeze_count() > 0
+        writer.ingest_sessions("u", [sessions[2]])
+        assert large.snapshot("u").version == 2  # reloaded: the frozen version is no longer held...
+        assert old() is None  # ...and reference counting alone freed it (no cycle keeps it alive)
+    finally:
+        gc.unfreeze()
 
 
 def test_stage_timings_cover_the_wall_time(scripted_forest) -> None:
