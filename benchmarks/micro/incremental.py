@@ -3,8 +3,9 @@ session per call, with the scripted model and the hashing embedder. Extraction g
 proportions (`profile_responder`: 2-5 facts per cell, most of them new, some restating the user's
 profile, people who get entity trees, threads that form scenes).
 
-For each base size (stored sessions) it times ingest, delete, correct and query-after-write with the
-report's stage breakdown. `mean_s` is the memory's own cost: the wall time less the time spent inside
+Every base size (stored sessions) is loaded in one process; then, round after round, each size in
+turn gets one ingest, delete, correct and query-after-write, timed with the report's stage breakdown
+(side by side, so a drift in the machine's speed reaches every size alike). `mean_s` is the memory's own cost: the wall time less the time spent inside
 model calls (`ModelClock`: the embedder's and the chat model's, which the write path makes O(log N) of
 through refreshed ancestors); `wall_mean_s` and `model_mean_s` are reported beside it. Memory is the
 tracemalloc peak while loading the store, divided by its sessions. Loading the store and the first
@@ -164,66 +165,75 @@ def dirty_path(out: Any) -> int:
     return int(out.nodes_refreshed)
 
 
-def measure(base: Path, size: int, reps: int, turns: int, seed: int, scratch: Path, extractor: str = "profile"
-            ) -> dict[str, Any]:
-    work = scratch / f"n{size}"
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(base, work)
-    tracemalloc.start()
-    models = ModelClock()
-    forest = _forest(work, models, extractor)
-    t = time.perf_counter()
-    snap = forest.snapshot(USER)
-    load_s = time.perf_counter() - t
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    stored = len(snap.state.sessions)
-    t = time.perf_counter()  # once per loaded store: builds the lexical index over every cell and fact
-    forest.query(USER, "What did I say about my plans for the weekend?", answer=False)
-    first_query_s = time.perf_counter() - t
-    row: dict[str, Any] = {"sessions": stored, "cells": len(snap.state.cells), "facts": len(snap.state.facts),
-                           "trees": len(snap.state.trees), "nodes": len(snap.state.nodes), "load_s": round(load_s, 3),
-                           "first_query_s": round(first_query_s, 3),
-                           "peak_bytes_per_session": round(peak / max(1, stored))}
-    new = longmemeval_sessions(3 * reps, stored + 100, turns, seed + 1)  # later dates, unseen ids
-    ops: dict[str, list[tuple[float, float, dict[str, float]]]] = {"ingest": [], "delete": [], "correct": [],
-                                                                  "query": []}
-    refreshed: dict[str, list[int]] = {"ingest": [], "delete": [], "correct": []}
+class Measured:
+    """One base store under measurement: copied to scratch and loaded (its load cost and peak memory
+    recorded), then given one operation of each kind per `round`, then summarised by `finish`."""
 
-    def timed(name: str, run: Callable[..., Any], *args: Any) -> None:
-        t, m = time.perf_counter(), models.seconds
+    QUESTION = "What did I say about my plans for the weekend?"
+
+    def __init__(self, base: Path, size: int, reps: int, turns: int, seed: int, scratch: Path,
+                 extractor: str = "profile") -> None:
+        self.work = scratch / f"n{size}"
+        shutil.rmtree(self.work, ignore_errors=True)
+        shutil.copytree(base, self.work)
+        tracemalloc.start()
+        self.models = ModelClock()
+        self.forest = _forest(self.work, self.models, extractor)
+        t = time.perf_counter()
+        snap = self.forest.snapshot(USER)
+        load_s = time.perf_counter() - t
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        stored = len(snap.state.sessions)
+        t = time.perf_counter()  # once per loaded store: builds the lexical index over every cell and fact
+        self.forest.query(USER, self.QUESTION, answer=False)
+        first_query_s = time.perf_counter() - t
+        self.row: dict[str, Any] = {
+            "sessions": stored, "cells": len(snap.state.cells), "facts": len(snap.state.facts),
+            "trees": len(snap.state.trees), "nodes": len(snap.state.nodes), "load_s": round(load_s, 3),
+            "first_query_s": round(first_query_s, 3), "peak_bytes_per_session": round(peak / max(1, stored))}
+        self.new = longmemeval_sessions(3 * reps, stored + 100, turns, seed + 1)  # later dates, unseen ids
+        self.ops: dict[str, list[tuple[float, float, dict[str, float]]]] = {
+            "ingest": [], "delete": [], "correct": [], "query": []}
+        self.refreshed: dict[str, list[int]] = {"ingest": [], "delete": [], "correct": []}
+
+    def _timed(self, name: str, run: Callable[..., Any], *args: Any) -> None:
+        t, m = time.perf_counter(), self.models.seconds
         out = run(*args)
-        wall, model = time.perf_counter() - t, models.seconds - m
+        wall, model = time.perf_counter() - t, self.models.seconds - m
         stages = out.timings if name == "ingest" else out.trace.get("latency", {}) if name == "query" else out["timings"]
-        ops[name].append((wall, model, stages))
-        if name in refreshed:
-            refreshed[name].append(dirty_path(out))
+        self.ops[name].append((wall, model, stages))
+        if name in self.refreshed:
+            self.refreshed[name].append(dirty_path(out))
 
-    question = "What did I say about my plans for the weekend?"
-    for r in range(reps):
-        a, b, c = new[3 * r: 3 * r + 3]
-        timed("ingest", forest.ingest_sessions, USER, [a])
-        timed("query", forest.query, USER, question, None, None, False)
+    def round(self, r: int) -> None:
+        """Ingest a session, query, delete a session just ingested, correct the first one."""
+        forest, (a, b, c) = self.forest, self.new[3 * r: 3 * r + 3]
+        self._timed("ingest", forest.ingest_sessions, USER, [a])
+        self._timed("query", forest.query, USER, self.QUESTION, None, None, False)
         forest.ingest_sessions(USER, [b])
-        timed("delete", forest.delete_session, USER, b["session_id"])
-        timed("correct", forest.correct_session, USER, {**c, "session_id": a["session_id"]})
-    row["search"] = search_overlap(forest, forest.snapshot(USER))
-    forest.close()
-    for name, samples in ops.items():
-        walls = [w for w, _, _ in samples]
-        own = [w - m for w, m, _ in samples]
-        stages: dict[str, float] = {}
-        for _, _, st in samples:
-            for k, v in st.items():
-                stages[k] = stages.get(k, 0.0) + v / len(samples)
-        row[name] = {"mean_s": round(statistics.mean(own), 6), "median_s": round(statistics.median(own), 6),
-                     "wall_mean_s": round(statistics.mean(walls), 6),
-                     "model_mean_s": round(statistics.mean(m for _, m, _ in samples), 6),
-                     "stages": {k: round(v, 4) for k, v in stages.items()}}
-        if name in refreshed:
-            row[name]["refreshed_nodes"] = round(statistics.mean(refreshed[name]), 1)
-    shutil.rmtree(work, ignore_errors=True)
-    return row
+        self._timed("delete", forest.delete_session, USER, b["session_id"])
+        self._timed("correct", forest.correct_session, USER, {**c, "session_id": a["session_id"]})
+
+    def finish(self) -> dict[str, Any]:
+        row = self.row
+        row["search"] = search_overlap(self.forest, self.forest.snapshot(USER))
+        self.forest.close()
+        for name, samples in self.ops.items():
+            walls = [w for w, _, _ in samples]
+            own = [w - m for w, m, _ in samples]
+            stages: dict[str, float] = {}
+            for _, _, st in samples:
+                for k, v in st.items():
+                    stages[k] = stages.get(k, 0.0) + v / len(samples)
+            row[name] = {"mean_s": round(statistics.mean(own), 6), "median_s": round(statistics.median(own), 6),
+                         "wall_mean_s": round(statistics.mean(walls), 6),
+                         "model_mean_s": round(statistics.mean(m for _, m, _ in samples), 6),
+                         "stages": {k: round(v, 4) for k, v in stages.items()}}
+            if name in self.refreshed:
+                row[name]["refreshed_nodes"] = round(statistics.mean(self.refreshed[name]), 1)
+        shutil.rmtree(self.work, ignore_errors=True)
+        return row
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -240,14 +250,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     root = Path(args.root)
     root.mkdir(parents=True, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",")]
-    rows = []
+    stores = []
     for size in sizes:
         t = time.perf_counter()
         base = base_store(root, size, args.turns, args.seed, args.batch, args.extractor)
         build = time.perf_counter() - t
-        row = measure(base, size, args.reps, args.turns, args.seed, root / "incremental_work", args.extractor)
-        row["build_s"] = round(build, 1)
-        rows.append(row)
+        stores.append(Measured(base, size, args.reps, args.turns, args.seed, root / "incremental_work", args.extractor))
+        stores[-1].row["build_s"] = round(build, 1)
+    for r in range(args.reps):  # side by side: a drift in the machine's speed reaches every size alike
+        for store in stores:
+            store.round(r)
+    rows = [store.finish() for store in stores]
+    for size, row in zip(sizes, rows):
         print(f"n={size}: " + ", ".join(f"{op} {row[op]['mean_s'] * 1000:.1f} ms (wall {row[op]['wall_mean_s'] * 1000:.1f})"
                                         for op in ("ingest", "delete", "correct", "query"))
               + f", {row['peak_bytes_per_session'] / 1024:.1f} KiB/session (tracemalloc peak of the load); "
