@@ -61,20 +61,25 @@ def figure(ab: Ablation, acc: pd.DataFrame, out: Path) -> list[Path]:
     for i, ((method, dataset, backbone, simulated, judge), group) in enumerate(series):
         values = dict(zip(group["setting"], group["passn"]))
         n = int(group["n"].max())
+        questions = int(group["questions"].max())
         xs = np.arange(len(order)) + (i - (len(series) - 1) / 2) * width
         heights = [100 * values.get(s, np.nan) for s in order]
         ax.bar(xs, heights, width, hatch="//" if simulated else "",
-               label=f"ours: {system_name(method)}, {dataset}, {backbone_name(backbone)}, {judge}, pass@{n}"
+               label=f"ours: {system_name(method)}, {dataset} ({questions} questions), {backbone_name(backbone)}, "
+                     f"{judge}, pass@{n}"
                + (" (simulated)" if simulated else ""))
-        for x, h in zip(xs, heights):
-            ax.text(x, 0 if np.isnan(h) else h, "missing" if np.isnan(h) else f"{h:.0f}", ha="center",
-                    va="bottom", fontsize=6, rotation=90 if len(series) > 2 or np.isnan(h) else 0)
+        for x, h in zip(xs, heights):  # values inside the bars, clear of the paper's markers
+            if np.isnan(h):
+                ax.text(x, 0, "missing", ha="center", va="bottom", fontsize=6, rotation=90)
+            else:
+                ax.text(x, max(h - 1.5, 1), f"{h:.0f}", ha="center", va="top" if h > 8 else "bottom",
+                        fontsize=6, color="white" if h > 8 else "black", rotation=90 if len(series) > 2 else 0)
     paper = dict(zip(pub["setting"], pub["accuracy_pct"]))
     ax.plot(range(len(order)), [paper.get(s, np.nan) for s in order], "k_", markersize=18, markeredgewidth=2,
-            label="paper: pass@8, Qwen3-30B-A3B")
+            label="paper: 60-question LongMemEval-S subset, Qwen3-30B-A3B, pass@8")
     ax.set_xticks(range(len(order)), [textwrap.fill(ab.display.get(s, s), 14) for s in order], fontsize=7)
     ax.set_ylim(0, 105)
-    ax.set_ylabel("accuracy on the 60-question subset (%)")
+    ax.set_ylabel("accuracy, pass@n (%)")
     legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
     simulated = bool(len(acc) and acc["simulated"].any())
     return finish_figure(fig, ab.name, out, ab.title, simulated=simulated, empty=acc.empty)

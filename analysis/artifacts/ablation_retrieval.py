@@ -16,7 +16,7 @@ EXPERIMENTS = ("ablation_retrieval", "retrieval_ablation")
 def spec() -> ablation.Ablation:
     pub = published("ablation_retrieval").rename(columns={"mode": "setting"})
     return ablation.Ablation(
-        name="ablation_retrieval", title="Retrieval ablation (60-question subset)", experiments=EXPERIMENTS,
+        name="ablation_retrieval", title="Retrieval ablation", experiments=EXPERIMENTS,
         key="method.memforest.query.mode", published=pub, label=lambda v: str(v or "embed"), display=QUERY_MODES,
         default="embed")
 

@@ -15,7 +15,7 @@ EXPERIMENTS = ("ablation_families", "ablation_tree_families")
 def spec() -> ablation.Ablation:
     pub = published("ablation_tree_families").rename(columns={"families": "setting"})
     return ablation.Ablation(
-        name="ablation_tree_families", title="Tree-family ablation (60-question subset)", experiments=EXPERIMENTS,
+        name="ablation_tree_families", title="Tree-family ablation", experiments=EXPERIMENTS,
         key="method.memforest.tree.families", published=pub, label=families_label, display={},
         note="Settings name the tree families built; facts are extracted and indexed in every setting.")
 
