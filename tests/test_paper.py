@@ -171,7 +171,7 @@ def test_ablations_cover_the_papers_settings(paper: Path) -> None:
     ran = {s for s, r in families.items() if r["source"] != "missing"}
     assert ran == {"entity+scene+session", "session", "entity"}
     assert families["scene"]["source"] == "missing" and families["scene"]["paper pass@8 %"] == "81.7"
-    assert "paper: pass@8, Qwen3-30B-A3B" in series(paper, "ablation_retrieval")
+    assert "paper: 60-question LongMemEval-S subset, Qwen3-30B-A3B, pass@8" in series(paper, "ablation_retrieval")
 
 
 def test_published_values_carry_their_provenance() -> None:
