@@ -116,17 +116,16 @@ class MemForest:
         base = self.root / "users"
         return sorted(p.name for p in base.iterdir() if (p / "memory.sqlite").exists()) if base.exists() else []
 
-    def _open_db(self, user: str, create: bool, check: bool = True) -> tuple[UserDB, bool]:
-        """The user's database, checked (schema, version; `check=False`: the caller checks it); with
-        `create`, a new one is made after the models are built, so a configuration that cannot build
-        them leaves nothing behind. Returns (db, whether this call created it)."""
+    def _open_db(self, user: str, create: bool) -> tuple[UserDB, bool]:
+        """The user's database; an existing one is left for the caller to check (`UserDB.validate`,
+        which also reads its version). With `create`, a new one is made (and checked) after the
+        models are built, so a configuration that cannot build them leaves nothing behind.
+        Returns (db, whether this call created it)."""
         directory = self.user_dir(user)
         db = UserDB(directory / "memory.sqlite")
         if not db.path.exists() and not create:
             raise StoreError(f"no memory for user {user!r} in {self.root}")
         if db.path.exists():
-            if check:
-                db.validate()
             return db, False
         embedder, _ = self.embedder, self.scheduler
         directory.mkdir(parents=True, exist_ok=True)
@@ -135,7 +134,7 @@ class MemForest:
     def snapshot(self, user: str) -> Snapshot:
         """The last committed version of `user`'s memory: the resident one, reloaded when another
         process committed since. Never waits for a writer of this process."""
-        db, _ = self._open_db(user, create=False, check=False)
+        db, _ = self._open_db(user, create=False)
         return self._current(user, db, db.validate())
 
     def _current(self, user: str, db: UserDB, version: int) -> Snapshot:
@@ -158,7 +157,7 @@ class MemForest:
         and commit and publish the ChangeSet the block fills in. The store's schema and embedder are
         checked against this configuration before anything is read or written."""
         clock = clock or Clock()
-        db, fresh = self._open_db(user, create, check=False)  # checked below, under the lock
+        db, fresh = self._open_db(user, create)  # checked below, under the lock
         with write_lock(self.user_dir(user) / "write.lock", user, self.config.limits.lock_wait_s):
             try:
                 clock.lap("lock")

@@ -155,27 +155,20 @@ class VectorTable:
         `floor` (in a partitioned table: among the `candidates` rows of the nearest partitions)."""
         queries = np.asarray(queries, np.float32).reshape(-1, self.dim)
         parts = self.partitions
-        out = []
-        if parts is None:  # exact: one product of every row with every query
-            n = self._n
-            live = np.flatnonzero(self._live[:n])
-            if len(queries) == 1:
-                every = (self._rows.vecs[:n] @ queries[0])[:, None]
-            else:
-                every = self._rows.vecs[:n] @ queries.T
-            for i in range(len(queries)):
-                sims = every[live, i]
-                keep = sims >= floor
-                out.append((live[keep], sims[keep]))
-            return out
-        centroid_scores = queries @ parts.centroids.T
-        for i, q in enumerate(queries):
-            rows = parts.probe(centroid_scores[i], candidates)
-            rows = np.sort(rows[self._live[rows]])
-            sims = self._rows.vecs[rows] @ q
-            keep = sims >= floor
-            out.append((rows[keep], sims[keep]))
-        return out
+        if parts is None and len(queries) == 1:
+            pairs = [self.scores(queries[0])]
+        elif parts is None:  # exact: one product of every row with every query
+            live = self.live_rows()
+            every = self._rows.vecs[: self._n] @ queries.T
+            pairs = [(live, every[live, i]) for i in range(len(queries))]
+        else:
+            centroid_scores = queries @ parts.centroids.T
+            pairs = []
+            for i, q in enumerate(queries):
+                rows = parts.probe(centroid_scores[i], candidates)
+                rows = np.sort(rows[self._live[rows]])
+                pairs.append((rows, self._rows.vecs[rows] @ q))
+        return [(rows[sims >= floor], sims[sims >= floor]) for rows, sims in pairs]
 
     def top(self, rows: np.ndarray, sims: np.ndarray, k: int) -> list[tuple[Hashable, float]]:
         if k <= 0 or not len(rows):
