@@ -63,7 +63,8 @@ class MemForest:
         self._scheduler: Scheduler | None = None
         self.generate = generate
         self._snapshots: dict[str, Snapshot] = {}
-        self._held: dict[str, sqlite3.Connection] = {}  # an idle connection per user written to (UserDB.hold)
+        # per user written to: a connection its writes use (UserDB.hold) and the file it was opened on
+        self._held: dict[str, tuple[sqlite3.Connection, tuple[int, int] | None]] = {}
         self._lock = threading.Lock()
         self._query_ids = itertools.count(1)
 
@@ -90,7 +91,7 @@ class MemForest:
 
     def close(self) -> None:
         with self._lock:
-            held, self._held = list(self._held.values()), {}
+            held, self._held = [con for con, _ in self._held.values()], {}
         for con in held:
             with suppress(sqlite3.Error):
                 con.close()
@@ -159,6 +160,9 @@ class MemForest:
         clock = clock or Clock()
         db, fresh = self._open_db(user, create)  # checked below, under the lock
         with write_lock(self.user_dir(user) / "write.lock", user, self.config.limits.lock_wait_s):
+            con = self._held_connection(user, db)
+            if con is not None:  # this writer alone uses it now: its page cache stays warm
+                db = UserDB(db.path, con)
             try:
                 clock.lap("lock")
                 base = self._current(user, db, db.validate(self.embedder.name, self.embedder.dim))
@@ -200,9 +204,21 @@ class MemForest:
         if not held:
             con = db.hold()
             with self._lock:
-                if con is not None and self._held.setdefault(user, con) is not con:
+                if con is not None and self._held.setdefault(user, (con, db.file_id()))[0] is not con:
                     con.close()
         clock.lap("publish")
+
+    def _held_connection(self, user: str, db: UserDB) -> sqlite3.Connection | None:
+        """The held connection of `user` if it is open on the file now at the store's path; one open
+        on a file since replaced (a store restored from a copy) is closed and forgotten."""
+        with self._lock:
+            con, opened = self._held.get(user, (None, None))
+            if con is None or (opened is not None and opened == db.file_id()):
+                return con
+            del self._held[user]
+        with suppress(sqlite3.Error):
+            con.close()
+        return None
 
     # ---- write path -------------------------------------------------------------------------------
 

@@ -226,3 +226,51 @@ def test_a_write_records_only_the_entity_members_it_changed(scripted_forest) -> 
     assert len(ravi.facts) == 13 and len(ravi.sessions) == 13
     assert ravi.edited is not None and [len(ravi.edited[0]), len(ravi.edited[1])] == [1, 1]
     assert forest.check("u")["ok"]
+
+
+def test_writes_go_to_the_file_at_the_stores_path_after_it_is_replaced(scripted_forest, tmp_path) -> None:
+    """A writer's held connection (warm across writes) is dropped when the database at the path is
+    another file (a store restored from a copy): the next write lands in that file."""
+    import shutil
+
+    forest = scripted_forest(path=tmp_path / "st")
+    sessions = make_sessions(4, 4)
+    forest.ingest_sessions("u", sessions[:2])
+    forest.ingest_sessions("u", [sessions[2]])  # written through the held connection
+    db = tmp_path / "st" / "users" / "u" / "memory.sqlite"
+    with sqlite3.connect(db) as con:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    shutil.copy(db, tmp_path / "copy.sqlite")
+    (tmp_path / "copy.sqlite").replace(db)  # same contents, another file
+    report = forest.ingest_sessions("u", [sessions[3]])
+    fresh = scripted_forest(path=tmp_path / "st").snapshot("u")
+    assert report.version == fresh.version == 3
+    assert set(fresh.state.sessions) == {s["session_id"] for s in sessions}
+    assert forest.check("u")["ok"]
+
+
+def test_rows_the_store_lost_are_written_whole_by_the_next_write_that_changes_them(
+        scripted_forest, tmp_path) -> None:
+    """Changed nodes, trees and scenes the store holds are updated in place; one whose row is missing
+    (a store that does not hold what the resident version says) is inserted instead of silently
+    skipped."""
+    forest = scripted_forest(path=tmp_path / "st")
+    sessions = make_sessions(4, 4)
+    forest.ingest_sessions("u", sessions[:3])
+    snap = forest.snapshot("u")
+    tid = "entity:user"  # the next session's user facts join it: its root is rewritten
+    root = snap.state.trees[tid].tree.root
+    db = tmp_path / "st" / "users" / "u" / "memory.sqlite"
+    with sqlite3.connect(db) as con:
+        con.execute("DELETE FROM nodes WHERE tree_id=? AND node_id=?", (tid, root))
+        con.execute("DELETE FROM trees WHERE tree_id=?", (tid,))
+        con.execute("DELETE FROM scenes")
+    forest.ingest_sessions("u", [sessions[3]])
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT count(*) FROM nodes WHERE tree_id=? AND node_id=?", (tid, root)).fetchone() == (1,)
+        assert con.execute("SELECT count(*) FROM trees WHERE tree_id=?", (tid,)).fetchone() == (1,)
+        assert con.execute("SELECT count(*) FROM scenes").fetchone()[0] >= 2
+    resident = fingerprint(forest.snapshot("u"))
+    fresh = fingerprint(scripted_forest(path=tmp_path / "st").snapshot("u"))
+    resident.pop("index"), fresh.pop("index")
+    assert resident == fresh

@@ -15,6 +15,7 @@ from contextlib import contextmanager, suppress
 from itertools import compress
 from operator import not_
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,13 +35,27 @@ def _vec(b: bytes) -> np.ndarray:
     return np.frombuffer(b, dtype=np.float32).copy()
 
 
+HELD_CACHE_KIB = 65536  # page cache of a held connection: a large store's upper B-tree pages stay in it
+
+
 class UserDB:
-    def __init__(self, path: Path) -> None:
+    """`con` (optional): a connection from `hold()` that this object's operations use instead of a
+    new one each, so its page cache stays warm from one write to the next. It must be used by one
+    writer at a time (the caller holds the user's write lock) and never by a reader."""
+
+    def __init__(self, path: Path, con: sqlite3.Connection | None = None) -> None:
         self.path = Path(path)
+        self._con = con
 
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
         """A connection in WAL mode; SQLite failures surface as StoreErrors naming the database."""
+        if self._con is not None:
+            try:
+                yield self._con
+            except (sqlite3.Error, UnicodeDecodeError) as e:
+                raise store_error(e, self.path) from e
+            return
         try:
             con = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
         except sqlite3.Error as e:
@@ -85,16 +100,28 @@ class UserDB:
         return created
 
     def hold(self) -> sqlite3.Connection | None:
-        """An idle connection kept open by the caller: while one is open, closing the others does
-        not checkpoint the write-ahead log into the database on every operation; SQLite then
-        checkpoints it every 1,000 pages, so a page written by many commits is copied once. It takes
-        no lock. None when the database cannot be opened (the next operation reports why)."""
+        """A connection kept open by the caller, idle between the writes it serves (`UserDB(path,
+        con)`): while one is open, closing the others does not checkpoint the write-ahead log into the
+        database on every operation; SQLite then checkpoints it every 1,000 pages, so a page written by
+        many commits is copied once. Idle, it takes no lock. None when the database cannot be opened
+        (the next operation reports why)."""
         try:
             con = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=FULL")
+            con.execute(f"PRAGMA cache_size=-{HELD_CACHE_KIB}")
             con.execute("SELECT value FROM meta WHERE key='version'").fetchone()
             return con
         except sqlite3.Error:
             return None
+
+    def file_id(self) -> tuple[int, int] | None:
+        """(device, inode) of the database file (None when it is missing)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
 
     def discard_if_empty(self) -> bool:
         """Remove a database no operation has committed to (a failed first write); True if removed."""
@@ -240,45 +267,78 @@ def _read_state(con: sqlite3.Connection, user: str) -> UserState:
 def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet, base: UserState | None) -> None:
     """Every key the ChangeSet names is deleted, then written again if it exists in the state: a
     key removed and re-created by one operation (a corrected session) ends up as the state says.
-    A fact whose occurrences changed by removals and appends (against `base`) is edited in place."""
+    A fact whose occurrences changed by removals and appends (against `base`) is edited in place.
+    With `base`, a key it does not hold has no rows to delete (the store holds `base`, whose version
+    the caller checked), so new rows cost their inserts only."""
     for sid in ch.deleted_sessions | ch.sessions:
-        con.execute("DELETE FROM sessions WHERE session_id=?", (sid,))
-        con.execute("DELETE FROM cells WHERE session_id=?", (sid,))
+        if base is None or sid in base.sessions:
+            con.execute("DELETE FROM sessions WHERE session_id=?", (sid,))
+            con.execute("DELETE FROM cells WHERE session_id=?", (sid,))
         if sid in st.sessions:
             _write_session(con, st, sid)
     for fid in ch.deleted_facts | ch.facts:
         edit = _occurrence_edit(base, st, fid)
-        if edit is not None and _edit_fact(con, st, fid, *edit):
+        if edit is not None and base is not None and _edit_fact(con, st, base, fid, *edit):
             continue
-        con.execute("DELETE FROM facts WHERE fact_id=?", (fid,))
-        con.execute("DELETE FROM occurrences WHERE fact_id=?", (fid,))
+        if base is None or fid in base.facts:
+            con.execute("DELETE FROM facts WHERE fact_id=?", (fid,))
+            con.execute("DELETE FROM occurrences WHERE fact_id=?", (fid,))
         if fid in st.facts:
             _write_fact(con, st, fid)
     for tid in ch.deleted_trees | ch.trees:
-        if tid in ch.deleted_trees:
-            con.execute("DELETE FROM nodes WHERE tree_id=?", (tid,))
-        con.execute("DELETE FROM trees WHERE tree_id=?", (tid,))
-        if tid in st.trees:
-            t = st.trees[tid]
-            con.execute("INSERT INTO trees VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (tid, t.rowid, t.family, t.label, t.tree.fanout, t.tree.root, t.tree.next_node_id))
-    con.executemany("DELETE FROM nodes WHERE tree_id=? AND node_id=?", sorted(ch.deleted_nodes | ch.nodes))
-    rows = []
+        t = st.trees.get(tid)
+        tree_row = None if t is None else (t.rowid, t.family, t.label, t.tree.fanout, t.tree.root, t.tree.next_node_id)
+        if tree_row is not None and base is not None and tid in base.trees and tid not in ch.deleted_trees:
+            cur = con.execute("UPDATE trees SET rowid_=?, family=?, label=?, fanout=?, root=?, next_node_id=? "
+                              "WHERE tree_id=?", (*tree_row, tid))  # in place: its keys' index entries stay
+            if cur.rowcount == 1:
+                continue
+        if base is None or tid in base.trees:
+            if tid in ch.deleted_trees:
+                con.execute("DELETE FROM nodes WHERE tree_id=?", (tid,))
+            con.execute("DELETE FROM trees WHERE tree_id=?", (tid,))
+        if tree_row is not None:
+            con.execute("INSERT INTO trees VALUES (?, ?, ?, ?, ?, ?, ?)", (tid, *tree_row))
+    # a node the store holds (in `base`, its tree not dropped by this operation) is updated in place,
+    # which leaves its key's index entry alone; a new one is inserted; a removed one deleted
+    kept = (lambda key: False) if base is None else (lambda key: key in base.nodes and key[0] not in ch.deleted_trees)
+    updates, inserts = [], []
     for tid, nid in sorted(ch.nodes):
         if tid in st.trees and nid in st.trees[tid].tree.nodes:
             n, d = st.trees[tid].tree.nodes[nid], st.nodes[(tid, nid)]
-            rows.append((tid, nid, n.level, n.parent, json.dumps(n.children), n.key_lo[0], n.key_lo[1],
-                         n.key_hi[0], n.key_hi[1], n.count, n.item, n.prev, n.next, d.text, d.mode,
-                         _blob(d.embedding)))
-    con.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            row = (n.level, n.parent, json.dumps(n.children), n.key_lo[0], n.key_lo[1], n.key_hi[0], n.key_hi[1],
+                   n.count, n.item, n.prev, n.next, d.text, d.mode, _blob(d.embedding))
+            if kept((tid, nid)):
+                updates.append((*row, tid, nid))
+            else:
+                inserts.append((tid, nid, *row))
+    written = {(u[-2], u[-1]) for u in updates}
+    stale = ch.deleted_nodes | ch.nodes
+    con.executemany("DELETE FROM nodes WHERE tree_id=? AND node_id=?",
+                    sorted(k for k in stale if k not in written and (base is None or k in base.nodes)))
+    cur = con.executemany(
+        "UPDATE nodes SET level=?, parent=?, children=?, t_lo=?, item_lo=?, t_hi=?, item_hi=?, count=?, item=?, "
+        "prev=?, next=?, text=?, mode=?, embedding=? WHERE tree_id=? AND node_id=?", updates)
+    if updates and cur.rowcount != len(updates):  # the store lacks a row `base` has: write them whole
+        inserts += [(u[-2], u[-1], *u[:-2]) for u in updates]
+        verb = "INSERT OR REPLACE"
+    else:
+        verb = "INSERT"
+    con.executemany(f"{verb} INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", inserts)
     for label in sorted(ch.deleted_entities | ch.entities):
         _write_entity(con, st, label, base)
     for sid in ch.deleted_scenes | ch.scenes:
-        con.execute("DELETE FROM scenes WHERE scene_id=?", (sid,))
-        if sid in st.scenes:
-            sc = st.scenes[sid]
-            con.execute("INSERT INTO scenes VALUES (?, ?, ?, ?, ?, ?)",
-                        (sid, sc.domain, _blob(sc.total), sc.size, sc.t_last, sc.tree_id))
+        sc = st.scenes.get(sid)
+        scene = None if sc is None else (sc.domain, _blob(sc.total), sc.size, sc.t_last, sc.tree_id)
+        if scene is not None and base is not None and sid in base.scenes and sid not in ch.deleted_scenes:
+            cur = con.execute("UPDATE scenes SET domain=?, total=?, size=?, t_last=?, tree_id=? WHERE scene_id=?",
+                              (*scene, sid))
+            if cur.rowcount == 1:
+                continue
+        if base is None or sid in base.scenes:
+            con.execute("DELETE FROM scenes WHERE scene_id=?", (sid,))
+        if scene is not None:
+            con.execute("INSERT INTO scenes VALUES (?, ?, ?, ?, ?, ?)", (sid, *scene))
     if ch.pending_cells:
         con.execute("DELETE FROM pending_cells")
         con.executemany("INSERT INTO pending_cells VALUES (?)", [(c,) for c in sorted(st.pending_cells)])
@@ -361,35 +421,44 @@ def _occurrence_edit(base: UserState | None, st: UserState, fid: str
     return list(compress(was, map(not_, flags))), now[len(kept):]
 
 
-def _edit_fact(con: sqlite3.Connection, st: UserState, fid: str, removed: list[Occurrence],
+def _edit_fact(con: sqlite3.Connection, st: UserState, base: UserState, fid: str, removed: list[Occurrence],
                appended: list[Occurrence]) -> bool:
-    """Apply an occurrence edit in place: the fact's row, its removed occurrence rows found through
-    their session, the appended ones after its last sequence number. False when the rows deleted are
-    not exactly the removed occurrences (the store does not hold what `base` says): the caller then
-    writes the fact whole."""
+    """Apply an occurrence edit in place: the fact's row (updated, only if it changed from `base`),
+    its removed occurrence rows found through their session, the appended ones after its last
+    sequence number. False when the rows deleted are not exactly the removed occurrences (the store
+    does not hold what `base` says): the caller then writes the fact whole."""
     cur = con.executemany(
         "DELETE FROM occurrences INDEXED BY occurrences_by_session WHERE session_id=? AND fact_id=? "
         "AND cell_id=? AND turn_lo=? AND turn_hi=?",
         [(o.session_id, fid, o.cell_id, o.turn_lo, o.turn_hi) for o in removed])
     if removed and cur.rowcount != len(removed):
         return False
-    _write_fact(con, st, fid, replace=True, occurrences=False)
+    row = _fact_row(st, fid)
+    if row != _fact_row(base, fid):
+        cur = con.execute(f"UPDATE facts SET {', '.join(f'{c}=?' for c in _FACT_COLUMNS[1:])} WHERE fact_id=?",
+                          (*row[1:], fid))
+        if cur.rowcount != 1:
+            return False
     (last,) = con.execute("SELECT MAX(seq) FROM occurrences WHERE fact_id=?", (fid,)).fetchone()
     _insert_occurrences(con, fid, appended, (last if last is not None else -1) + 1)
     return True
 
 
-def _write_fact(con: sqlite3.Connection, st: UserState, fid: str, replace: bool = False,
-                occurrences: bool = True) -> None:
-    """The fact's row (`replace`: it exists already) and, with `occurrences`, all its occurrences."""
+_FACT_COLUMNS = ("fact_id", "text", "norm", "origin", "role", "participants", "entities", "topics", "time_text",
+                 "event_start", "event_end", "attribute", "domain", "collection", "embedding")
+
+
+def _fact_row(st: UserState, fid: str) -> tuple[Any, ...]:
     f = st.facts[fid]
-    verb = "INSERT OR REPLACE" if replace else "INSERT"
-    con.execute(f"{verb} INTO facts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
-        f.id, f.text, f.norm, f.origin, f.role, json.dumps(f.participants), json.dumps(f.entities),
-        json.dumps(f.topics), f.time_text, f.event_start, f.event_end, f.attribute, f.domain,
-        f.collection, _blob(st.fact_vecs[fid])))
-    if occurrences:
-        _insert_occurrences(con, fid, f.occurrences, 0)
+    return (f.id, f.text, f.norm, f.origin, f.role, json.dumps(f.participants), json.dumps(f.entities),
+            json.dumps(f.topics), f.time_text, f.event_start, f.event_end, f.attribute, f.domain,
+            f.collection, _blob(st.fact_vecs[fid]))
+
+
+def _write_fact(con: sqlite3.Connection, st: UserState, fid: str) -> None:
+    """The fact's row and all its occurrences."""
+    con.execute("INSERT INTO facts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", _fact_row(st, fid))
+    _insert_occurrences(con, fid, st.facts[fid].occurrences, 0)
 
 
 def _insert_occurrences(con: sqlite3.Connection, fid: str, occurrences: list[Occurrence], seq: int) -> None:
