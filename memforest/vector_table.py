@@ -5,12 +5,15 @@ key -> row map (copy-on-write). Changing a key's vector appends a row and retire
 new version only, so a published version never changes. Retired rows are dropped by a compaction
 once they outnumber the live ones (O(size), amortised over as many changes).
 
-Search is exact while the table holds at most `EXACT_ROWS` live rows. Past that, its rows are
-partitioned by nearest centroid (`memforest.partitions`) and a search scores exactly the rows of the
-partitions nearest the query, at least `max(PROBE_MIN, PROBE_FACTOR * k)` of them, so it costs the
-same at any size; results are then approximate (`benchmarks/micro/incremental.py` reports their
-overlap with exact search), and may differ between a resident table and one built afresh from the
-store, as the partitions depend on the order rows came in."""
+Search is exact while the table holds at most `EXACT_ROWS` live rows (a table may set a lower bound).
+Past that, its rows are partitioned by nearest centroid (`memforest.partitions`) and a search scores
+exactly the rows of the partitions nearest the query, at least `max(PROBE_MIN, PROBE_FACTOR * k)` of
+them, so it costs the same at any size; results are then approximate
+(`benchmarks/micro/incremental.py` reports their overlap with exact search), and may differ between a
+resident table and one built afresh from the store, as the partitions depend on the order rows came
+in. When partitions are built (and at every compaction) the rows are laid out partition by
+partition, so a probe reads runs of consecutive rows in place instead of gathering scattered ones;
+rows added later join the runs' ends and are read as short runs of their own."""
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ EXACT_ROWS = 16384
 PARTITION_ROWS = 512  # most rows per partition
 PROBE_MIN = 2048
 PROBE_FACTOR = 8
+_MAX_RUNS = 64  # a probe over more runs of consecutive rows than this gathers them instead
 
 
 def probe_size(k: int) -> int:
@@ -44,8 +48,9 @@ class _Rows:
 
 
 class VectorTable:
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, exact_rows: int | None = None) -> None:
         self.dim = dim
+        self._exact = exact_rows  # live rows searched exactly (None: EXACT_ROWS)
         self._rows = _Rows(dim, _MIN_ROWS)
         self._n = 0
         self._live = np.zeros(_MIN_ROWS, bool)
@@ -66,7 +71,7 @@ class VectorTable:
     def fork(self) -> VectorTable:
         """The next version; this one stays unchanged (and may no longer append)."""
         out = VectorTable.__new__(VectorTable)
-        out.dim, out._rows, out._n = self.dim, self._rows, self._n
+        out.dim, out._exact, out._rows, out._n = self.dim, self._exact, self._rows, self._n
         out._live, out._slot, out._own_tail = self._live.copy(), self._slot.fork(), True
         out._parts, out._own_parts = self._parts, self._parts is None
         self._own_tail = False
@@ -113,9 +118,10 @@ class VectorTable:
         self._n = hi
         if self._parts is not None:
             self._writable_parts().add(np.arange(lo, hi), rows.vecs, self._live)
-        elif len(self._slot) > EXACT_ROWS:
+        elif len(self._slot) > self.exact_rows:
             live = self.live_rows()
             self._parts, self._own_parts = Partitions.build(rows.vecs, live, self._live, PARTITION_ROWS), True
+            self._compact()  # laid out partition by partition
 
     def remove(self, keys: Iterable[Hashable]) -> None:
         for key in keys:
@@ -141,9 +147,14 @@ class VectorTable:
         return np.asarray([key for key, _ in top], np.int64), np.asarray([s for _, s in top], np.float32)
 
     @property
+    def exact_rows(self) -> int:
+        """Live rows up to which this table is searched exactly."""
+        return EXACT_ROWS if self._exact is None else self._exact
+
+    @property
     def partitions(self) -> Partitions | None:
         """The partitions searches go through (None while the table is searched exactly)."""
-        return self._parts if len(self._slot) > EXACT_ROWS else None
+        return self._parts if len(self._slot) > self.exact_rows else None
 
     def candidate_scores(self, query: np.ndarray, candidates: int) -> tuple[np.ndarray, np.ndarray]:
         """(row numbers, exact inner products) of every live row, or for a partitioned table of the
@@ -165,10 +176,22 @@ class VectorTable:
             centroid_scores = queries @ parts.centroids.T
             pairs = []
             for i, q in enumerate(queries):
-                rows = parts.probe(centroid_scores[i], candidates)
-                rows = np.sort(rows[self._live[rows]])
-                pairs.append((rows, self._rows.vecs[rows] @ q))
+                rows = np.sort(parts.probe(centroid_scores[i], candidates))
+                sims = self._probe_scores(rows, q)
+                live = self._live[rows]
+                pairs.append((rows[live], sims[live]))
         return [(rows[sims >= floor], sims[sims >= floor]) for rows, sims in pairs]
+
+    def _probe_scores(self, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """Inner products of `q` with `rows` (ascending): run by run of consecutive rows, read in
+        place, when they form few runs (the layout partitions get); else gathered."""
+        vecs = self._rows.vecs
+        starts = np.flatnonzero(np.diff(rows) != 1) + 1
+        if len(starts) >= _MAX_RUNS:
+            return vecs[rows] @ q
+        bounds = [0, *starts.tolist(), len(rows)]
+        firsts = rows[bounds[:-1]].tolist()
+        return np.concatenate([vecs[f: f + hi - lo] @ q for f, lo, hi in zip(firsts, bounds[:-1], bounds[1:])])
 
     def top(self, rows: np.ndarray, sims: np.ndarray, k: int) -> list[tuple[Hashable, float]]:
         if k <= 0 or not len(rows):
@@ -223,8 +246,15 @@ class VectorTable:
         self._rows, self._live, self._own_tail = rows, live, True
 
     def _compact(self) -> None:
-        keys = list(self._slot)
-        slots = np.asarray([self._slot[k] for k in keys], np.int64)
+        """Drop retired rows into private storage; with partitions, lay the rows out partition by
+        partition (each partition's members become one run of consecutive rows)."""
+        if self._parts is not None:
+            members = np.concatenate(self._parts.members) if self._parts.members else np.zeros(0, np.int64)
+            slots = members[self._live[members]]
+            keys = [self._rows.keys[r] for r in slots.tolist()]
+        if self._parts is None or len(keys) != len(self._slot):  # (every live row is in one partition)
+            keys = list(self._slot)
+            slots = np.asarray([self._slot[k] for k in keys], np.int64)
         old = self._rows
         capacity = max(_MIN_ROWS, 2 * len(keys))
         rows = _Rows(self.dim, capacity)

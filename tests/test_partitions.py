@@ -99,3 +99,30 @@ def test_either_side_of_a_fork_may_change_without_touching_the_other() -> None:
     assert [m.tolist() for m in shared.members] == [m.tolist() for m in members]
     ids, _ = fork.search(vecs[700], 5)
     assert max(ids.tolist()) < 600 and len(fork) == 600
+
+
+def test_partitions_are_laid_out_as_runs_of_rows_and_read_in_place_with_the_gathered_scores() -> None:
+    vecs = clustered(1000, seed=5)
+    table = VectorTable(16)
+    table.upsert(list(range(1000)), vecs)  # built at once: laid out partition by partition
+    parts = table._parts
+    assert parts is not None
+    for members in parts.members:
+        assert members.tolist() == list(range(int(members.min()), int(members.min()) + len(members)))
+    assert all(table.vector(k).tolist() == vecs[k].tolist() for k in (0, 499, 999))  # keys follow their rows
+    table.upsert(list(range(1000, 1040)), clustered(40, seed=6))  # later rows join the runs' ends
+    q = vecs[7]
+    rows = np.sort(parts.probe(parts.centroids @ q, 120))
+    assert len(np.flatnonzero(np.diff(rows) != 1)) < vt._MAX_RUNS
+    assert np.allclose(table._probe_scores(rows, q), table._rows.vecs[rows] @ q, atol=1e-6)
+    scattered = np.arange(0, 1040, 3)  # more runs than the bound: gathered
+    assert np.allclose(table._probe_scores(scattered, q), table._rows.vecs[scattered] @ q, atol=1e-6)
+
+
+def test_a_table_may_be_searched_exactly_up_to_a_lower_bound_of_its_own() -> None:
+    vecs = clustered(250, seed=7)
+    own, default = VectorTable(16, exact_rows=100), VectorTable(16)
+    own.upsert(list(range(250)), vecs)
+    default.upsert(list(range(250)), vecs)
+    assert own.partitions is not None and own.fork().partitions is not None
+    assert default.partitions is None  # 250 rows: below the default bound (300 here)

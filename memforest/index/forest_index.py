@@ -24,11 +24,16 @@ def fact_uid(fact_id: str) -> int:
     return int(hashlib.sha1(fact_id.encode()).hexdigest()[:15], 16)
 
 
+# Tree roots are searched for a handful of trees (`QueryConfig.top_trees`) and one tree's root row is
+# retired by every write that touches the tree: past this many, the roots table is partitioned.
+ROOTS_EXACT_ROWS = 4096
+
+
 class ForestIndex:
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self.cells = VectorTable(dim)
-        self.roots = VectorTable(dim)
+        self.roots = VectorTable(dim, exact_rows=ROOTS_EXACT_ROWS)
         self.facts = VectorTable(dim)
         self.cell_key: CowMap[int, tuple[str, int]] = CowMap()  # uid -> (session tree id, leaf id)
         self.root_tree: CowMap[int, str] = CowMap()
