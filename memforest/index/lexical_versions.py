@@ -105,16 +105,39 @@ class LexicalScores:
         value = float(arr[self._index.segment(seq).pos[doc_id]])
         return value if value > 0.0 else default
 
+    def get_many(self, doc_ids: list[str]) -> np.ndarray:
+        """Scores of `doc_ids` (0 for documents sharing no term), one gather per segment."""
+        out = np.zeros(len(doc_ids), np.float64)
+        live, acc = self._index.live, self._acc
+        at: dict[int, tuple[list[int], list[int]]] = {}
+        for i, seq in enumerate(map(live.get, doc_ids)):
+            if seq in acc:
+                where = at.get(seq)
+                if where is None:
+                    where = at[seq] = ([], [])
+                where[0].append(i)
+                where[1].append(self._index.segment(seq).pos[doc_ids[i]])
+        for seq, (slots, positions) in at.items():
+            out[slots] = acc[seq][positions]
+        return out
+
     def top(self, k: int) -> list[tuple[str, float]]:
         """The k best (document, score) pairs, best first, ties by document id."""
-        pairs: list[tuple[str, float]] = []
-        for seq, arr in self._acc.items():
+        if k <= 0:
+            return []
+        hits, values = [], []
+        for arr in self._acc.values():
             hit = np.flatnonzero(arr > 0.0)
-            if len(hit) > k:  # the k best and everything tied with the k-th (ties go by document id)
-                values = arr[hit]
-                hit = hit[values >= np.partition(values, len(values) - k)[len(values) - k]]
+            hits.append(hit)
+            values.append(arr[hit])
+        every = np.concatenate(values) if values else np.zeros(0)
+        # the k best over all segments and everything tied with the k-th (ties go by document id)
+        floor = np.partition(every, len(every) - k)[len(every) - k] if len(every) > k else 0.0
+        pairs: list[tuple[str, float]] = []
+        for seq, hit, vals in zip(self._acc, hits, values):
+            keep = vals >= floor
             docs = self._index.segment(seq).docs
-            pairs.extend((docs[i], float(arr[i])) for i in hit.tolist())
+            pairs.extend((docs[i], v) for i, v in zip(hit[keep].tolist(), vals[keep].tolist()))
         pairs.sort(key=lambda p: (-p[1], p[0]))
         return pairs[:k]
 

@@ -20,7 +20,7 @@ def to_evidence(snap: Snapshot, key: NodeKey, score: float, via: str) -> Evidenc
     assert item is not None
     if item in snap.state.facts:
         f = snap.state.facts[item]
-        return Evidence("fact", f.id, f.text, iso_date(f.time), score, key[0], via, sorted(f.sessions))
+        return Evidence("fact", f.id, f.text, iso_date(f.time), score, key[0], via, list(f.sorted_sessions))
     c = snap.state.cells[item]
     return Evidence("cell", c.id, c.text, iso_date(c.time), score, key[0], via, [c.session_id])
 

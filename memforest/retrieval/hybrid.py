@@ -13,6 +13,7 @@ the items a planner browse reached. Unit scores only fall as units are taken, so
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -62,6 +63,12 @@ class ScaledLexical:
     def get(self, item: str, default: float = 0.0) -> float:
         value = self.raw.get(item, 0.0)
         return value / self.raw.best if value > 0.0 else default
+
+    def get_many(self, items: list[str]) -> list[float]:
+        """`get` of every item, in one pass."""
+        if not self.raw:
+            return [0.0] * len(items)
+        return (self.raw.get_many(items) / self.raw.best).tolist()
 
     def top(self, k: int) -> list[str]:
         return [item for item, _ in self.raw.top(k)]
@@ -138,7 +145,9 @@ def rank_units(
         else:
             fact = facts[item]
             first = fact.first
-            times[i], groups[i] = fact.time, first.session_id if first is not None else ""
+            start = fact.event_start
+            times[i] = start if start is not None else first.source_time if first is not None else fact.time
+            groups[i] = first.session_id if first is not None else ""
             if hit is not None:
                 sims[i] = hit[0]
                 continue
@@ -152,10 +161,10 @@ def rank_units(
     roots = dict(zip(sessions, _root_similarities(snap, sessions, qvec)))
     lexical_w, session_w, date_w = cfg.lexical_weight, cfg.session_weight, cfg.date_weight
     base: list[float] = []
-    for i, item in enumerate(items):
+    for i, (item, lex) in enumerate(zip(items, lexical.get_many(items))):
         sim = sims[i]
         score = max(sim, floor[item]) if floor and item in floor else sim
-        score += lexical_w * lexical.get(item, 0.0) + session_w * roots[groups[i]]
+        score += lexical_w * lex + session_w * roots[groups[i]]
         if target is not None:
             score += date_w * target.closeness(times[i])
         base.append(score)
@@ -195,7 +204,9 @@ def _leaf_key(snap: Snapshot, item: str) -> NodeKey | None:
     if item in state.cells:
         info = state.trees.get(session_tree_id(state.cells[item].session_id))
         return (info.tree_id, info.tree.leaf_of(item)) if info is not None and item in info.tree else None
-    for tree_id in snap.fact_trees(item):
+    fact = state.facts.get(item)
+    sessions = (session_tree_id(s) for s in fact.sorted_sessions) if fact is not None else iter(())
+    for tree_id in itertools.chain(state.trees_holding(item), sessions):  # the first one holding it
         info = state.trees.get(tree_id)
         if info is not None and item in info.tree:
             return (tree_id, info.tree.leaf_of(item))

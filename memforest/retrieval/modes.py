@@ -30,7 +30,7 @@ def flat_evidence(snap: Snapshot, qvec: np.ndarray, k: int) -> tuple[list[Eviden
         fact = snap.state.facts.get(idx.fact_key.get(uid, ""))
         if fact is not None:
             out.append(Evidence("fact", fact.id, fact.text, iso_date(fact.time), float(score), "", "flat",
-                                sorted(fact.sessions)))
+                                list(fact.sorted_sessions)))
     trace = {"facts_indexed": len(idx.fact_key), "kept": [[e.id, round(e.score, 4)] for e in out]}
     return sorted(out, key=lambda e: (e.time, e.id)), trace
 
@@ -53,7 +53,7 @@ def root_evidence(snap: Snapshot, recalled: list[RecalledTree], k: int) -> list[
 
 def _sessions_of(snap: Snapshot, item: str) -> list[str]:
     if item in snap.state.facts:
-        return sorted(snap.state.facts[item].sessions)
+        return list(snap.state.facts[item].sorted_sessions)
     cell = snap.state.cells.get(item)
     return [cell.session_id] if cell is not None else []
 

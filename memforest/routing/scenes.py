@@ -22,15 +22,15 @@ def score(scene: Scene, vec: np.ndarray, t: float, cfg: SceneConfig) -> float:
     return float(scene.centroid @ vec) + bonus
 
 
-def _scores(table: VectorTable, vec: np.ndarray, t: float, cfg: SceneConfig) -> tuple[list[str], np.ndarray]:
-    """Ids and scores (as `score`) of the table's scenes below the size cap."""
+def _scores(table: VectorTable, vec: np.ndarray, t: float, cfg: SceneConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Row numbers and scores (as `score`) of the table's scenes below the size cap."""
     rows, sims = table.scores(vec)
     meta = table.row_meta(rows)
     open_ = meta[:, 0] < cfg.max_size
     rows, sims, meta = rows[open_], sims[open_], meta[open_]
     gap = np.abs(t - meta[:, 1]) / DAY
     bonus = np.where(gap <= cfg.time_window_days, cfg.time_bonus * (1.0 - gap / cfg.time_window_days), 0.0)
-    return [str(table.row_key(r)) for r in rows], sims.astype(np.float64) + bonus
+    return rows, sims.astype(np.float64) + bonus
 
 
 def choose_scenes(state: UserState, fact: Fact, vec: np.ndarray, cfg: SceneConfig) -> list[str]:
@@ -39,11 +39,11 @@ def choose_scenes(state: UserState, fact: Fact, vec: np.ndarray, cfg: SceneConfi
     table = state.scene_tables.get(fact.domain or "")
     if table is None or not len(table):
         return []
-    ids, scores = _scores(table, vec, fact.time, cfg)
-    if not ids:
+    rows, scores = _scores(table, vec, fact.time, cfg)
+    if not len(rows):
         return []
-    ranked = sorted(zip(scores.tolist(), ids), reverse=True)[:2] if len(ids) <= 2 else \
-        sorted(((float(scores[i]), ids[i]) for i in np.argpartition(-scores, 1)[:2]), reverse=True)
+    best = range(len(rows)) if len(rows) <= 2 else np.argpartition(-scores, 1)[:2].tolist()
+    ranked = sorted(((float(scores[i]), str(table.row_key(int(rows[i])))) for i in best), reverse=True)
     if ranked[0][0] < cfg.spawn:
         return []
     chosen = [ranked[0][1]]
