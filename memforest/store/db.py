@@ -36,6 +36,9 @@ def _vec(b: bytes) -> np.ndarray:
 
 
 HELD_CACHE_KIB = 65536  # page cache of a held connection: a large store's upper B-tree pages stay in it
+# write-ahead log pages at which the held connection's commits checkpoint (40 MB of 4 KiB pages): a
+# large store's commit writes hundreds of pages, and a page written by many commits is copied once
+HELD_CHECKPOINT_PAGES = 10_000
 
 
 class UserDB:
@@ -102,14 +105,15 @@ class UserDB:
     def hold(self) -> sqlite3.Connection | None:
         """A connection kept open by the caller, idle between the writes it serves (`UserDB(path,
         con)`): while one is open, closing the others does not checkpoint the write-ahead log into the
-        database on every operation; SQLite then checkpoints it every 1,000 pages, so a page written by
-        many commits is copied once. Idle, it takes no lock. None when the database cannot be opened
-        (the next operation reports why)."""
+        database on every operation; its own commits checkpoint it every `HELD_CHECKPOINT_PAGES`
+        pages, so a page written by many commits is copied once. Idle, it takes no lock. None when the
+        database cannot be opened (the next operation reports why)."""
         try:
             con = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
             con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=FULL")
             con.execute(f"PRAGMA cache_size=-{HELD_CACHE_KIB}")
+            con.execute(f"PRAGMA wal_autocheckpoint={HELD_CHECKPOINT_PAGES}")
             con.execute("SELECT value FROM meta WHERE key='version'").fetchone()
             return con
         except sqlite3.Error:
