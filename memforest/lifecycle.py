@@ -40,7 +40,7 @@ def delete_session(state: UserState, session_id: str, cfg: MemForestConfig, ch: 
         if kept:
             before = fact.sessions
             fact = state.writable_fact(fid)
-            fact.occurrences = kept
+            fact.drop_session(kept, session_id)
             ch.facts.add(fact.id)
             thinned.append((fact, before))
         else:

@@ -87,6 +87,14 @@ class Fact:
         self.__dict__["_occurrences_view"] = view
         return view
 
+    def drop_session(self, kept: list[Occurrence], session_id: str) -> None:
+        """Keep `kept`: these occurrences less every one from `session_id`. What they imply is
+        derived from what the old list implied (a fact said in many sessions loses one)."""
+        view: _Occurrences | None = self.__dict__.get("_occurrences_view")
+        if view is not None and view.of is self.occurrences and view.n == len(self.occurrences):
+            self.__dict__["_occurrences_view"] = view.without(kept, session_id)
+        self.occurrences = kept
+
     def copy_for_write(self) -> Fact:
         """A private copy to change (its own occurrence list); what it implies carries over."""
         out = replace(self, occurrences=list(self.occurrences))
@@ -152,6 +160,21 @@ class _Occurrences:
             for sid in sorted(new):
                 bisect.insort(merged, sid)
             out._sorted = tuple(merged)
+        return out
+
+    def without(self, occurrences: list[Occurrence], session_id: str) -> _Occurrences:
+        """The view of `occurrences`: this one's list less every occurrence from `session_id`."""
+        out = _Occurrences.__new__(_Occurrences)
+        out.of, out.n = occurrences, len(occurrences)
+        out.sessions = self.sessions - {session_id}
+        first = self.first
+        out.first = first if first is not None and first.session_id != session_id else \
+            min(occurrences, key=_EARLIEST, default=None)
+        out._sorted = None
+        if self._sorted is not None:
+            at = bisect.bisect_left(self._sorted, session_id)
+            found = at < len(self._sorted) and self._sorted[at] == session_id
+            out._sorted = self._sorted[:at] + self._sorted[at + 1:] if found else self._sorted
         return out
 
     @property

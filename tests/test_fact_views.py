@@ -25,7 +25,8 @@ def view(fact: Fact) -> tuple:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["append", "copy", "drop", "read"]), st.integers(0, 40)), max_size=30))
+@given(st.lists(st.tuples(st.sampled_from(["append", "copy", "drop", "drop_session", "read"]), st.integers(0, 40)),
+                max_size=30))
 def test_fact_views_follow_every_change(steps: list[tuple[str, int]]) -> None:
     fact = Fact("f", "t", "t", "user", "state", [], [], [], "", None, None, "", "", "", [occurrence(99)])
     frozen = []  # versions left behind by a copy: never changed again
@@ -37,6 +38,12 @@ def test_fact_views_follow_every_change(steps: list[tuple[str, int]]) -> None:
             fact = fact.copy_for_write()
         elif action == "drop":
             fact.occurrences = [o for o in fact.occurrences if o.session_id != f"s{n % 7}"] or [occurrence(n)]
+        elif action == "drop_session":  # a session deleted: the view follows from the old one
+            if n % 2:  # the sorted sessions computed before: carried over, less the session
+                assert fact.sorted_sessions == brute(fact)[1]
+            kept = [o for o in fact.occurrences if o.session_id != f"s{n % 7}"]
+            if kept:
+                fact.drop_session(kept, f"s{n % 7}")
         assert view(fact) == brute(fact)
     for old, seen in frozen:
         assert view(old) == seen
