@@ -134,7 +134,7 @@ def rank_units(
     vecs: list[np.ndarray] = []
     for i, item in enumerate(items):  # one map lookup per item: this loop is the ranking's cost
         hit = known.get(item)
-        cell = cells.get(item)
+        cell = None if hit is not None and hit[1] is None else cells.get(item)  # a dense fact is no cell
         if cell is not None:
             times[i], groups[i], is_cell[i] = cell.time, cell.session_id, True
             if hit is not None and hit[1] is not None:
