@@ -6,7 +6,7 @@ change with it (copy-on-write), so readers keep using it while a writer prepares
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -26,15 +26,22 @@ class Snapshot:
     def version(self) -> int:
         return self.state.version
 
+    def iter_fact_trees(self, fact_id: str) -> Iterator[str]:
+        """`fact_trees(fact_id)` one at a time, without listing every session the fact was said in."""
+        yield from self.state.trees_holding(fact_id)
+        fact = self.state.facts.get(fact_id)
+        if fact is not None:
+            yield from (f"session:{s}" for s in fact.sorted_sessions)
+
     def fact_trees(self, fact_id: str, limit: int | None = None, also: Iterable[str] = ()) -> list[str]:
         """Ids of the trees holding a leaf for a fact, and of the session trees it was said in (in id
         order; with `limit`, the first `limit` of those and any of `also`)."""
         fact = self.state.facts.get(fact_id)
-        if fact is None:
-            return self.state.trees_holding(fact_id)
-        sessions = fact.sorted_sessions if limit is None else fact.sorted_sessions[:limit]
+        if fact is None or limit is None:
+            return list(self.iter_fact_trees(fact_id))
+        sessions = fact.sorted_sessions[:limit]
         said = [f"session:{s}" for s in sessions]
-        if limit is not None and len(fact.sorted_sessions) > limit:
+        if len(fact.sorted_sessions) > limit:
             first = set(said)
             said += [t for t in also if t not in first and t.startswith("session:")
                      and t.removeprefix("session:") in fact.sessions]

@@ -98,11 +98,7 @@ class LexicalScores:
         return sum(int((a > 0.0).sum()) for a in self._acc.values())
 
     def get(self, doc_id: str, default: float = 0.0) -> float:
-        seq = self._index.live.get(doc_id)
-        arr = self._acc.get(seq) if seq is not None else None
-        if arr is None:
-            return default
-        value = float(arr[self._index.segment(seq).pos[doc_id]])
+        value = float(self.get_many([doc_id])[0])
         return value if value > 0.0 else default
 
     def get_many(self, doc_ids: list[str]) -> np.ndarray:

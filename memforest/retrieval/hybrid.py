@@ -13,7 +13,6 @@ the items a planner browse reached. Unit scores only fall as units are taken, so
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 from dataclasses import dataclass
 
@@ -145,9 +144,7 @@ def rank_units(
         else:
             fact = facts[item]
             first = fact.first
-            start = fact.event_start
-            times[i] = start if start is not None else first.source_time if first is not None else fact.time
-            groups[i] = first.session_id if first is not None else ""
+            times[i], groups[i] = fact.time, first.session_id if first is not None else ""
             if hit is not None:
                 sims[i] = hit[0]
                 continue
@@ -204,9 +201,7 @@ def _leaf_key(snap: Snapshot, item: str) -> NodeKey | None:
     if item in state.cells:
         info = state.trees.get(session_tree_id(state.cells[item].session_id))
         return (info.tree_id, info.tree.leaf_of(item)) if info is not None and item in info.tree else None
-    fact = state.facts.get(item)
-    sessions = (session_tree_id(s) for s in fact.sorted_sessions) if fact is not None else iter(())
-    for tree_id in itertools.chain(state.trees_holding(item), sessions):  # the first one holding it
+    for tree_id in snap.iter_fact_trees(item):  # the first one holding it
         info = state.trees.get(tree_id)
         if info is not None and item in info.tree:
             return (tree_id, info.tree.leaf_of(item))

@@ -292,11 +292,9 @@ def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet, base: 
     for tid in ch.deleted_trees | ch.trees:
         t = st.trees.get(tid)
         tree_row = None if t is None else (t.rowid, t.family, t.label, t.tree.fanout, t.tree.root, t.tree.next_node_id)
-        if tree_row is not None and base is not None and tid in base.trees and tid not in ch.deleted_trees:
-            cur = con.execute("UPDATE trees SET rowid_=?, family=?, label=?, fanout=?, root=?, next_node_id=? "
-                              "WHERE tree_id=?", (*tree_row, tid))  # in place: its keys' index entries stay
-            if cur.rowcount == 1:
-                continue
+        if tree_row is not None and base is not None and tid in base.trees and tid not in ch.deleted_trees \
+                and _update_row(con, "trees", "tree_id", _TREE_COLUMNS, tid, tree_row):
+            continue
         if base is None or tid in base.trees:
             if tid in ch.deleted_trees:
                 con.execute("DELETE FROM nodes WHERE tree_id=?", (tid,))
@@ -305,21 +303,21 @@ def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet, base: 
             con.execute("INSERT INTO trees VALUES (?, ?, ?, ?, ?, ?, ?)", (tid, *tree_row))
     # a node the store holds (in `base`, its tree not dropped by this operation) is updated in place,
     # which leaves its key's index entry alone; a new one is inserted; a removed one deleted
-    kept = (lambda key: False) if base is None else (lambda key: key in base.nodes and key[0] not in ch.deleted_trees)
+    held = base.nodes if base is not None else {}
     updates, inserts = [], []
     for tid, nid in sorted(ch.nodes):
         if tid in st.trees and nid in st.trees[tid].tree.nodes:
             n, d = st.trees[tid].tree.nodes[nid], st.nodes[(tid, nid)]
             row = (n.level, n.parent, json.dumps(n.children), n.key_lo[0], n.key_lo[1], n.key_hi[0], n.key_hi[1],
                    n.count, n.item, n.prev, n.next, d.text, d.mode, _blob(d.embedding))
-            if kept((tid, nid)):
+            if (tid, nid) in held and tid not in ch.deleted_trees:
                 updates.append((*row, tid, nid))
             else:
                 inserts.append((tid, nid, *row))
     written = {(u[-2], u[-1]) for u in updates}
     stale = ch.deleted_nodes | ch.nodes
     con.executemany("DELETE FROM nodes WHERE tree_id=? AND node_id=?",
-                    sorted(k for k in stale if k not in written and (base is None or k in base.nodes)))
+                    sorted(k for k in stale if k not in written and (base is None or k in held)))
     cur = con.executemany(
         "UPDATE nodes SET level=?, parent=?, children=?, t_lo=?, item_lo=?, t_hi=?, item_hi=?, count=?, item=?, "
         "prev=?, next=?, text=?, mode=?, embedding=? WHERE tree_id=? AND node_id=?", updates)
@@ -334,11 +332,9 @@ def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet, base: 
     for sid in ch.deleted_scenes | ch.scenes:
         sc = st.scenes.get(sid)
         scene = None if sc is None else (sc.domain, _blob(sc.total), sc.size, sc.t_last, sc.tree_id)
-        if scene is not None and base is not None and sid in base.scenes and sid not in ch.deleted_scenes:
-            cur = con.execute("UPDATE scenes SET domain=?, total=?, size=?, t_last=?, tree_id=? WHERE scene_id=?",
-                              (*scene, sid))
-            if cur.rowcount == 1:
-                continue
+        if scene is not None and base is not None and sid in base.scenes and sid not in ch.deleted_scenes \
+                and _update_row(con, "scenes", "scene_id", _SCENE_COLUMNS, sid, scene):
+            continue
         if base is None or sid in base.scenes:
             con.execute("DELETE FROM scenes WHERE scene_id=?", (sid,))
         if scene is not None:
@@ -438,14 +434,22 @@ def _edit_fact(con: sqlite3.Connection, st: UserState, base: UserState, fid: str
     if removed and cur.rowcount != len(removed):
         return False
     row = _fact_row(st, fid)
-    if row != _fact_row(base, fid):
-        cur = con.execute(f"UPDATE facts SET {', '.join(f'{c}=?' for c in _FACT_COLUMNS[1:])} WHERE fact_id=?",
-                          (*row[1:], fid))
-        if cur.rowcount != 1:
-            return False
+    if row != _fact_row(base, fid) and not _update_row(con, "facts", "fact_id", _FACT_COLUMNS[1:], fid, row[1:]):
+        return False
     (last,) = con.execute("SELECT MAX(seq) FROM occurrences WHERE fact_id=?", (fid,)).fetchone()
     _insert_occurrences(con, fid, appended, (last if last is not None else -1) + 1)
     return True
+
+
+_TREE_COLUMNS = ("rowid_", "family", "label", "fanout", "root", "next_node_id")
+_SCENE_COLUMNS = ("domain", "total", "size", "t_last", "tree_id")
+
+
+def _update_row(con: sqlite3.Connection, table: str, key_column: str, columns: tuple[str, ...], key: str,
+                values: tuple[Any, ...]) -> bool:
+    """Rewrite the row of `key` in place (its keys' index entries stay); False when there is none."""
+    sets = ", ".join(f"{c}=?" for c in columns)
+    return con.execute(f"UPDATE {table} SET {sets} WHERE {key_column}=?", (*values, key)).rowcount == 1
 
 
 _FACT_COLUMNS = ("fact_id", "text", "norm", "origin", "role", "participants", "entities", "topics", "time_text",
