@@ -17,6 +17,7 @@ from memforest import publish
 from memforest.check import check_store, damaged
 from memforest.config import LLM_QUERY_MODES, QUERY_MODES, MemForestConfig
 from memforest.errors import InputError, StoreError
+from memforest.hugepages import advise_heap
 from memforest.lifecycle import delete_session
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
@@ -143,7 +144,7 @@ class MemForest:
         snap = self._snapshots.get(user)
         if snap is None or snap.version != version:
             snap = publish.load(db, user)
-            _freeze_if_large(snap, self.config.gc_freeze_nodes)
+            _settle_if_large(snap, self.config)
             with self._lock:
                 held = self._snapshots.get(user)
                 if held is None or held.version < snap.version:
@@ -358,12 +359,17 @@ class MemForest:
 
 
 
-def _freeze_if_large(snap: Snapshot, nodes: int) -> None:
-    """Keep the cyclic collector off a large resident memory (`MemForestConfig.gc_freeze_nodes`); the
-    collection first keeps garbage that already exists out of the permanent generation."""
+def _settle_if_large(snap: Snapshot, config: MemForestConfig) -> None:
+    """Keep the cyclic collector off a large resident memory (`MemForestConfig.gc_freeze_nodes`; the
+    collection first keeps garbage that already exists out of the permanent generation) and back it
+    with huge pages (`MemForestConfig.huge_pages`)."""
+    nodes = config.gc_freeze_nodes
     if nodes and len(snap.state.nodes) >= nodes:
         gc.collect()
         gc.freeze()
+        if config.huge_pages:
+            report = advise_heap()
+            log.debug("huge pages after loading %s: %s", snap.state.user, report)
 
 
 def _discard_new_store(db: UserDB, directory: Path) -> None:

@@ -103,8 +103,9 @@ EXTRACTORS: dict[str, tuple[str, Callable[[], Responder]]] = {
 }
 
 
-def _forest(path: Path, clock: ModelClock | None = None, extractor: str = "profile") -> MemForest:
-    cfg = MemForestConfig()
+def _forest(path: Path, clock: ModelClock | None = None, extractor: str = "profile", huge_pages: bool = True
+            ) -> MemForest:
+    cfg = MemForestConfig(huge_pages=huge_pages)
     clock = clock or ModelClock()
     return MemForest(path, cfg, llm=ScriptedChatModel(_timed(EXTRACTORS[extractor][1](), clock)),
                      embedder=_TimedEmbedder(cfg.embedder.dim, clock))
@@ -173,13 +174,13 @@ class Measured:
     QUESTION = "What did I say about my plans for the weekend?"
 
     def __init__(self, base: Path, size: int, reps: int, turns: int, seed: int, scratch: Path,
-                 extractor: str = "profile") -> None:
+                 extractor: str = "profile", huge_pages: bool = True) -> None:
         self.work = scratch / f"n{size}"
         shutil.rmtree(self.work, ignore_errors=True)
         shutil.copytree(base, self.work)
         tracemalloc.start()
         self.models = ModelClock()
-        self.forest = _forest(self.work, self.models, extractor)
+        self.forest = _forest(self.work, self.models, extractor, huge_pages)
         t = time.perf_counter()
         snap = self.forest.snapshot(USER)
         load_s = time.perf_counter() - t
@@ -247,6 +248,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--root", default="results/bench")
     parser.add_argument("--extractor", default="profile", choices=sorted(EXTRACTORS),
                         help="what the scripted model extracts (module docstring)")
+    parser.add_argument("--no-huge-pages", dest="huge_pages", action="store_false",
+                        help="leave loaded stores on the kernel's default pages (MemForestConfig.huge_pages)")
     args = parser.parse_args(argv)
     root = Path(args.root)
     root.mkdir(parents=True, exist_ok=True)
@@ -256,7 +259,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         t = time.perf_counter()
         base = base_store(root, size, args.turns, args.seed, args.batch, args.extractor)
         build = time.perf_counter() - t
-        stores.append(Measured(base, size, args.reps, args.turns, args.seed, root / "incremental_work", args.extractor))
+        stores.append(Measured(base, size, args.reps, args.turns, args.seed, root / "incremental_work", args.extractor,
+                               args.huge_pages))
         stores[-1].row["build_s"] = round(build, 1)
     for r in range(args.reps):  # side by side: a drift in the machine's speed reaches every size alike
         for store in stores:
@@ -283,7 +287,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ratios.update({f"{op}_refreshed_nodes": round(hi[op]["refreshed_nodes"] / lo[op]["refreshed_nodes"], 2)
                        for op in ("ingest", "delete", "correct") if lo[op]["refreshed_nodes"]})
         print(f"ratio n={sizes[-1]} / n={sizes[0]}: " + ", ".join(f"{k} {v}x" for k, v in ratios.items()))
-    return {"sizes": sizes, "extractor": args.extractor, "rows": rows, "ratios": ratios, "reps": args.reps}
+    return {"sizes": sizes, "extractor": args.extractor, "huge_pages": args.huge_pages, "rows": rows, "ratios": ratios, "reps": args.reps}
 
 
 if __name__ == "__main__":
