@@ -142,9 +142,13 @@ class VectorTable:
 
     def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(keys, scores) of the top-k rows for one query vector, best first (integer keys)."""
-        rows, sims = self.candidate_scores(query, probe_size(k))
-        top = self.top(rows, sims, k)
-        return np.asarray([key for key, _ in top], np.int64), np.asarray([s for _, s in top], np.float32)
+        return self.search_meta(query, k)[:2]
+
+    def search_meta(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`search`, and the row numbers (meta) of the rows found."""
+        rows, sims = _best(*self.candidate_scores(query, probe_size(k)), k)
+        keys = self._rows.keys
+        return np.asarray([keys[r] for r in rows.tolist()], np.int64), sims.astype(np.float32), self._rows.meta[rows]
 
     @property
     def exact_rows(self) -> int:
@@ -194,14 +198,9 @@ class VectorTable:
         return np.concatenate([vecs[f: f + hi - lo] @ q for f, lo, hi in zip(firsts, bounds[:-1], bounds[1:])])
 
     def top(self, rows: np.ndarray, sims: np.ndarray, k: int) -> list[tuple[Hashable, float]]:
-        if k <= 0 or not len(rows):
-            return []
-        if k < len(rows):
-            part = np.argpartition(-sims, k - 1)[:k]
-            rows, sims = rows[part], sims[part]
-        order = np.lexsort((rows, -sims))
+        rows, sims = _best(rows, sims, k)
         keys = self._rows.keys
-        return [(keys[rows[i]], float(sims[i])) for i in order]
+        return [(keys[r], s) for r, s in zip(rows.tolist(), sims.tolist())]
 
     def row_of(self, key: Hashable) -> int | None:
         """The row holding `key`'s vector in this version (None if absent)."""
@@ -269,3 +268,14 @@ class VectorTable:
             new_row = np.full(len(old.vecs), -1, np.int64)
             new_row[slots] = np.arange(len(keys))
             self._writable_parts().remap(new_row)
+
+
+def _best(rows: np.ndarray, sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best (rows, scores), best first, ties by row number."""
+    if k <= 0 or not len(rows):
+        return rows[:0], sims[:0]
+    if k < len(rows):
+        part = np.argpartition(-sims, k - 1)[:k]
+        rows, sims = rows[part], sims[part]
+    order = np.lexsort((rows, -sims))
+    return rows[order], sims[order]

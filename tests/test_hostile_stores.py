@@ -255,3 +255,16 @@ def test_a_rejected_first_ingest_leaves_nothing_behind(tmp_path: Path, capsys: p
 
 def failing_responder(request: Any) -> Exception:
     return RuntimeError("the model server went away")
+
+
+def test_damaged_resident_row_meta_is_found_by_check_and_rebuilt(store: dict[str, Any]) -> None:
+    from memforest.api import MemForest
+    from memforest.config import MemForestConfig
+    from memforest.llm.testing import HashEmbedder
+
+    forest = MemForest(store["db"].parents[2], MemForestConfig(), embedder=HashEmbedder(64), generate=False)
+    table = forest.snapshot("u").index.facts
+    table.meta(next(iter(table.keys())))[:] = (0.0, -1)  # ranking would read a wrong time and session
+    report = forest.check("u")
+    assert report["ok"] and report["index_rebuilt"] and any("time or session" in c for c in report["cache"]), report
+    assert forest.check("u")["cache"] == []

@@ -13,6 +13,8 @@ import numpy as np
 from conftest import make_sessions
 
 from memforest.cow import CowMap, CowSet
+from memforest.hugepages import HugePageReport, Mapping, advise_heap, private_anonymous, thp_mode
+from memforest.index.forest_index import fact_uid
 from memforest.vector_table import VectorTable
 
 
@@ -28,6 +30,10 @@ def fingerprint(snap) -> dict:
         "nodes": {k: (d.text, d.embedding.tobytes()) for k, d in st.nodes.items()},
         "cells": dict(st.cells), "placements": dict(st.placements),
         "index": sorted(snap.index.cell_key.items()),
+        # what ranking reads of a dense candidate instead of its objects: (time, first session's tree rowid)
+        "row_meta": {**{f: tuple(snap.index.facts.meta(fact_uid(f)).tolist()) for f in st.facts},
+                     **{item: tuple(snap.index.cells.meta(uid).tolist())
+                        for uid, (_, _, item) in snap.index.cell_key.items()}},
     }
 
 
@@ -86,24 +92,58 @@ def test_write_by_another_process_is_seen(scripted_forest, tmp_path) -> None:
     assert one.check("u")["ok"]
 
 
-def test_a_large_loaded_memory_is_frozen_out_of_the_collector_and_still_freed(scripted_forest, tmp_path) -> None:
+def test_a_large_loaded_memory_is_frozen_out_of_the_collector_and_still_freed(scripted_forest, tmp_path,
+                                                                             monkeypatch) -> None:
+    advised: list[int] = []
+    monkeypatch.setattr("memforest.api.advise_heap", lambda: advised.append(1) or HugePageReport(reason="test"))
     writer = scripted_forest(path=tmp_path / "st")
     small = scripted_forest(path=tmp_path / "st")  # the default bound: this store is far below it
     large = scripted_forest(path=tmp_path / "st")
     large.config.gc_freeze_nodes = 1  # every store counts as large
+    plain = scripted_forest(path=tmp_path / "st")
+    plain.config.gc_freeze_nodes, plain.config.huge_pages = 1, False
     sessions = make_sessions(3, 4)
     writer.ingest_sessions("u", sessions[:2])
     gc.unfreeze()
     try:
         small.snapshot("u")
-        assert gc.get_freeze_count() == 0
+        assert gc.get_freeze_count() == 0 and not advised
         old = weakref.ref(large.snapshot("u").state)
-        assert gc.get_freeze_count() > 0
+        assert gc.get_freeze_count() > 0 and advised == [1]  # frozen, then backed by huge pages
+        plain.snapshot("u")
+        assert advised == [1]  # huge_pages off: frozen only
         writer.ingest_sessions("u", [sessions[2]])
         assert large.snapshot("u").version == 2  # reloaded: the frozen version is no longer held...
         assert old() is None  # ...and reference counting alone freed it (no cycle keeps it alive)
     finally:
         gc.unfreeze()
+
+
+def test_smaps_listing_selects_private_anonymous_writable_mappings() -> None:
+    smaps = "\n".join([
+        "55d0c0000000-55d0c0400000 rw-p 00000000 00:00 0                          [heap]", "Rss:  4096 kB",
+        "7f0000000000-7f0000800000 rw-p 00000000 00:00 0 ", "Size: 8192 kB", "Rss:  2048 kB",
+        "7f0000800000-7f0000a00000 rw-s 00000000 00:05 12                         /dev/zero (deleted)", "Rss: 8 kB",
+        "7f0000a00000-7f0000c00000 r--p 00000000 08:01 99                         /usr/lib/libc.so.6", "Rss: 8 kB",
+        "7f0000c00000-7f0000e00000 rw-p 00001000 08:01 99                         /usr/lib/libc.so.6", "Rss: 8 kB",
+        "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]", "Rss: 132 kB",
+    ])
+    assert private_anonymous(smaps) == [Mapping(0x55D0C0000000, 0x55D0C0400000, 4096 * 1024),
+                                        Mapping(0x7F0000000000, 0x7F0000800000, 2048 * 1024)]
+
+
+def test_thp_mode_reads_the_bracketed_choice(tmp_path) -> None:
+    (tmp_path / "enabled").write_text("always [madvise] never\n")
+    assert thp_mode(tmp_path) == "madvise"
+    assert thp_mode(tmp_path / "absent") is None
+
+
+def test_advising_the_heap_reports_what_it_did_and_keeps_memory_intact() -> None:
+    block = np.arange(8 << 20, dtype=np.int64)  # 64 MiB, every page written
+    report = advise_heap()
+    assert 0 <= report.collapsed_bytes <= report.advised_bytes and report.seconds >= 0
+    assert report.advised_bytes > 0 or report.reason  # did something, or says why not
+    assert int(block[-1]) == (8 << 20) - 1 and int(block.sum()) == (8 << 20) * ((8 << 20) - 1) // 2
 
 
 def test_stage_timings_cover_the_wall_time(scripted_forest) -> None:

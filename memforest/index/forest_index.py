@@ -3,7 +3,11 @@ leaf in an entity or scene tree carries the fact's own vector, so cells and fact
 
 They are derived from the store: built from the state when a user's memory is loaded from SQLite,
 then carried from version to version: `fork()` shares every row and `apply` changes exactly the
-rows an operation changed, so a new version costs O(rows changed) and a published one never changes."""
+rows an operation changed, so a new version costs O(rows changed) and a published one never changes.
+
+Cell and fact rows carry what the hybrid ranking needs of an item besides its vector, so a dense
+candidate is ranked without reading its objects: row meta (time, the tree rowid of the session it
+was first said in, -1 for none), and for a cell its id beside its leaf (`cell_key`)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import hashlib
 import numpy as np
 
 from memforest.cow import CowMap
+from memforest.routing.router import session_tree_id
 from memforest.state import ChangeSet, TreeInfo, UserState
 from memforest.vector_table import VectorTable
 
@@ -35,7 +40,7 @@ class ForestIndex:
         self.cells = VectorTable(dim)
         self.roots = VectorTable(dim, exact_rows=ROOTS_EXACT_ROWS)
         self.facts = VectorTable(dim)
-        self.cell_key: CowMap[int, tuple[str, int]] = CowMap()  # uid -> (session tree id, leaf id)
+        self.cell_key: CowMap[int, tuple[str, int, str]] = CowMap()  # uid -> (session tree id, leaf id, cell id)
         self.root_tree: CowMap[int, str] = CowMap()
         self.fact_key: CowMap[int, str] = CowMap()
         self.version = -1
@@ -48,12 +53,14 @@ class ForestIndex:
         return idx
 
     def _add_all(self, state: UserState) -> None:
-        cell_key = {node_uid(i.rowid, nid): (t, nid) for t, i in state.trees.items() for nid in _cell_leaves(i)}
+        cell_key = {node_uid(i.rowid, nid): (t, nid, item) for t, i in state.trees.items() for nid, item in _cell_leaves(i)}
         root_tree = {info.rowid: info.tree_id for info in state.trees.values() if info.tree.root is not None}
         fact_key = {fact_uid(f): f for f in state.facts}
-        self.cells.upsert(list(cell_key), _stack([state.nodes[k].embedding for k in cell_key.values()], self.dim))
+        self.cells.upsert(list(cell_key), _stack([state.nodes[(t, n)].embedding for t, n, _ in cell_key.values()], self.dim),
+                          cell_meta(state, [c for _, _, c in cell_key.values()]))
         self.roots.upsert(list(root_tree), _stack([_root_vec(state, t) for t in root_tree.values()], self.dim))
-        self.facts.upsert(list(fact_key), _stack([state.fact_vecs[f] for f in fact_key.values()], self.dim))
+        self.facts.upsert(list(fact_key), _stack([state.fact_vecs[f] for f in fact_key.values()], self.dim),
+                          fact_meta(state, list(fact_key.values())))
         self.cell_key, self.root_tree, self.fact_key = CowMap(cell_key), CowMap(root_tree), CowMap(fact_key)
 
     def fork(self) -> ForestIndex:
@@ -72,10 +79,11 @@ class ForestIndex:
         self.cells.remove(gone)
         for uid in gone:
             self.cell_key.pop(uid, None)
-        live = [(state.trees[t].rowid, t, n) for t, n in sorted(ch.nodes) if _is_cell_leaf(state, t, n)]
-        uids = [node_uid(r, n) for r, _, n in live]
-        self.cells.upsert(uids, _stack([state.nodes[(t, n)].embedding for _, t, n in live], self.dim))
-        self.cell_key.update({u: (t, n) for u, (_, t, n) in zip(uids, live)})
+        live = [(state.trees[t].rowid, t, n, c) for t, n in sorted(ch.nodes) if (c := _cell_of(state, t, n)) is not None]
+        uids = [node_uid(r, n) for r, _, n, _ in live]
+        self.cells.upsert(uids, _stack([state.nodes[(t, n)].embedding for _, t, n, _ in live], self.dim),
+                          cell_meta(state, [c for _, _, _, c in live]))
+        self.cell_key.update({u: (t, n, c) for u, (_, t, n, c) in zip(uids, live)})
         dead_roots = list(removed_tree_rowids.values())
         self.roots.remove(dead_roots)
         for r in dead_roots:
@@ -89,31 +97,57 @@ class ForestIndex:
         for u in gone_facts:
             self.fact_key.pop(u, None)
         new = sorted(f for f in ch.facts | ch.deleted_facts if f in state.facts)
-        self.facts.upsert([fact_uid(f) for f in new], _stack([state.fact_vecs[f] for f in new], self.dim))
+        self.facts.upsert([fact_uid(f) for f in new], _stack([state.fact_vecs[f] for f in new], self.dim),
+                          fact_meta(state, new))
         self.fact_key.update({fact_uid(f): f for f in new})
         self.version = state.version
 
     def rows_match(self, state: UserState) -> bool:
         """Whether the index holds exactly the state's cell, root and fact rows."""
-        cells = {node_uid(i.rowid, n) for i in state.trees.values() for n in _cell_leaves(i)}
+        cells = {node_uid(i.rowid, n) for i in state.trees.values() for n, _ in _cell_leaves(i)}
         return (cells == set(self.cell_key) == set(self.cells.keys())
                 and {i.rowid for i in state.trees.values() if i.tree.root is not None} == set(self.roots.keys())
                 and {fact_uid(f) for f in state.facts} == set(self.facts.keys()))
 
 
-def _cell_leaves(info: TreeInfo) -> list[int]:
-    """Leaf ids of a session tree (its cells); none for other families."""
+def cell_meta(state: UserState, cells: list[str]) -> np.ndarray:
+    """Row meta of cells: (time, rowid of their session's tree)."""
+    out = np.zeros((len(cells), 2))
+    for i, cid in enumerate(cells):
+        cell = state.cells[cid]
+        out[i] = cell.time, _session_rowid(state, cell.session_id)
+    return out
+
+
+def fact_meta(state: UserState, facts: list[str]) -> np.ndarray:
+    """Row meta of facts: (time, rowid of the tree of the session first saying them; -1 for none)."""
+    out = np.zeros((len(facts), 2))
+    for i, fid in enumerate(facts):
+        fact = state.facts[fid]
+        first = fact.first
+        out[i] = fact.time, _session_rowid(state, first.session_id) if first is not None else -1
+    return out
+
+
+def _session_rowid(state: UserState, session_id: str) -> int:
+    info = state.trees.get(session_tree_id(session_id))
+    return info.rowid if info is not None else -1
+
+
+def _cell_leaves(info: TreeInfo) -> list[tuple[int, str]]:
+    """(leaf id, cell id) of a session tree's leaves (its cells); none for other families."""
     if info.family != "session":
         return []
-    return [nid for nid, node in info.tree.nodes.items() if node.item is not None]
+    return [(nid, node.item) for nid, node in info.tree.nodes.items() if node.item is not None]
 
 
-def _is_cell_leaf(state: UserState, tree_id: str, nid: int) -> bool:
+def _cell_of(state: UserState, tree_id: str, nid: int) -> str | None:
+    """The cell a session tree's leaf shows (None for any other node)."""
     info = state.trees.get(tree_id)
     if info is None or info.family != "session" or (tree_id, nid) not in state.nodes:
-        return False
+        return None
     node = info.tree.nodes.get(nid)
-    return node is not None and node.item is not None
+    return node.item if node is not None else None
 
 
 def _root_vec(state: UserState, tree_id: str) -> np.ndarray:

@@ -23,7 +23,7 @@ from memforest.index.lexical_versions import LexicalScores
 from memforest.retrieval.browse import Hit
 from memforest.routing.router import session_tree_id
 from memforest.snapshot import Snapshot
-from memforest.state import NodeKey
+from memforest.state import NodeKey, UserState
 from memforest.timeutil import relative_delta
 
 DAY = 86400.0
@@ -81,73 +81,71 @@ def lexical_scores(snap: Snapshot, question: str) -> ScaledLexical:
     return ScaledLexical(snap.lexical.scores(question))
 
 
+# What ranking needs of a dense candidate, read from its index row: (similarity, a cell's leaf or None
+# for a fact, time, group: the rowid of the tree of the session it was first said in, else that session's id)
+Dense = tuple[float, NodeKey | None, float, int | str]
+
+
 def candidate_items(snap: Snapshot, question: str, qvec: np.ndarray, k: int,
-                    facts: tuple[np.ndarray, np.ndarray] | None = None,
-                    dense: dict[str, tuple[float, NodeKey | None]] | None = None) -> tuple[list[str], ScaledLexical]:
+                    facts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                    dense: dict[str, Dense] | None = None) -> tuple[list[str], ScaledLexical]:
     """Items from the dense top-k cells and top-k facts (every leaf of every tree is one or the
     other) and the lexical top-k, and every item's lexical score scaled to the best one (0 for items
-    sharing no term). `facts` (optional): the fact index's top-k for `qvec`, searched already.
-    `dense` (optional) receives each dense candidate's similarity (and a cell's leaf), for `rank_units`."""
+    sharing no term). `facts` (optional): the fact index's `search_meta` for `qvec`, searched already.
+    `dense` (optional) receives what `rank_units` needs of each dense candidate, from its index row."""
     idx, state = snap.index, snap.state
-    found: dict[str, None] = {}
-    known: dict[str, tuple[float, NodeKey | None]] = {} if dense is None else dense
-    ids, scores = idx.cells.search(qvec, k)
-    trees = state.trees
-    for uid, score in zip(ids.tolist(), scores.tolist()):
-        key = idx.cell_key.get(uid)
-        info = trees.get(key[0]) if key is not None else None
-        if info is not None:
-            node = info.tree.nodes.get(key[1])
-            if node is not None and node.item is not None:
-                found[node.item] = None
-                known[node.item] = (score, key)
-    ids, scores = facts if facts is not None else idx.facts.search(qvec, k)
-    for uid, score in zip(ids[:k].tolist(), scores[:k].tolist()):
-        fid = idx.fact_key.get(uid)
+    known: dict[str, Dense] = {} if dense is None else dense
+    ids, scores, meta = idx.cells.search_meta(qvec, k)
+    cell_key = idx.cell_key
+    for uid, score, (t, rowid) in zip(ids.tolist(), scores.tolist(), meta.tolist()):
+        key = cell_key.get(uid)
+        if key is not None:
+            known[key[2]] = (score, (key[0], key[1]), t, int(rowid))
+    ids, scores, meta = facts if facts is not None else idx.facts.search_meta(qvec, k)
+    fact_key = idx.fact_key
+    for uid, score, (t, rowid) in zip(ids[:k].tolist(), scores[:k].tolist(), meta[:k].tolist()):
+        fid = fact_key.get(uid)
         if fid is not None:
-            found[fid] = None
-            known[fid] = (score, None)
+            known[fid] = (score, None, t, int(rowid) if rowid >= 0 else _fact_group(state, fid))
     scaled = lexical_scores(snap, question)
-    found.update((item, None) for item in scaled.top(k))
-    return [i for i in found if i in state.cells or i in state.facts], scaled
+    found = dict.fromkeys(known)
+    cells, facts_ = state.cells, state.facts
+    found.update((i, None) for i in scaled.top(k) if i not in found and (i in cells or i in facts_))
+    return list(found), scaled
 
 
 def rank_units(
     snap: Snapshot, items: list[str], qvec: np.ndarray, lexical: ScaledLexical, target: DateTarget | None,
     cfg: QueryConfig, budget: int, floor: dict[str, float] | None = None,
-    dense: dict[str, tuple[float, NodeKey | None]] | None = None,
+    dense: dict[str, Dense] | None = None,
 ) -> list[Hit]:
     """The best `budget` units among `items`, chosen greedily with the per-session repeat penalty.
     `floor` (optional) gives an item a score it keeps at least (a planner's sub-query similarity);
-    `dense` (from `candidate_items`) the similarity (and a cell's leaf) of items searched already.
-    The other similarities are one matrix product over items and one over their sessions' roots."""
+    `dense` (from `candidate_items`) what the index rows of items searched already hold. The other
+    similarities are one matrix product over items and one over their sessions' roots."""
     if not items:
         return []
     state, known = snap.state, dense or {}
-    cells, facts = state.cells, state.facts
+    cells, facts, trees = state.cells, state.facts, state.trees
     n = len(items)
-    sims, times, groups = [0.0] * n, [0.0] * n, [""] * n
+    sims, times = [0.0] * n, [0.0] * n
+    groups: list[int | str] = [""] * n
     leaf: list[NodeKey | None] = [None] * n
-    is_cell = [False] * n
     missing: list[int] = []
     vecs: list[np.ndarray] = []
-    for i, item in enumerate(items):  # one map lookup per item: this loop is the ranking's cost
+    for i, item in enumerate(items):
         hit = known.get(item)
-        cell = None if hit is not None and hit[1] is None else cells.get(item)  # a dense fact is no cell
+        if hit is not None:  # a dense candidate: nothing to look up
+            sims[i], leaf[i], times[i], groups[i] = hit
+            continue
+        cell = cells.get(item)
         if cell is not None:
-            times[i], groups[i], is_cell[i] = cell.time, cell.session_id, True
-            if hit is not None and hit[1] is not None:
-                sims[i], leaf[i] = hit
-                continue
-            key = leaf[i] = _leaf_key(snap, item)
+            info = trees.get(session_tree_id(cell.session_id))
+            times[i], groups[i] = cell.time, info.rowid if info is not None else cell.session_id
+            key = leaf[i] = (info.tree_id, info.tree.leaf_of(item)) if info is not None and item in info.tree else None
             vec = state.nodes[key].embedding if key is not None else np.zeros(state.dim, np.float32)
         else:
-            fact = facts[item]
-            first = fact.first
-            times[i], groups[i] = fact.time, first.session_id if first is not None else ""
-            if hit is not None:
-                sims[i] = hit[0]
-                continue
+            times[i], groups[i] = facts[item].time, _fact_group(state, item)
             vec = state.fact_vecs[item]
         missing.append(i)
         vecs.append(vec)
@@ -165,7 +163,7 @@ def rank_units(
         if target is not None:
             score += date_w * target.closeness(times[i])
         base.append(score)
-    taken: dict[str, int] = {}
+    taken: dict[int | str, int] = {}
     out: list[Hit] = []
     heap = [(-score, item, i, 0) for i, (item, score) in enumerate(zip(items, base))]
     heapq.heapify(heap)
@@ -175,21 +173,27 @@ def rank_units(
         if count != seen:  # its session gave a unit since: back in line with the penalty
             heapq.heappush(heap, (-(base[i] - cfg.repeat_penalty * count), item, i, count))
             continue
-        key = leaf[i] if is_cell[i] else _leaf_key(snap, item)
+        key = leaf[i] if item in cells else _leaf_key(snap, item)
         if key is not None:
             out.append(Hit(key, -neg, 0))
             taken[groups[i]] = count + 1
     return out
 
 
-def _root_similarities(snap: Snapshot, sessions: list[str], qvec: np.ndarray) -> list[float]:
-    """Similarity of `qvec` to each session tree's root (0 for a session without one), through the
-    root index: one gather and one product."""
-    trees, roots = snap.state.trees, snap.index.roots
-    rows = []
-    for sid in sessions:
-        info = trees.get(session_tree_id(sid))
-        rows.append(roots.row_of(info.rowid) if info is not None else None)
+def _fact_group(state: UserState, fact_id: str) -> int | str:
+    """A fact's ranking group: the rowid of its first session's tree, else that session's id."""
+    first = state.facts[fact_id].first
+    if first is None:
+        return ""
+    info = state.trees.get(session_tree_id(first.session_id))
+    return info.rowid if info is not None else first.session_id
+
+
+def _root_similarities(snap: Snapshot, groups: list[int | str], qvec: np.ndarray) -> list[float]:
+    """Similarity of `qvec` to the root of each group's session tree (0 for a group without one: a
+    session id), through the root index: one gather and one product."""
+    roots = snap.index.roots
+    rows = [roots.row_of(g) if isinstance(g, int) else None for g in groups]
     have = [r for r in rows if r is not None]
     sims = iter(roots.row_scores(np.asarray(have, np.int64), qvec).tolist() if have else [])
     return [next(sims) if r is not None else 0.0 for r in rows]

@@ -16,13 +16,12 @@ from memforest.llm.scheduler import Scheduler
 from memforest.prompts import answer as answer_prompt
 from memforest.retrieval.assemble import assemble, render, temporal_neighbours
 from memforest.retrieval.browse import Hit, embed_browse, llm_browse
-from memforest.retrieval.hybrid import candidate_items, date_target, lexical_scores, rank_units
+from memforest.retrieval.hybrid import Dense, candidate_items, date_target, lexical_scores, rank_units
 from memforest.retrieval.modes import flat_evidence, planned_embed_browse, root_evidence
 from memforest.retrieval.planner import Plan, plan_query, question_direction
 from memforest.retrieval.recall import recall_trees
 from memforest.retrieval.results import Evidence, QueryResult
 from memforest.snapshot import Snapshot
-from memforest.state import NodeKey
 from memforest.timeutil import parse_time
 
 
@@ -46,8 +45,8 @@ def retrieve(
         lat["recall"] = _lap(t)
         return evidence, {"mode": cfg.mode, "version": snap.version, "recalled": [], "flat": flat, "latency": lat}
     hybrid = cfg.mode == "embed" and not cfg.complete_expansion  # ranks dense and lexical candidates
-    facts = snap.index.facts.search(qvec, max(cfg.fact_recall, cfg.candidates if hybrid else 0))
-    recalled = recall_trees(snap, qvec, cfg, facts)
+    facts = snap.index.facts.search_meta(qvec, max(cfg.fact_recall, cfg.candidates if hybrid else 0))
+    recalled = recall_trees(snap, qvec, cfg, facts[:2])
     lat["recall"] = _lap(t)
     trace: dict[str, Any] = {"mode": cfg.mode, "version": snap.version, "recalled": [asdict(r) for r in recalled]}
     if not recalled:
@@ -82,7 +81,7 @@ def retrieve(
         if expand:
             hits, path = embed_browse(snap, qvec, [r.tree_id for r in recalled], cfg.beam, stop_level=1)
         else:
-            dense: dict[str, tuple[float, NodeKey | None]] = {}
+            dense: dict[str, Dense] = {}
             items, lexical = candidate_items(snap, question, qvec, cfg.candidates, facts, dense)
             hits = rank_units(snap, items, qvec, lexical, date_target(question, parse_time(date)), cfg,
                               cfg.final_units, dense=dense)

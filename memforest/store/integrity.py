@@ -58,13 +58,21 @@ def vector_problems(state: UserState) -> list[str]:
 
 def index_findings(index: ForestIndex, state: UserState) -> list[str]:
     """How resident indexes differ from what the store says they hold: their version, missing or extra
-    rows, vectors that differ (by checksum)."""
+    rows, vectors that differ (by checksum), and the row meta ranking reads (time, session tree)."""
     if index.version != state.version:
         return [f"the resident index is at version {index.version}, the store at {state.version}"]
     reference = ForestIndex.build(state, state.dim)
     findings: list[str] = []
     for kind in KINDS:
         findings += _compare(kind, _rows(getattr(index, kind)), _rows(getattr(reference, kind)))
+    if findings:
+        return findings
+    for kind in ("cells", "facts"):
+        have, want = getattr(index, kind), getattr(reference, kind)
+        keys = want.keys()
+        differ = sum(not np.array_equal(have.meta(k), want.meta(k)) for k in keys)
+        if differ:
+            findings.append(f"{kind} index: {differ} rows carry a time or session other than the store's")
     return findings
 
 
