@@ -95,7 +95,12 @@ def test_write_by_another_process_is_seen(scripted_forest, tmp_path) -> None:
 def test_a_large_loaded_memory_is_frozen_out_of_the_collector_and_still_freed(scripted_forest, tmp_path,
                                                                              monkeypatch) -> None:
     advised: list[int] = []
-    monkeypatch.setattr("memforest.api.advise_heap", lambda: advised.append(1) or HugePageReport(reason="test"))
+
+    def advise() -> HugePageReport:
+        advised.append(1)
+        return HugePageReport(reason="recorded by the test")
+
+    monkeypatch.setattr("memforest.api.advise_heap", advise)
     writer = scripted_forest(path=tmp_path / "st")
     small = scripted_forest(path=tmp_path / "st")  # the default bound: this store is far below it
     large = scripted_forest(path=tmp_path / "st")
