@@ -48,6 +48,7 @@ class Segment:
         term_ids, self.positions, self.counts = term_ids[order], positions[order], counts[order]
         self.terms, first = np.unique(term_ids, return_index=True)
         self.offsets = np.append(first, len(term_ids)).astype(np.int64)
+        self.doc_lengths = lengths[self.positions]  # each posting's document length, read in order by a query
 
     def __len__(self) -> int:
         return len(self.docs)
@@ -71,11 +72,18 @@ class Segment:
         return cls(ids, np.asarray(lengths, np.float64), np.asarray(tids, np.int64), np.asarray(pos, np.int64),
                    np.asarray(tfs, np.int32))
 
-    def postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray] | None:
+    def span(self, term_id: int) -> tuple[int, int] | None:
+        """Where the postings of `term_id` lie in `positions`, `counts` and `doc_lengths`."""
         i = int(np.searchsorted(self.terms, term_id))
         if i == len(self.terms) or self.terms[i] != term_id:
             return None
-        lo, hi = self.offsets[i], self.offsets[i + 1]
+        return int(self.offsets[i]), int(self.offsets[i + 1])
+
+    def postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray] | None:
+        span = self.span(term_id)
+        if span is None:
+            return None
+        lo, hi = span
         return self.positions[lo:hi], self.counts[lo:hi]
 
     def triples(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -95,7 +103,7 @@ class LexicalScores:
 
     def __len__(self) -> int:
         """Documents sharing a term with the query."""
-        return sum(int((a > 0.0).sum()) for a in self._acc.values())
+        return sum(int(np.count_nonzero(a)) for a in self._acc.values())
 
     def get(self, doc_id: str, default: float = 0.0) -> float:
         value = float(self.get_many([doc_id])[0])
@@ -121,19 +129,14 @@ class LexicalScores:
         """The k best (document, score) pairs, best first, ties by document id."""
         if k <= 0:
             return []
-        hits, values = [], []
-        for arr in self._acc.values():
-            hit = np.flatnonzero(arr > 0.0)
-            hits.append(hit)
-            values.append(arr[hit])
-        every = np.concatenate(values) if values else np.zeros(0)
-        # the k best over all segments and everything tied with the k-th (ties go by document id)
-        floor = np.partition(every, len(every) - k)[len(every) - k] if len(every) > k else 0.0
+        # the global k-th best is at least each segment's own k-th best: keep what reaches the highest
+        floor = max((float(np.partition(a, len(a) - k)[len(a) - k]) for a in self._acc.values() if len(a) > k),
+                    default=0.0)
         pairs: list[tuple[str, float]] = []
-        for seq, hit, vals in zip(self._acc, hits, values):
-            keep = vals >= floor
+        for seq, arr in self._acc.items():
+            hit = np.flatnonzero(arr >= floor if floor > 0.0 else arr > 0.0)
             docs = self._index.segment(seq).docs
-            pairs.extend((docs[i], v) for i, v in zip(hit[keep].tolist(), vals[keep].tolist()))
+            pairs.extend((docs[i], v) for i, v in zip(hit.tolist(), arr[hit].tolist()))
         pairs.sort(key=lambda p: (-p[1], p[0]))
         return pairs[:k]
 
@@ -151,6 +154,7 @@ class VersionedLexical:
         self.live: CowMap[str, int] = CowMap((d, seg.seq) for d in seg.docs)
         self.masks: dict[int, np.ndarray] = {seg.seq: np.ones(len(seg), bool)} if len(seg) else {}
         self._own: set[int] = set(self.masks)
+        self.dead: dict[int, int] = dict.fromkeys(self.masks, 0)  # removed documents per segment
         self._by_seq = {s.seq: s for s in self.segments}
         self.total_length = float(seg.lengths.sum())
 
@@ -164,7 +168,7 @@ class VersionedLexical:
         """A new version without `removed` and with `added` (documents re-added replace older copies)."""
         out = VersionedLexical.__new__(VersionedLexical)
         out.vocab, out.segments, out.live, out.total_length = self.vocab, list(self.segments), self.live.fork(), self.total_length
-        out.masks, out._own, out._by_seq = dict(self.masks), set(), dict(self._by_seq)
+        out.masks, out._own, out._by_seq, out.dead = dict(self.masks), set(), dict(self._by_seq), dict(self.dead)
         added = list(added)
         for doc_id in [*removed, *(d for d, _ in added)]:
             out._drop(doc_id)
@@ -181,6 +185,7 @@ class VersionedLexical:
         self._by_seq[seg.seq] = seg
         self.masks[seg.seq] = np.ones(len(seg), bool)
         self._own.add(seg.seq)
+        self.dead[seg.seq] = 0
 
     def _drop(self, doc_id: str) -> None:
         seq = self.live.pop(doc_id, None)
@@ -192,6 +197,7 @@ class VersionedLexical:
             self._own.add(seq)
         at = seg.pos[doc_id]
         self.masks[seq][at] = False
+        self.dead[seq] += 1
         self.total_length -= float(seg.lengths[at])
 
     def _merge_small(self) -> None:
@@ -201,6 +207,7 @@ class VersionedLexical:
             b, a = segs.pop(), segs.pop()
             for seg in (a, b):
                 self._by_seq.pop(seg.seq)
+                self.dead.pop(seg.seq)
             merged = self._merged(a, self.masks.pop(a.seq), b, self.masks.pop(b.seq))
             self._add(merged)
             self.live.update((d, merged.seq) for d in merged.docs)
@@ -223,10 +230,14 @@ class VersionedLexical:
         return Segment(docs, lengths, *(np.concatenate([p[i] for p in parts]) for i in range(3)))
 
     def scores(self, query: str) -> LexicalScores:
+        """BM25 of every live document sharing a term with `query`. Per (term, segment) a few passes
+        over that term's contiguous postings (the removed-document mask only where the segment has
+        removed documents), then one `bincount` per segment sums the terms (in sorted term order)."""
         n_docs = len(self.live)
         avg = (self.total_length / n_docs) if n_docs else 1.0
         avg = avg or 1.0
-        acc: dict[int, np.ndarray] = {}
+        base, scale = K1 * (1.0 - B), K1 * B / avg
+        found: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {}
         for term in sorted(set(terms(query))):
             term_id = self.vocab.ids.get(term)
             if term_id is None:
@@ -234,22 +245,26 @@ class VersionedLexical:
             parts = []
             df = 0
             for seg in self.segments:
-                found = seg.postings(term_id)
-                if found is None:
+                span = seg.span(term_id)
+                if span is None:
                     continue
-                pos, tf = found
-                keep = self.masks[seg.seq][pos]
-                pos, tf = pos[keep], tf[keep].astype(np.float64)
+                lo, hi = span
+                pos, tf, length = seg.positions[lo:hi], seg.counts[lo:hi], seg.doc_lengths[lo:hi]
+                if self.dead[seg.seq]:
+                    keep = self.masks[seg.seq][pos]
+                    pos, tf, length = pos[keep], tf[keep], length[keep]
                 if len(pos):
                     df += len(pos)
-                    parts.append((seg, pos, tf))
+                    parts.append((seg.seq, pos, tf, length))
             if not df:
                 continue
             idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
-            for seg, pos, tf in parts:
-                norm = K1 * (1.0 - B + B * seg.lengths[pos] / avg)
-                arr = acc.get(seg.seq)
-                if arr is None:
-                    arr = acc[seg.seq] = np.zeros(len(seg), np.float64)
-                arr[pos] += idf * tf * (K1 + 1.0) / (tf + norm)  # positions are unique within a term
+            for seq, pos, tf, length in parts:
+                at = found.setdefault(seq, ([], []))
+                at[0].append(pos)
+                at[1].append((idf * (K1 + 1.0)) * tf / (tf + base + scale * length))
+        acc: dict[int, np.ndarray] = {}
+        for seq, (positions, weights) in found.items():
+            pos, w = (positions[0], weights[0]) if len(positions) == 1 else (np.concatenate(positions), np.concatenate(weights))
+            acc[seq] = np.bincount(pos, weights=w, minlength=len(self._by_seq[seq]))
         return LexicalScores(self, acc)
