@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import timedelta
 
 import pytest
@@ -73,3 +74,28 @@ def test_versioned_bm25_equals_a_fresh_index_of_the_live_documents(steps: list[t
         assert len(version) == len(docs) and len(got) == len([v for v in want.values() if v > 0])
         assert dict(got.items()) == pytest.approx({d: v for d, v in want.items() if v > 0})
         assert [d for d, _ in sorted(got.top(3), key=lambda p: (-round(p[1], 9), p[0]))] == sorted((d for d in want if want[d] > 0), key=lambda d: (-round(want[d], 9), d))[:3]
+
+
+def test_top_k_over_segments_with_removals_is_the_prefix_of_the_full_ranking() -> None:
+    """Segments of several sizes, removals in the largest (its mask in use): every top(k), including
+    ties at the k-th score, is the start of the full ranking of a fresh index (ties by id)."""
+    rng = random.Random(7)
+    docs = {f"d{i:04d}": " ".join(rng.choices(WORDS, k=rng.randint(1, 9))) for i in range(490)}
+    index = VersionedLexical(list(docs.items())[:400])
+    for lo in range(400, 490, 30):
+        index = index.next_version([], list(docs.items())[lo:lo + 30])
+    gone = [f"d{i:04d}" for i in range(0, 400, 7)]
+    index = index.next_version(gone, [])
+    for d in gone:
+        docs.pop(d)
+    assert len(index.segments) > 1 and any(index.dead.values())
+    for query in ("whippet rescue", "maple", "trail race puppy leash", "volunteer shoes shoes"):
+        want = LexicalIndex(docs).scores(query)
+        ranking = sorted(want, key=lambda d: (-round(want[d], 9), d))
+        got = index.scores(query)
+        assert len(got) == len(ranking) and got.best == pytest.approx(want[ranking[0]])
+        for k in (1, 3, 50, 200, len(ranking), len(ranking) + 5):
+            top = got.top(k)
+            assert [round(v, 9) for _, v in top] == [round(want[d], 9) for d in ranking[:k]]
+            assert [d for d, _ in sorted(top, key=lambda p: (-round(p[1], 9), p[0]))] == ranking[:k]
+        assert got.get_many(ranking[:5] + ["d0000"]).tolist() == pytest.approx([want[d] for d in ranking[:5]] + [0.0])
