@@ -79,13 +79,6 @@ class Segment:
             return None
         return int(self.offsets[i]), int(self.offsets[i + 1])
 
-    def postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray] | None:
-        span = self.span(term_id)
-        if span is None:
-            return None
-        lo, hi = span
-        return self.positions[lo:hi], self.counts[lo:hi]
-
     def triples(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(term id, position, count) of every posting."""
         return np.repeat(self.terms, np.diff(self.offsets)), self.positions, self.counts
