@@ -3,7 +3,9 @@ each live document and a live mask per segment, so a new version costs O(documen
 (amortised, with log-structured merges of segments) instead of re-indexing the whole memory.
 
 A segment keeps its postings as arrays (document positions and term counts), so a query costs a few
-array operations per (term, segment), not a Python step per posting."""
+array operations per (term, segment), not a Python step per posting. A version maps each live
+document to its place, the segment and the position in it as one integer (`_place`), so the scores
+of given documents are read with array operations too."""
 
 from __future__ import annotations
 
@@ -18,6 +20,13 @@ from memforest.cow import CowMap
 from memforest.index.lexical import K1, B, terms
 
 _SEQ = itertools.count(1)
+_POS_BITS = 32
+_POS_MASK = (1 << _POS_BITS) - 1
+
+
+def _place(seq: int, pos: int) -> int:
+    """A live document's place: its segment's sequence number and its position in that segment."""
+    return (seq << _POS_BITS) | pos
 
 
 class Vocabulary:
@@ -42,7 +51,6 @@ class Segment:
                  counts: np.ndarray) -> None:
         self.seq = next(_SEQ)
         self.docs = docs
-        self.pos = {d: i for i, d in enumerate(docs)}
         self.lengths = lengths  # terms per document, float64
         order = np.lexsort((positions, term_ids))
         term_ids, self.positions, self.counts = term_ids[order], positions[order], counts[order]
@@ -79,6 +87,10 @@ class Segment:
             return None
         return int(self.offsets[i]), int(self.offsets[i + 1])
 
+    def places(self) -> Iterable[tuple[str, int]]:
+        """(document, place) of every document of this segment."""
+        return ((d, _place(self.seq, i)) for i, d in enumerate(self.docs))
+
     def triples(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(term id, position, count) of every posting."""
         return np.repeat(self.terms, np.diff(self.offsets)), self.positions, self.counts
@@ -105,17 +117,15 @@ class LexicalScores:
     def get_many(self, doc_ids: list[str]) -> np.ndarray:
         """Scores of `doc_ids` (0 for documents sharing no term), one gather per segment."""
         out = np.zeros(len(doc_ids), np.float64)
-        live, acc = self._index.live, self._acc
-        at: dict[int, tuple[list[int], list[int]]] = {}
-        for i, seq in enumerate(map(live.get, doc_ids)):
-            if seq in acc:
-                where = at.get(seq)
-                if where is None:
-                    where = at[seq] = ([], [])
-                where[0].append(i)
-                where[1].append(self._index.segment(seq).pos[doc_ids[i]])
-        for seq, (slots, positions) in at.items():
-            out[slots] = acc[seq][positions]
+        if not doc_ids or not self._acc:
+            return out
+        get = self._index.live.get
+        places = np.fromiter((get(d, -1) for d in doc_ids), np.int64, len(doc_ids))
+        seqs = places >> _POS_BITS  # -1 for a document the version does not hold
+        for seq, scores in self._acc.items():
+            slots = np.flatnonzero(seqs == seq)
+            if len(slots):
+                out[slots] = scores[places[slots] & _POS_MASK]
         return out
 
     def top(self, k: int) -> list[tuple[str, float]]:
@@ -144,7 +154,7 @@ class VersionedLexical:
         self.vocab = Vocabulary()
         seg = Segment.of(docs, self.vocab)
         self.segments: list[Segment] = [seg] if len(seg) else []
-        self.live: CowMap[str, int] = CowMap((d, seg.seq) for d in seg.docs)
+        self.live: CowMap[str, int] = CowMap(seg.places())  # document -> its place (`_place`)
         self.masks: dict[int, np.ndarray] = {seg.seq: np.ones(len(seg), bool)} if len(seg) else {}
         self._own: set[int] = set(self.masks)
         self.dead: dict[int, int] = dict.fromkeys(self.masks, 0)  # removed documents per segment
@@ -168,7 +178,7 @@ class VersionedLexical:
         seg = Segment.of(added, self.vocab)
         if len(seg):
             out._add(seg)
-            out.live.update((d, seg.seq) for d in seg.docs)
+            out.live.update(seg.places())
             out.total_length += float(seg.lengths.sum())
         out._merge_small()
         return out
@@ -181,14 +191,14 @@ class VersionedLexical:
         self.dead[seg.seq] = 0
 
     def _drop(self, doc_id: str) -> None:
-        seq = self.live.pop(doc_id, None)
-        if seq is None:
+        place = self.live.pop(doc_id, None)
+        if place is None:
             return
+        seq, at = place >> _POS_BITS, place & _POS_MASK
         seg = self._by_seq[seq]
         if seq not in self._own:  # the mask is shared with the version before: copy it first
             self.masks[seq] = self.masks[seq].copy()
             self._own.add(seq)
-        at = seg.pos[doc_id]
         self.masks[seq][at] = False
         self.dead[seq] += 1
         self.total_length -= float(seg.lengths[at])
@@ -203,7 +213,7 @@ class VersionedLexical:
                 self.dead.pop(seg.seq)
             merged = self._merged(a, self.masks.pop(a.seq), b, self.masks.pop(b.seq))
             self._add(merged)
-            self.live.update((d, merged.seq) for d in merged.docs)
+            self.live.update(merged.places())
 
     @staticmethod
     def _merged(a: Segment, mask_a: np.ndarray, b: Segment, mask_b: np.ndarray) -> Segment:
