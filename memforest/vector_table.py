@@ -13,7 +13,11 @@ them, so it costs the same at any size; results are then approximate
 resident table and one built afresh from the store, as the partitions depend on the order rows came
 in. When partitions are built (and at every compaction) the rows are laid out partition by
 partition, so a probe reads runs of consecutive rows in place instead of gathering scattered ones;
-rows added later join the runs' ends and are read as short runs of their own."""
+rows added later join the runs' ends and are read as short runs of their own.
+
+A table whose keys are small non-negative integers (`int_keys=True`: the roots table, keyed by tree
+rowid) also keeps key -> row as an array, shared by versions until one changes it, so `rows_of`
+finds the rows of many keys in one gather."""
 
 from __future__ import annotations
 
@@ -48,7 +52,7 @@ class _Rows:
 
 
 class VectorTable:
-    def __init__(self, dim: int, exact_rows: int | None = None) -> None:
+    def __init__(self, dim: int, exact_rows: int | None = None, int_keys: bool = False) -> None:
         self.dim = dim
         self._exact = exact_rows  # live rows searched exactly (None: EXACT_ROWS)
         self._rows = _Rows(dim, _MIN_ROWS)
@@ -58,6 +62,8 @@ class VectorTable:
         self._own_tail = True  # whether rows >= _n may be written by this version
         self._parts: Partitions | None = None  # built once the table outgrows EXACT_ROWS
         self._own_parts = True
+        self._key_rows = np.full(_MIN_ROWS, -1, np.int64) if int_keys else None  # key -> row, -1 for none
+        self._own_key_rows = True
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -74,6 +80,8 @@ class VectorTable:
         out.dim, out._exact, out._rows, out._n = self.dim, self._exact, self._rows, self._n
         out._live, out._slot, out._own_tail = self._live.copy(), self._slot.fork(), True
         out._parts, out._own_parts = self._parts, self._parts is None
+        out._key_rows, out._own_key_rows = self._key_rows, False
+        self._own_key_rows = False
         self._own_tail = False
         self._own_parts = self._parts is None  # shared now: either side copies it before changing it
         return out
@@ -115,6 +123,8 @@ class VectorTable:
         self._live[lo:hi] = True
         for i, key in enumerate(keys):
             self._slot[key] = lo + i
+        if self._key_rows is not None:
+            self._set_key_rows(np.asarray(keys, np.int64), np.arange(lo, hi))
         self._n = hi
         if self._parts is not None:
             self._writable_parts().add(np.arange(lo, hi), rows.vecs, self._live)
@@ -124,10 +134,14 @@ class VectorTable:
             self._compact()  # laid out partition by partition
 
     def remove(self, keys: Iterable[Hashable]) -> None:
+        gone = []
         for key in keys:
             slot = self._slot.pop(key, None)
             if slot is not None:
                 self._live[slot] = False
+                gone.append(key)
+        if gone and self._key_rows is not None:
+            self._set_key_rows(np.asarray(gone, np.int64), -1)
 
     def live_rows(self) -> np.ndarray:
         """Row numbers of the live rows."""
@@ -206,6 +220,28 @@ class VectorTable:
         """The row holding `key`'s vector in this version (None if absent)."""
         return self._slot.get(key)
 
+    def rows_of(self, keys: np.ndarray) -> np.ndarray:
+        """The rows holding the vectors of integer `keys` in this version (-1 for a key it lacks);
+        one gather for a table made with `int_keys=True`."""
+        keys = np.asarray(keys, np.int64)
+        if self._key_rows is None:
+            return np.asarray([-1 if (r := self._slot.get(k)) is None else r for k in keys.tolist()], np.int64)
+        table = self._key_rows
+        inside = (keys >= 0) & (keys < len(table))
+        return np.where(inside, table[np.where(inside, keys, 0)], -1)
+
+    def _set_key_rows(self, keys: np.ndarray, rows: np.ndarray | int) -> None:
+        """Write key -> row entries into this version's own copy of the key array."""
+        assert self._key_rows is not None
+        if len(keys) and (keys.min() < 0):
+            raise ValueError("an int_keys table takes non-negative integer keys")
+        need = int(keys.max()) + 1 if len(keys) else 0
+        if not self._own_key_rows or need > len(self._key_rows):
+            grown = np.full(max(len(self._key_rows), 2 * need), -1, np.int64)
+            grown[: len(self._key_rows)] = self._key_rows
+            self._key_rows, self._own_key_rows = grown, True
+        self._key_rows[keys] = rows
+
     def row_scores(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Inner products of `query` with the given rows."""
         return self._rows.vecs[rows] @ np.asarray(query, np.float32).reshape(-1)
@@ -264,6 +300,9 @@ class VectorTable:
         self._live = np.zeros(capacity, bool)
         self._live[: len(keys)] = True
         self._slot = CowMap((k, i) for i, k in enumerate(keys))
+        if self._key_rows is not None:
+            self._key_rows, self._own_key_rows = np.full(len(self._key_rows), -1, np.int64), True
+            self._set_key_rows(np.asarray(keys, np.int64), np.arange(len(keys)))
         if self._parts is not None:
             new_row = np.full(len(old.vecs), -1, np.int64)
             new_row[slots] = np.arange(len(keys))

@@ -126,3 +126,32 @@ def test_a_table_may_be_searched_exactly_up_to_a_lower_bound_of_its_own() -> Non
     default.upsert(list(range(250)), vecs)
     assert own.partitions is not None and own.fork().partitions is not None
     assert default.partitions is None  # 250 rows: below the default bound (300 here)
+
+
+def test_an_int_keys_table_finds_the_rows_of_many_keys_as_row_of_does_in_every_version() -> None:
+    vecs = clustered(1200, seed=5)
+    table = VectorTable(16, int_keys=True)
+    table.upsert(list(range(0, 400)), vecs[:400])
+    versions = [table]
+    rng = np.random.default_rng(6)
+    for step in range(12):  # grow past the exact bound (partitions, compactions), rewrite and remove keys
+        new = versions[-1].fork()
+        lo = 400 + 60 * step
+        new.upsert(list(range(lo, lo + 60)), vecs[lo: lo + 60])
+        again = rng.choice(lo, 80, replace=False).tolist()
+        new.upsert(again, vecs[again][::-1])
+        new.remove(rng.choice(lo, 15, replace=False).tolist())
+        versions.append(new)
+    assert versions[-1]._parts is not None
+    probe = np.array([-3, *range(0, 1300, 7), 10**6], np.int64)
+    for v in versions:  # every version, old ones included, answers from its own rows
+        expected = [-1 if (r := v.row_of(int(k))) is None else r for k in probe.tolist()]
+        assert v.rows_of(probe).tolist() == expected
+        held = [k for k in probe.tolist() if v.row_of(k) is not None]
+        assert np.allclose(v.row_scores(v.rows_of(np.array(held)), vecs[0]),
+                           [v.vector(k) @ vecs[0] for k in held], atol=1e-6)
+    plain = VectorTable(16)
+    plain.upsert([3, 5], vecs[:2])
+    assert plain.rows_of(np.array([5, 4, 3])).tolist() == [1, -1, 0]
+    with pytest.raises(ValueError, match="non-negative"):
+        VectorTable(16, int_keys=True).upsert([-1], vecs[:1])

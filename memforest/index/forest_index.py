@@ -38,7 +38,7 @@ class ForestIndex:
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self.cells = VectorTable(dim)
-        self.roots = VectorTable(dim, exact_rows=ROOTS_EXACT_ROWS)
+        self.roots = VectorTable(dim, exact_rows=ROOTS_EXACT_ROWS, int_keys=True)
         self.facts = VectorTable(dim)
         self.cell_key: CowMap[int, tuple[str, int, str]] = CowMap()  # uid -> (session tree id, leaf id, cell id)
         self.root_tree: CowMap[int, str] = CowMap()

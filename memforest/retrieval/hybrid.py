@@ -191,12 +191,15 @@ def _fact_group(state: UserState, fact_id: str) -> int | str:
 
 def _root_similarities(snap: Snapshot, groups: list[int | str], qvec: np.ndarray) -> list[float]:
     """Similarity of `qvec` to the root of each group's session tree (0 for a group without one: a
-    session id), through the root index: one gather and one product."""
+    session id), through the root index: one lookup of every group's row, one gather, one product."""
     roots = snap.index.roots
-    rows = [roots.row_of(g) if isinstance(g, int) else None for g in groups]
-    have = [r for r in rows if r is not None]
-    sims = iter(roots.row_scores(np.asarray(have, np.int64), qvec).tolist() if have else [])
-    return [next(sims) if r is not None else 0.0 for r in rows]
+    at = [i for i, g in enumerate(groups) if isinstance(g, int)]
+    out = np.zeros(len(groups))
+    if at:
+        rows = roots.rows_of(np.fromiter((groups[i] for i in at), np.int64, len(at)))
+        held = rows >= 0
+        out[np.asarray(at, np.int64)[held]] = roots.row_scores(rows[held], qvec)
+    return out.tolist()
 
 
 def _leaf_key(snap: Snapshot, item: str) -> NodeKey | None:
