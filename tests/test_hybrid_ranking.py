@@ -11,6 +11,7 @@ import numpy as np
 
 from memforest.api import MemForest
 from memforest.config import MemForestConfig, TreeConfig
+from memforest.cow import CowMap
 from memforest.llm.testing import HashEmbedder
 from memforest.refresh import cell_embed_text
 from memforest.retrieval.hybrid import candidate_items, date_target, lexical_scores, rank_units
@@ -92,6 +93,24 @@ def test_rank_units_respects_the_budget_and_empty_input(tmp_path: Path) -> None:
     items = list(snap.state.cells)
     hits = rank_units(snap, items, qvec, none, None, mf.config.query, budget=3)
     assert len(hits) == 3 and len({h.key for h in hits}) == 3
+
+
+def test_cells_ranked_from_their_index_rows_rank_as_from_their_objects(tmp_path: Path) -> None:
+    mf = forest(tmp_path, repeat_penalty=0.3)
+    mf.ingest_sessions("u", SESSIONS)
+    mf.delete_session("u", "travel")  # a version whose rows were removed and rewritten
+    mf.correct_session("u", {**SESSIONS[0], "turns": SESSIONS[0]["turns"][:6]})
+    snap = mf.snapshot("u")
+    assert snap.index.rows_match(snap.state)
+    question = "what about the tomato seedlings?"
+    qvec = mf.embedder.embed([question], "query")[0]
+    items = list(snap.state.cells) + list(snap.state.facts)  # none of them is a dense candidate
+    lexical = lexical_scores(snap, question)
+    by_rows = rank_units(snap, items, qvec, lexical, None, mf.config.query, budget=6)
+    snap.index.cell_uid = CowMap()  # every cell read from its objects instead
+    by_objects = rank_units(snap, items, qvec, lexical, None, mf.config.query, budget=6)
+    assert [h.key for h in by_rows] == [h.key for h in by_objects] and len(by_rows) == 6
+    assert np.allclose([h.score for h in by_rows], [h.score for h in by_objects], atol=1e-6)
 
 
 def test_a_leaf_vector_sees_the_users_words_first(tmp_path: Path) -> None:

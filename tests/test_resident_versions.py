@@ -29,7 +29,7 @@ def fingerprint(snap) -> dict:
                             for n in i.tree.nodes.values()) for t, i in st.trees.items()},
         "nodes": {k: (d.text, d.embedding.tobytes()) for k, d in st.nodes.items()},
         "cells": dict(st.cells), "placements": dict(st.placements),
-        "index": sorted(snap.index.cell_key.items()),
+        "index": sorted(snap.index.cell_key.items()), "cell_uid": sorted(snap.index.cell_uid.items()),
         # what ranking reads of a dense candidate instead of its objects: (time, first session's tree rowid)
         "row_meta": {**{f: tuple(snap.index.facts.meta(fact_uid(f)).tolist()) for f in st.facts},
                      **{item: tuple(snap.index.cells.meta(uid).tolist())

@@ -7,7 +7,8 @@ rows an operation changed, so a new version costs O(rows changed) and a publishe
 
 Cell and fact rows carry what the hybrid ranking needs of an item besides its vector, so a dense
 candidate is ranked without reading its objects: row meta (time, the tree rowid of the session it
-was first said in, -1 for none), and for a cell its id beside its leaf (`cell_key`)."""
+was first said in, -1 for none), and for a cell its id beside its leaf (`cell_key`; `cell_uid` maps
+a cell id back to its row's key, so a cell found by its text is ranked from its row as well)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ class ForestIndex:
         self.roots = VectorTable(dim, exact_rows=ROOTS_EXACT_ROWS, int_keys=True)
         self.facts = VectorTable(dim)
         self.cell_key: CowMap[int, tuple[str, int, str]] = CowMap()  # uid -> (session tree id, leaf id, cell id)
+        self.cell_uid: CowMap[str, int] = CowMap()  # cell id -> uid
         self.root_tree: CowMap[int, str] = CowMap()
         self.fact_key: CowMap[int, str] = CowMap()
         self.version = -1
@@ -62,6 +64,7 @@ class ForestIndex:
         self.facts.upsert(list(fact_key), _stack([state.fact_vecs[f] for f in fact_key.values()], self.dim),
                           fact_meta(state, list(fact_key.values())))
         self.cell_key, self.root_tree, self.fact_key = CowMap(cell_key), CowMap(root_tree), CowMap(fact_key)
+        self.cell_uid = CowMap((c, u) for u, (_, _, c) in cell_key.items())
 
     def fork(self) -> ForestIndex:
         """The next version; this one stays unchanged."""
@@ -69,6 +72,7 @@ class ForestIndex:
         out.dim, out.version = self.dim, self.version
         out.cells, out.roots, out.facts = self.cells.fork(), self.roots.fork(), self.facts.fork()
         out.cell_key, out.root_tree, out.fact_key = self.cell_key.fork(), self.root_tree.fork(), self.fact_key.fork()
+        out.cell_uid = self.cell_uid.fork()
         return out
 
     def apply(self, state: UserState, ch: ChangeSet, removed_nodes: dict[str, list[int]],
@@ -78,12 +82,15 @@ class ForestIndex:
                 for t, ns in removed_nodes.items() for n in ns]
         self.cells.remove(gone)
         for uid in gone:
-            self.cell_key.pop(uid, None)
+            key = self.cell_key.pop(uid, None)
+            if key is not None and self.cell_uid.get(key[2]) == uid:
+                del self.cell_uid[key[2]]
         live = [(state.trees[t].rowid, t, n, c) for t, n in sorted(ch.nodes) if (c := _cell_of(state, t, n)) is not None]
         uids = [node_uid(r, n) for r, _, n, _ in live]
         self.cells.upsert(uids, _stack([state.nodes[(t, n)].embedding for _, t, n, _ in live], self.dim),
                           cell_meta(state, [c for _, _, _, c in live]))
         self.cell_key.update({u: (t, n, c) for u, (_, t, n, c) in zip(uids, live)})
+        self.cell_uid.update({c: u for u, (_, _, _, c) in zip(uids, live)})
         dead_roots = list(removed_tree_rowids.values())
         self.roots.remove(dead_roots)
         for r in dead_roots:
@@ -106,6 +113,7 @@ class ForestIndex:
         """Whether the index holds exactly the state's cell, root and fact rows."""
         cells = {node_uid(i.rowid, n) for i in state.trees.values() for n, _ in _cell_leaves(i)}
         return (cells == set(self.cell_key) == set(self.cells.keys())
+                and dict(self.cell_uid) == {c: u for u, (_, _, c) in self.cell_key.items()}
                 and {i.rowid for i in state.trees.values() if i.tree.root is not None} == set(self.roots.keys())
                 and {fact_uid(f) for f in state.facts} == set(self.facts.keys()))
 

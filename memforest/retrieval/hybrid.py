@@ -133,10 +133,16 @@ def rank_units(
     leaf: list[NodeKey | None] = [None] * n
     missing: list[int] = []
     vecs: list[np.ndarray] = []
+    by_row: list[tuple[int, int]] = []  # (item, uid) of cells found by text: ranked from their index rows
+    cell_uid = snap.index.cell_uid
     for i, item in enumerate(items):
         hit = known.get(item)
         if hit is not None:  # a dense candidate: nothing to look up
             sims[i], leaf[i], times[i], groups[i] = hit
+            continue
+        uid = cell_uid.get(item)
+        if uid is not None:
+            by_row.append((i, uid))
             continue
         cell = cells.get(item)
         if cell is not None:
@@ -152,6 +158,8 @@ def rank_units(
     if missing:
         for i, sim in zip(missing, (np.stack(vecs) @ qvec).tolist()):
             sims[i] = sim
+    if by_row:
+        _from_rows(snap, by_row, qvec, sims, leaf, times, groups)
     sessions = list(dict.fromkeys(groups))
     roots = dict(zip(sessions, _root_similarities(snap, sessions, qvec)))
     lexical_w, session_w, date_w = cfg.lexical_weight, cfg.session_weight, cfg.date_weight
@@ -178,6 +186,18 @@ def rank_units(
             out.append(Hit(key, -neg, 0))
             taken[groups[i]] = count + 1
     return out
+
+
+def _from_rows(snap: Snapshot, by_row: list[tuple[int, int]], qvec: np.ndarray, sims: list[float],
+               leaf: list[NodeKey | None], times: list[float], groups: list[int | str]) -> None:
+    """Fill in what ranking needs of cells from their rows in the cell index (one gather and one
+    product for all of them): similarity, leaf, time and the rowid of their session's tree."""
+    table, cell_key = snap.index.cells, snap.index.cell_key
+    rows = np.asarray([table.row_of(uid) for _, uid in by_row], np.int64)
+    scores, meta = table.row_scores(rows, qvec).tolist(), table.row_meta(rows).tolist()
+    for (i, uid), sim, (t, rowid) in zip(by_row, scores, meta):
+        tree_id, nid, _ = cell_key[uid]
+        sims[i], leaf[i], times[i], groups[i] = sim, (tree_id, nid), t, int(rowid)
 
 
 def _fact_group(state: UserState, fact_id: str) -> int | str:
