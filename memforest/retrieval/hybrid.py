@@ -133,7 +133,7 @@ def rank_units(
     leaf: list[NodeKey | None] = [None] * n
     missing: list[int] = []
     vecs: list[np.ndarray] = []
-    by_row: list[tuple[int, int]] = []  # (item, uid) of cells found by text: ranked from their index rows
+    by_row: list[tuple[int, int]] = []  # (position in items, uid) of cells found by text: read from their rows
     cell_uid = snap.index.cell_uid
     for i, item in enumerate(items):
         hit = known.get(item)
