@@ -193,7 +193,7 @@ def _from_rows(snap: Snapshot, by_row: list[tuple[int, int]], qvec: np.ndarray, 
     """Fill in what ranking needs of cells from their rows in the cell index (one gather and one
     product for all of them): similarity, leaf, time and the rowid of their session's tree."""
     table, cell_key = snap.index.cells, snap.index.cell_key
-    rows = np.asarray([table.row_of(uid) for _, uid in by_row], np.int64)
+    rows = table.rows_of(np.fromiter((uid for _, uid in by_row), np.int64, len(by_row)))
     scores, meta = table.row_scores(rows, qvec).tolist(), table.row_meta(rows).tolist()
     for (i, uid), sim, (t, rowid) in zip(by_row, scores, meta):
         tree_id, nid, _ = cell_key[uid]
