@@ -4,12 +4,14 @@ invalidated paths."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import compress
 from typing import Any
 
 from memforest.config import MemForestConfig
 from memforest.errors import InputError
 from memforest.routing.router import Router
 from memforest.state import ChangeSet, UserState
+from memforest.types import SESSION_OF
 
 
 def delete_session(state: UserState, session_id: str, cfg: MemForestConfig, ch: ChangeSet,
@@ -32,11 +34,10 @@ def delete_session(state: UserState, session_id: str, cfg: MemForestConfig, ch: 
     orphaned, thinned = [], []
     for fid in sorted(state.facts if fact_ids is None else fact_ids):
         fact = state.facts.get(fid)
-        if fact is None:
+        if fact is None or session_id not in fact.sessions:
             continue
-        kept = [o for o in fact.occurrences if o.session_id != session_id]
-        if len(kept) == len(fact.occurrences):
-            continue
+        occ = fact.occurrences
+        kept = list(compress(occ, map(session_id.__ne__, map(SESSION_OF, occ))))
         if kept:
             before = fact.sessions
             fact = state.writable_fact(fid)
@@ -47,5 +48,5 @@ def delete_session(state: UserState, session_id: str, cfg: MemForestConfig, ch: 
             orphaned.append(fact)
     for fact in orphaned:
         router.remove_fact(fact)
-    router.recount(thinned)
+    router.recount(thinned, session_id)
     return {"session_id": session_id, "facts_removed": len(orphaned), "facts_thinned": len(thinned)}

@@ -3,6 +3,9 @@ the fact is copied for writing, said again and loses occurrences."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from types import SimpleNamespace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -47,3 +50,38 @@ def test_fact_views_follow_every_change(steps: list[tuple[str, int]]) -> None:
         assert view(fact) == brute(fact)
     for old, seen in frozen:
         assert view(old) == seen
+
+
+def _store_after(was: list[Occurrence], removed: list[Occurrence], appended: list[Occurrence]) -> list | None:
+    """The occurrence rows after an edit as the store applies it: each removed occurrence deletes the
+    rows of its (session, cell, turns), and the edit is refused (None: written whole) when that
+    deletes other rows than the removed ones."""
+    key = lambda o: (o.session_id, o.cell_id, o.turn_lo, o.turn_hi)  # noqa: E731
+    gone = {key(o) for o in removed}
+    rows = [o for o in was if key(o) not in gone]
+    return None if len(was) - len(rows) != len(removed) else rows + appended
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 30), max_size=40), st.sets(st.integers(0, 6)), st.lists(st.integers(0, 40), max_size=4),
+       st.booleans())
+def test_an_occurrence_edit_turns_the_stored_occurrences_into_the_new_ones(
+        said: list[int], dropped: set[int], new: list[int], copies: bool) -> None:
+    """A fact's sessions deleted (its occurrences from them dropped, order kept) and occurrences
+    appended, as deleting and correcting sessions do: the edit written in place gives the new list,
+    and removes only what went (never a kept occurrence deleted and written again)."""
+    from memforest.store.db import _occurrence_edit
+
+    was = [occurrence(n) for n in said]
+    now = [o for o in was if int(o.session_id[1:]) not in dropped]
+    now += [replace(was[n % len(was)]) if copies and was else occurrence(n) for n in new]
+    old, cur = (Fact("f", "t", "t", "user", "state", [], [], [], "", None, None, "", "", "", occ) for occ in (was, now))
+    edit = _occurrence_edit(SimpleNamespace(facts={"f": old}), SimpleNamespace(facts={"f": cur}), "f")
+    assert edit is not None  # every removal that keeps the order is an edit
+    removed, appended = edit
+    rows = _store_after(was, removed, appended)
+    kept = [o for o in was if any(o is k for k in now)]
+    if rows is not None:
+        assert rows == now
+    if not copies:  # no more than what went, no more than what came (fewer where a new one equals a gone one)
+        assert len(removed) <= len(was) - len(kept) and len(appended) <= len(new)

@@ -38,9 +38,12 @@ def fact_labels(fact: Fact, cfg: EntityConfig) -> set[str]:
     return {label for label in labels if label}
 
 
-def record_mentions(state: UserState, fact: Fact, cfg: EntityConfig, before: AbstractSet[str]) -> dict[str, bool]:
+def record_mentions(state: UserState, fact: Fact, cfg: EntityConfig, before: AbstractSet[str],
+                    moved: tuple[AbstractSet[str], AbstractSet[str]] | None = None) -> dict[str, bool]:
     """Count `fact` against its labels, given the sessions it had before (empty for a fact new to the
-    memory); return each label whose stats changed, and whether the fact is new to that label."""
+    memory); return each label whose stats changed, and whether the fact is new to that label.
+    `moved`: the sessions the fact gained and lost since `before`, when the caller knows them (else
+    found once from both sets, which costs the fact's sessions)."""
     changed: dict[str, bool] = {}
     now = fact.sessions
     for label in fact_labels(fact, cfg):
@@ -49,9 +52,12 @@ def record_mentions(state: UserState, fact: Fact, cfg: EntityConfig, before: Abs
         stat = state.writable_entity(label)
         is_new = fact.id not in stat.facts
         stat.add_fact(fact.id)
-        _count(stat, now if is_new else now - before, +1)
-        if not is_new:
-            _count(stat, before - now, -1)
+        if is_new:
+            _count(stat, now, +1)
+        else:
+            moved = moved if moved is not None else (now - before, before - now)
+            _count(stat, moved[0], +1)
+            _count(stat, moved[1], -1)
         changed[label] = is_new
     return changed
 

@@ -146,11 +146,13 @@ class Router:
         for label in sorted(entities.forget_fact(self.state, fact, self.cfg.entity)):
             self.sync_entity(label)
 
-    def recount(self, facts: Sequence[tuple[Fact, AbstractSet[str]]]) -> None:
-        """Update entity stats of facts whose occurrences changed (each with its sessions before)."""
+    def recount(self, facts: Sequence[tuple[Fact, AbstractSet[str]]], lost: str | None = None) -> None:
+        """Update entity stats of facts whose occurrences changed (each with its sessions before);
+        `lost`: the one session every fact lost, gaining none (a deleted session), when known."""
         labels: set[str] = set()
+        moved = (frozenset(), frozenset([lost])) if lost is not None else None
         for fact, before in facts:
-            labels |= set(entities.record_mentions(self.state, fact, self.cfg.entity, before))
+            labels |= set(entities.record_mentions(self.state, fact, self.cfg.entity, before, moved))
         for label in sorted(labels):
             self.sync_entity(label)
 

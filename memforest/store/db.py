@@ -413,12 +413,42 @@ def _occurrence_edit(base: UserState | None, st: UserState, fid: str
     was, now = old.occurrences, new.occurrences
     if now[: len(was)] == was:  # said again: the usual edit, decided in one list comparison
         return [], now[len(was):]
+    # a session deleted or corrected: past the lists' common prefix, the run of that session's
+    # occurrences is gone, the rest kept and any new ones appended. Slice comparisons decide it
+    # without touching the run's neighbours one by one, where the general case below spends a set of
+    # every occurrence (a fact said in thousands of sessions loses one per deleted session)
+    p = _common_prefix(was, now)
+    q = p
+    while q < len(was) and was[q].session_id == was[p].session_id:
+        q += 1
+    rest = len(was) - q
+    if was[q:] == now[p : p + rest]:
+        return was[p:q], now[p + rest:]
     present = set(map(id, now))  # kept occurrences are the committed objects themselves
     flags = list(map(present.__contains__, map(id, was)))
     kept = list(compress(was, flags))
     if now[: len(kept)] != kept:
         return None
     return list(compress(was, map(not_, flags))), now[len(kept):]
+
+
+def _common_prefix(a: list[Any], b: list[Any]) -> int:
+    """How many leading items `a` and `b` share: blocks of doubling size compared as slices, then the
+    first unequal block halved down to its first unequal item."""
+    n = min(len(a), len(b))
+    lo, step = 0, 32
+    while lo < n:
+        hi = min(lo + step, n)
+        if a[lo:hi] != b[lo:hi]:
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if a[lo:mid] == b[lo:mid]:
+                    lo = mid
+                else:
+                    hi = mid
+            return lo
+        lo, step = hi, step * 2
+    return n
 
 
 def _edit_fact(con: sqlite3.Connection, st: UserState, base: UserState, fid: str, removed: list[Occurrence],
