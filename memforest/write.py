@@ -137,5 +137,6 @@ def _write_facts(
     changes.facts |= {f.id for f in result.new_facts} | {f.id for f in result.updated_facts}
     report.new_facts, report.merged, report.dedup_checks = len(result.new_facts), result.merged, result.llm_checks
     clock.lap("canonicalize")
-    router.route_facts(result.new_facts, [(f, result.sessions_before[f.id]) for f in result.updated_facts])
+    router.route_facts(result.new_facts, [(f, result.sessions_before[f.id], result.sessions_gained.get(f.id, set()))
+                                          for f in result.updated_facts])
     clock.lap("route")

@@ -319,3 +319,30 @@ def test_rows_the_store_lost_are_written_whole_by_the_next_write_that_changes_th
     fresh = fingerprint(scripted_forest(path=tmp_path / "st").snapshot("u"))
     resident.pop("index"), fresh.pop("index")
     assert resident == fresh
+
+
+def test_entity_counts_equal_a_count_from_the_facts_as_sessions_come_go_and_change(scripted_forest) -> None:
+    """Counts kept from what each write gained and lost (a session said again, deleted, corrected)
+    equal counting every entity's facts over their sessions afresh."""
+    from memforest.routing.entities import session_counts
+
+    said = "I met Ravi at the market near the old bridge."
+    sessions = [{"session_id": f"r{i:02d}", "timestamp": f"2023-04-{i + 1:02d}T09:00", "turns": [
+        {"role": "user", "content": said if i % 2 else f"I met Ravi at the market and we planted {i} rows of beans."},
+        {"role": "assistant", "content": "That sounds like a productive morning."}]} for i in range(9)]
+    forest = scripted_forest()
+    forest.ingest_sessions("u", sessions[:4])
+    for session in sessions[4:8]:
+        forest.ingest_sessions("u", [session])
+    forest.delete_session("u", "r03")  # a fact said in r01, r03, r05, r07 loses one session
+    forest.delete_session("u", "r04")  # one said only there goes
+    forest.correct_session("u", {**sessions[7], "session_id": "r05"})  # said in r05: lost, then gained anew
+    forest.correct_session("u", {**sessions[1], "session_id": "r06"})  # r06 now says the repeated one
+    forest.correct_session("u", {**sessions[8], "session_id": "r07"})  # r07 no longer does
+    state = forest.snapshot("u").state
+    ravi = state.entities["ravi"]
+    assert max(state.facts[f].sorted_sessions for f in ravi.facts if state.facts[f].text.endswith("bridge.")) == (
+        "r01", "r05", "r06")
+    for label, stat in state.entities.items():
+        assert dict(stat.sessions) == session_counts(state, stat), label
+    assert forest.check("u")["ok"]

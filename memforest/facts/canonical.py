@@ -41,6 +41,7 @@ class CanonResult:
     new_facts: list[Fact] = field(default_factory=list)
     updated_facts: list[Fact] = field(default_factory=list)  # existing facts with new occurrences
     sessions_before: dict[str, AbstractSet[str]] = field(default_factory=dict)  # of each updated fact
+    sessions_gained: dict[str, set[str]] = field(default_factory=dict)  # of each updated fact, not in before
     new_embeddings: dict[str, np.ndarray] = field(default_factory=dict)
     resolved_ids: list[str] = field(default_factory=list)  # the canonical fact of each candidate
     llm_checks: int = 0
@@ -116,6 +117,9 @@ def canonicalize(
         out.resolved_ids.append(fact.id)
         resolved[i] = fact
         fact.occurrences.append(cand.occurrence)
+        before = out.sessions_before.get(fact.id)
+        if before is not None and cand.occurrence.session_id not in before:
+            out.sessions_gained.setdefault(fact.id, set()).add(cand.occurrence.session_id)
         out.merged += 1
         if fact.id in existing and all(f.id != fact.id for f in out.updated_facts):
             out.updated_facts.append(fact)

@@ -37,9 +37,10 @@ class Router:
             info.tree.insert(cid, cell.time)
         self.ch.trees.add(tid)
 
-    def route_facts(self, new_facts: list[Fact], updated: list[tuple[Fact, AbstractSet[str]]]) -> None:
-        """Route new facts to every scope; update entity stats of facts seen again (`updated` pairs a
-        fact with the sessions it had before this operation)."""
+    def route_facts(self, new_facts: list[Fact], updated: list[tuple[Fact, AbstractSet[str], AbstractSet[str]]]
+                    ) -> None:
+        """Route new facts to every scope; update entity stats of facts seen again (`updated` gives a
+        fact with the sessions it had before this operation and those it gained, having lost none)."""
         added: dict[str, set[str]] = {}
         touched_scenes: set[str] = set()
         for fact in new_facts:
@@ -47,8 +48,10 @@ class Router:
                 self._place(entities.USER_TREE, "entity", "user", fact)
             if self.builds("scene"):
                 touched_scenes |= self._route_scene(fact)
-        for fact, before in [*((f, set()) for f in new_facts), *updated]:
-            for label, is_new in entities.record_mentions(self.state, fact, self.cfg.entity, before).items():
+        none: frozenset[str] = frozenset()
+        for fact, before, gained in [*((f, none, none) for f in new_facts), *updated]:
+            for label, is_new in entities.record_mentions(self.state, fact, self.cfg.entity, before,
+                                                          (gained, none)).items():
                 added.setdefault(label, set()).update([fact.id] if is_new else [])
         for label in sorted(added):
             self.sync_entity(label, added[label])
