@@ -4,11 +4,11 @@ the fact is copied for writing, said again and loses occurrences."""
 from __future__ import annotations
 
 from dataclasses import replace
-from types import SimpleNamespace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memforest.state import UserState
 from memforest.types import Fact, Occurrence
 
 
@@ -75,8 +75,10 @@ def test_an_occurrence_edit_turns_the_stored_occurrences_into_the_new_ones(
     was = [occurrence(n) for n in said]
     now = [o for o in was if int(o.session_id[1:]) not in dropped]
     now += [replace(was[n % len(was)]) if copies and was else occurrence(n) for n in new]
-    old, cur = (Fact("f", "t", "t", "user", "state", [], [], [], "", None, None, "", "", "", occ) for occ in (was, now))
-    edit = _occurrence_edit(SimpleNamespace(facts={"f": old}), SimpleNamespace(facts={"f": cur}), "f")
+    base, state = UserState("u"), UserState("u")
+    for st_, occ in ((base, was), (state, now)):
+        st_.facts["f"] = Fact("f", "t", "t", "user", "state", [], [], [], "", None, None, "", "", "", occ)
+    edit = _occurrence_edit(base, state, "f")
     assert edit is not None  # every removal that keeps the order is an edit
     removed, appended = edit
     rows = _store_after(was, removed, appended)

@@ -153,7 +153,7 @@ class Router:
         """Update entity stats of facts whose occurrences changed (each with its sessions before);
         `lost`: the one session every fact lost, gaining none (a deleted session), when known."""
         labels: set[str] = set()
-        moved = (frozenset(), frozenset([lost])) if lost is not None else None
+        moved: tuple[frozenset[str], frozenset[str]] | None = (frozenset(), frozenset([lost])) if lost else None
         for fact, before in facts:
             labels |= set(entities.record_mentions(self.state, fact, self.cfg.entity, before, moved))
         for label in sorted(labels):
