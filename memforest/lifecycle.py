@@ -4,14 +4,12 @@ invalidated paths."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from itertools import compress
 from typing import Any
 
 from memforest.config import MemForestConfig
 from memforest.errors import InputError
 from memforest.routing.router import Router
 from memforest.state import ChangeSet, UserState
-from memforest.types import SESSION_OF
 
 
 def delete_session(state: UserState, session_id: str, cfg: MemForestConfig, ch: ChangeSet,
@@ -36,8 +34,7 @@ def delete_session(state: UserState, session_id: str, cfg: MemForestConfig, ch: 
         fact = state.facts.get(fid)
         if fact is None or session_id not in fact.sessions:
             continue
-        occ = fact.occurrences
-        kept = list(compress(occ, map(session_id.__ne__, map(SESSION_OF, occ))))
+        kept = [o for o in fact.occurrences if o.session_id != session_id]
         if kept:
             before = fact.sessions
             fact = state.writable_fact(fid)

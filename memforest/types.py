@@ -126,7 +126,7 @@ class Fact:
         return self._view().sorted_sessions
 
 
-SESSION_OF = attrgetter("session_id")  # an occurrence's session
+_SESSION = attrgetter("session_id")
 _EARLIEST = attrgetter("source_time", "session_id")
 
 
@@ -138,7 +138,7 @@ class _Occurrences:
 
     def __init__(self, occurrences: list[Occurrence]) -> None:
         self.of, self.n = occurrences, len(occurrences)
-        self.sessions = frozenset(map(SESSION_OF, occurrences))
+        self.sessions = frozenset(map(_SESSION, occurrences))
         self.first = min(occurrences, key=_EARLIEST, default=None)
         self._sorted: tuple[str, ...] | None = None
 
@@ -149,7 +149,7 @@ class _Occurrences:
         tail = occurrences[self.n:]
         out = _Occurrences.__new__(_Occurrences)
         out.of, out.n = occurrences, len(occurrences)
-        new = set(map(SESSION_OF, tail)) - self.sessions
+        new = set(map(_SESSION, tail)) - self.sessions
         out.sessions = self.sessions | new if new else self.sessions
         earliest = min(tail, key=_EARLIEST, default=None)
         out.first = self.first if earliest is None or (self.first is not None and
