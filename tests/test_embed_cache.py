@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from memforest.config import EmbedderConfig
 from memforest.errors import ConfigError
 from memforest.llm import embedders
 from memforest.llm.base import embedder_settings
-from memforest.llm.embed_cache import CachedEmbedder
+from memforest.llm.embed_cache import FILE_NAME, CachedEmbedder
 from memforest.llm.factory import build_embedder
 from memforest.llm.testing import HashEmbedder
 
@@ -54,6 +55,23 @@ def test_concurrent_writers_share_one_cache(tmp_path: Path) -> None:
         t.join()
     assert len(results) == 4 and all(np.array_equal(r, results[0]) for r in results)
     assert CachedEmbedder(HashEmbedder(64), tmp_path).embed(texts).shape == (200, 64)
+
+
+def _open_and_embed(directory: str) -> str | None:
+    try:
+        CachedEmbedder(HashEmbedder(64), directory).embed([f"sentence number {i}" for i in range(50)])
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def test_processes_creating_one_cache_at_once_all_open_it(tmp_path: Path) -> None:
+    # the file is created whole, in WAL mode, so no opener has to switch its journal mode under the others
+    with multiprocessing.get_context("fork").Pool(6) as pool:
+        for trial in range(25):
+            errors = [e for e in pool.map(_open_and_embed, [str(tmp_path / str(trial))] * 6) if e]
+            assert errors == []
+    assert sorted(p.name for p in (tmp_path / "0").iterdir() if not p.name.endswith(("-wal", "-shm"))) == [FILE_NAME]
 
 
 def test_the_factory_wraps_when_a_cache_directory_is_set(tmp_path: Path) -> None:

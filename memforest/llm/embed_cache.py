@@ -2,8 +2,8 @@
 
 A row is keyed by sha256 of (the embedder's vector-determining settings, the kind, the text): a vector
 is reused only for the same text embedded as the same kind by the same model with the same settings.
-One SQLite file in WAL mode; each batch of new rows is one transaction, so concurrent writers (parallel
-runs on one machine) never see a partial row. Hits return the float32 vector first computed, bit for bit.
+One SQLite file in WAL mode, created atomically (`memforest.sqlite_file`); each batch of new rows is
+one transaction, so concurrent writers (parallel runs on one machine) never see a partial row. Hits return the float32 vector first computed, bit for bit.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ import numpy as np
 
 from memforest.errors import ConfigError
 from memforest.llm.base import Embedder, EmbedKind, embedder_settings
+from memforest.sqlite_file import create_atomically
 
 FILE_NAME = "vectors.sqlite"
+_SCHEMA = "CREATE TABLE vectors (key BLOB PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID"
 _QUERY_ROWS = 500  # keys per SELECT ... IN (...)
 # Settings that change speed, never the vectors: not part of the key.
 _SPEED_ONLY = ("threads", "batch_size", "native_bf16", "dtype_requested")
@@ -40,9 +42,11 @@ class CachedEmbedder:
         self.path = Path(directory) / FILE_NAME
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():  # created whole, already in WAL mode: opening it takes no exclusive lock
+                create_atomically(self.path, lambda con: con.execute(_SCHEMA))
             self._db = sqlite3.connect(self.path, timeout=120.0, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID")
+            self._db.execute("SELECT 1 FROM vectors LIMIT 1").fetchall()  # a file of another kind fails here
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"embedding cache {self.path}: {exc}") from exc
         self._lock = threading.Lock()

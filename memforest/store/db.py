@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from memforest.errors import StoreError
+from memforest.sqlite_file import create_atomically
 from memforest.state import ChangeSet, EntityStat, NodeData, Scene, TreeInfo, UserState
 from memforest.store.schema import DDL, MIGRATIONS, SCHEMA_VERSION
 from memforest.store.validate import file_problem, identity_problem, schema_problems, store_error
@@ -197,32 +197,21 @@ def _rollback(con: sqlite3.Connection) -> None:
 
 def _create_file(path: Path, embedder: str, dim: int) -> bool:
     """Build the schema in a private file, then link it into place unless another writer was first."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+
+    def build(con: sqlite3.Connection) -> None:
+        con.execute("BEGIN IMMEDIATE")
+        for statement in DDL.split(";"):
+            if statement.strip():
+                con.execute(statement)
+        for k, v in {"schema_version": SCHEMA_VERSION, "embedder": embedder, "dim": dim,
+                     "version": 0, "next_tree_rowid": 1, "next_scene": 1}.items():
+            con.execute("INSERT INTO meta VALUES (?, ?)", (k, str(v)))
+        con.execute("COMMIT")
+
     try:
-        con = sqlite3.connect(tmp, isolation_level=None)
-        try:
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA synchronous=FULL")
-            con.execute("BEGIN IMMEDIATE")
-            for statement in DDL.split(";"):
-                if statement.strip():
-                    con.execute(statement)
-            for k, v in {"schema_version": SCHEMA_VERSION, "embedder": embedder, "dim": dim,
-                         "version": 0, "next_tree_rowid": 1, "next_scene": 1}.items():
-                con.execute("INSERT INTO meta VALUES (?, ?)", (k, str(v)))
-            con.execute("COMMIT")
-        finally:
-            con.close()  # the last connection checkpoints the WAL into the file
-        try:
-            os.link(tmp, path)
-            return True
-        except FileExistsError:
-            return False
+        return create_atomically(path, build)
     except sqlite3.Error as e:
         raise store_error(e, path) from e
-    finally:
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{tmp}{suffix}").unlink(missing_ok=True)
 
 
 def _read_state(con: sqlite3.Connection, user: str) -> UserState:
