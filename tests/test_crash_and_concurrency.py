@@ -1,5 +1,6 @@
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -83,6 +84,33 @@ def test_readers_in_another_process_never_see_a_partial_write(tmp_path):
     assert seen == sorted(seen) and len(set(seen)) > 2
     assert slowest < 2.0  # reading never waits for the writer's whole ingest
     assert reader.check("u")["ok"]
+
+
+@pytest.mark.integration
+def test_a_confirmed_commit_is_seen_by_other_processes_and_survives_a_kill(tmp_path):
+    # other processes opening and closing the store between writes must not take the write-ahead log
+    # from under the writer's held connection (its commits would go to a deleted file)
+    store = tmp_path / "store"
+    _start(store, 0, 1, 0.0).communicate(timeout=60)
+    db = store / "users" / "u" / "memory.sqlite"
+    proc = _start(store, 1, 40, 0.01)
+    confirmed: list[str] = []
+    try:
+        for line in proc.stdout:
+            confirmed.append(line.split()[1])
+            con = sqlite3.connect(db)
+            try:
+                version = int(con.execute("SELECT value FROM meta WHERE key='version'").fetchone()[0])
+            finally:
+                con.close()
+            assert version >= len(confirmed) + 1
+            if len(confirmed) == 5:
+                break
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    assert len(confirmed) == 5
+    assert set(confirmed) <= set(_reader(store).snapshot("u").state.sessions)
 
 
 def test_queries_during_same_user_ingest_read_last_commit(scripted_forest):

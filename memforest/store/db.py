@@ -106,8 +106,10 @@ class UserDB:
         """A connection kept open by the caller, idle between the writes it serves (`UserDB(path,
         con)`): while one is open, closing the others does not checkpoint the write-ahead log into the
         database on every operation; its own commits checkpoint it every `HELD_CHECKPOINT_PAGES`
-        pages, so a page written by many commits is copied once. Idle, it takes no lock. None when the
-        database cannot be opened (the next operation reports why)."""
+        pages, so a page written by many commits is copied once. Idle, it holds only the shared lock of
+        every open connection in WAL mode, which keeps other processes from deleting the log (so nothing
+        in this process may open and close the database file outside SQLite: `file_problem`). None when
+        the database cannot be opened (the next operation reports why)."""
         try:
             con = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
             con.execute("PRAGMA journal_mode=WAL")

@@ -6,6 +6,7 @@ is never re-created or repaired by a write: SQLite is the source of truth, only 
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from pathlib import Path
@@ -13,26 +14,33 @@ from pathlib import Path
 from memforest.errors import StoreError, shown
 from memforest.store.schema import DDL, MIGRATIONS, SCHEMA_VERSION
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", DDL))
 META_KEYS = ("schema_version", "embedder", "dim", "version", "next_tree_rowid", "next_scene")
 _DAMAGED = ("malformed", "not a database", "no such table", "no such column", "corrupt", "disk i/o error")
 _ADVICE = "run `memforest check` and restore it from a backup"
+_PAGE_MIN = 512
 
 
 def file_problem(path: Path) -> str | None:
-    """Why the file at `path` cannot be a MemForest database (None: it may be one)."""
+    """Why the file at `path` cannot be a MemForest database (None: it may be one), from its metadata
+    alone. The file is never opened here: POSIX locks belong to a process and a file, so closing any
+    descriptor of the database drops the locks of every SQLite connection this process holds on it,
+    and another process could then checkpoint and delete the write-ahead log under a connection still
+    writing to it. A damaged header is refused by SQLite at its first statement (`store_error`); a
+    file that is not a whole number of pages is refused here, since SQLite would take a file of one
+    byte for an empty database and write a new one over it."""
     if path.is_dir():
         return f"{path} is a directory, not a database file"
     try:
-        with path.open("rb") as handle:
-            header = handle.read(len(SQLITE_HEADER))
+        size = path.stat().st_size
     except OSError as e:
         return f"{path} cannot be read: {e.strerror or e}"
-    if not header:
+    if not os.access(path, os.R_OK):
+        return f"{path} cannot be read: Permission denied"
+    if not size:
         return f"{path} is empty (0 bytes): the database is lost; restore it from a backup"
-    if header != SQLITE_HEADER:
-        return f"{path} is not an SQLite database (damaged header); {_ADVICE}"
+    if size % _PAGE_MIN:  # SQLite writes whole pages (a power of two, at least 512 bytes)
+        return f"{path} is damaged (truncated: {size:,} bytes, not a whole number of pages); {_ADVICE}"
     return None
 
 
@@ -111,6 +119,8 @@ def store_error(exc: sqlite3.Error | UnicodeDecodeError, path: Path) -> StoreErr
         return StoreError(f"{path} is read-only ({text}); nothing was written")
     if "unable to open" in low:
         return StoreError(f"{path} cannot be opened ({text}); check the store path and its permissions")
+    if "file is not a database" in low:
+        return StoreError(f"{path} is not an SQLite database (damaged header); {_ADVICE}")
     if any(word in low for word in _DAMAGED):
         return StoreError(f"{path} is damaged ({text}); {_ADVICE}")
     return StoreError(f"{path}: database error ({text})")
