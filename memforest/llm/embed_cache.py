@@ -3,7 +3,8 @@
 A row is keyed by sha256 of (the embedder's vector-determining settings, the kind, the text): a vector
 is reused only for the same text embedded as the same kind by the same model with the same settings.
 One SQLite file in WAL mode, created atomically (`memforest.sqlite_file`); each batch of new rows is
-one transaction, so concurrent writers (parallel runs on one machine) never see a partial row. Hits return the float32 vector first computed, bit for bit.
+one transaction, so concurrent writers (parallel runs on one machine) never see a partial row. Hits
+return the float32 vector first computed, bit for bit.
 """
 
 from __future__ import annotations
