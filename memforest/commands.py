@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,9 @@ def _ingest(args: argparse.Namespace) -> int:
     with open_forest(args) as forest:
         report = forest.ingest_sessions(args.user, data)
     print(json.dumps(report.to_dict(), indent=2))
+    if report.turns_dropped:
+        print(f"memforest: {report.turns_dropped} turn(s) with nothing readable left out of memory (the other "
+              "turns keep their numbers)", file=sys.stderr)
     return 0
 
 

@@ -24,6 +24,10 @@ class Turn:
 
 @dataclass
 class Session:
+    """`turns`: every turn as given, in order, so a turn's index in the list is the one the caller
+    gave it (cells and occurrences name turns by it). A turn with nothing readable is kept blank
+    (content "") in its place, and no cell holds it."""
+
     session_id: str
     time: float
     turns: list[Turn]

@@ -28,7 +28,8 @@ from memforest.types import Cell, Session
 class IngestReport:
     user: str
     sessions: int = 0
-    turns: int = 0
+    turns: int = 0  # turns with something readable, held by cells
+    turns_dropped: int = 0  # turns with nothing readable, kept blank in their place in no cell
     cells: int = 0
     candidates: int = 0
     new_facts: int = 0
@@ -72,7 +73,9 @@ def ingest_sessions(
         state.cells.update((c.id, c) for c in session_cells)
         changes.sessions.add(s.session_id)
         cells.extend(session_cells)
-        report.turns += len(s.turns)
+        blank = sum(not t.content for t in s.turns)
+        report.turns += len(s.turns) - blank
+        report.turns_dropped += blank
     report.cells = len(cells)
     router = Router(state, cfg, changes)
     for s in sessions:

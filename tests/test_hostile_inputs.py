@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from memforest.cli import main
-from memforest.config import MemForestConfig
+from memforest.config import LimitsConfig, MemForestConfig
 from memforest.errors import InputError, ModelError, redact
 from memforest.llm.base import ChatRequest, ChatResponse, InvalidOutputError, check_response
 from memforest.llm.calllog import CallLog
@@ -31,7 +31,7 @@ def session(content: Any = "I live in Lisbon.", **extra: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("raw", "message"), [
     (session("a\x00b"), "NUL"),
-    (session("\x01\x02\x03 \t"), "empty content"),
+    (session("\x01\x02\x03 \t\u200b\ufeff\u00ad"), "nothing readable in any turn"),
     (session("caf\udce9"), "not valid Unicode"),
     (session(12), "content must be a string"),
     (session(speaker="x"), "unknown key(s) 'speaker'"),
@@ -42,7 +42,7 @@ def session(content: Any = "I live in Lisbon.", **extra: Any) -> dict[str, Any]:
 ])
 def test_bad_sessions_are_refused_naming_the_problem(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(InputError, match="^session s1") as refused:
-        parse_sessions([raw])
+        parse_sessions([raw], LimitsConfig())
     assert message in str(refused.value)
 
 
@@ -59,10 +59,10 @@ def test_inputs_over_the_configured_limits_are_refused() -> None:
 
 def test_huge_values_are_echoed_cut_short() -> None:
     with pytest.raises(InputError) as refused:
-        parse_sessions([{**session(), "session_id": "x" * 10_000_000 + "/"}])
+        parse_sessions([{**session(), "session_id": "x" * 10_000_000 + "/"}], LimitsConfig())
     assert len(str(refused.value)) < 300
     with pytest.raises(InputError) as refused:
-        parse_sessions([{**session(), "timestamp": "9" * 10_000_000}])
+        parse_sessions([{**session(), "timestamp": "9" * 10_000_000}], LimitsConfig())
     assert len(str(refused.value)) < 300
 
 

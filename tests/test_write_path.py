@@ -119,7 +119,7 @@ def test_entity_tree_activates_and_backfills(scripted_forest):
 @pytest.mark.parametrize("bad,message", [
     ([{"session_id": "x", "timestamp": "2023-01-01", "turns": []}], "non-empty"),
     ([{"session_id": "x", "timestamp": "2023-01-01", "turns": [{"role": "robot", "content": "hi"}]}], "unknown role"),
-    ([{"session_id": "x", "timestamp": "2023-01-01", "turns": [{"role": "user", "content": "  "}]}], "empty"),
+    ([{"session_id": "x", "timestamp": "2023-01-01", "turns": [{"role": "user", "content": "  "}]}], "nothing readable"),
     ([{"session_id": "x", "timestamp": "not a date", "turns": [{"role": "user", "content": "hi"}]}], "cannot parse"),
     ([{"session_id": "x", "turns": [{"role": "user", "content": "hi"}]}], "missing timestamp"),
     ([{"session_id": "../x", "timestamp": "2023-01-01", "turns": [{"role": "user", "content": "hi"}]}], "unsafe"),
