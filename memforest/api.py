@@ -229,8 +229,7 @@ class MemForest:
         check_id(user, "user id")
         if not isinstance(sessions, (list, tuple)):
             raise InputError(f"expected a list of sessions, got {type(sessions).__name__}")
-        typed = all(isinstance(s, Session) for s in sessions)
-        parsed = list(sessions) if typed else parse_sessions(sessions)
+        parsed = parse_sessions(sessions, self.config.limits)
         if not parsed:
             raise InputError("no sessions to ingest")
         start = len(self.log)
@@ -248,7 +247,7 @@ class MemForest:
                        timestamp: Any = None) -> IngestReport:
         session = parse_session({"session_id": session_id, "timestamp": timestamp or
                                  (turns[0].get("timestamp") if turns and isinstance(turns[0], Mapping) else None),
-                                 "turns": turns})
+                                 "turns": turns}, self.config.limits)
         return self.ingest_sessions(user, [session])
 
 
@@ -269,7 +268,7 @@ class MemForest:
     def correct_session(self, user: str, session: Mapping[str, Any]) -> dict[str, Any]:
         """Replace a stored session's turns: delete and re-ingest in one transaction."""
         clock = Clock()
-        parsed = parse_session(session)
+        parsed = parse_session(session, self.config.limits)
         clock.lap("parse")
         with self._writer(user, create=False, clock=clock) as (db, state, ch):
             ch.operation = {"kind": "correct_session", "session": parsed.session_id}

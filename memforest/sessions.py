@@ -62,10 +62,9 @@ def _unknown_keys(raw: Mapping[str, Any], allowed: tuple[str, ...], where: str) 
                          f"(expected {', '.join(allowed)})")
 
 
-def parse_session(raw: Mapping[str, Any] | Session, limits: LimitsConfig | None = None) -> Session:
+def parse_session(raw: Mapping[str, Any] | Session, limits: LimitsConfig) -> Session:
     """A Session from `{session_id, timestamp, turns: [{role, content, timestamp?}]}` (or a Session
     checked the same way), within `limits`. Turns with nothing readable are kept blank (content "")."""
-    limits = limits or LimitsConfig()
     if isinstance(raw, Session):
         return _check_session(raw, limits)
     if not isinstance(raw, Mapping):
@@ -128,10 +127,8 @@ def _check_readable(sid: str, turns: list[Turn]) -> None:
                          "characters)")
 
 
-def parse_sessions(raws: Iterable[Mapping[str, Any] | Session], limits: LimitsConfig | None = None
-                   ) -> list[Session]:
+def parse_sessions(raws: Iterable[Mapping[str, Any] | Session], limits: LimitsConfig) -> list[Session]:
     """Several sessions (objects or Sessions) within `limits`; duplicate ids within the batch are an error."""
-    limits = limits or LimitsConfig()
     if isinstance(raws, (str, bytes, Mapping)) or not isinstance(raws, Iterable):
         raise InputError("expected a list of sessions")
     raws = list(raws)

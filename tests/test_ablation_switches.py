@@ -4,7 +4,7 @@ chunk size and the evidence budget (structure and counts, never the scripted mod
 import pytest
 from conftest import RESIDENCE, make_sessions
 
-from memforest.config import QUERY_MODES, MemForestConfig, with_overrides
+from memforest.config import QUERY_MODES, LimitsConfig, MemForestConfig, with_overrides
 from memforest.errors import ConfigError
 from memforest.facts.chunking import chunk_session
 from memforest.sessions import parse_sessions
@@ -97,7 +97,7 @@ def test_evidence_budget_k_bounds_the_context(scripted_forest, k):
 
 @pytest.mark.parametrize(("max_turns", "cells"), [(1, 12), (2, 6), (5, 3), (64, 1), (0, 1)])
 def test_chunk_size_sets_the_cells_per_session(max_turns, cells):
-    session = parse_sessions(make_sessions(1, 12))[0]
+    session = parse_sessions(make_sessions(1, 12), LimitsConfig())[0]
     cfg = with_overrides(MemForestConfig(), {"chunk": {"max_turns": max_turns, "max_chars": 100_000}}).validate()
     out = chunk_session(session, cfg.chunk)
     assert len(out) == cells
