@@ -1,19 +1,56 @@
 """Every error MemForest raises on purpose derives from MemForestError; `redact` and `shown` keep
 secrets and huge values out of messages and logs."""
 
+from __future__ import annotations
+
+import json
+import os
 import re
+import threading
+from urllib.parse import quote
 
 _SECRETS = re.compile(
     r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(?:(?:bearer|basic|token|digest)\s+)?[^\s,;'\"}]+"  # a header/field
     r"|\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"  # a bearer token anywhere
-    r"|\bsk-[A-Za-z0-9_-]{8,}"  # OpenAI-style keys
     r"|(?i:(api[_-]?key['\"]?\s*[:=]\s*['\"]?))[A-Za-z0-9._~+/=-]{8,}"  # api_key=..., "api-key": "..."
+    # keys by their providers' shapes: OpenAI/Anthropic, Groq, Hugging Face, Google, xAI, GitHub, AWS
+    r"|\bsk-[A-Za-z0-9_-]{8,}|\bgsk_[A-Za-z0-9]{16,}|\bhf_[A-Za-z0-9]{16,}|\bAIza[0-9A-Za-z_-]{30,}"
+    r"|\bxai-[A-Za-z0-9]{16,}|\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{30,}|\bAKIA[0-9A-Z]{16}\b"
+    r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{32,}\b"  # 32 or more hex digits, letters and digits
 )
 _MAX_SHOWN = 80
+# A configured key shorter than this is not searched for in text: it would match ordinary words.
+MIN_KEY_CHARS = 8
+_keys: set[str] = set()
+_keys_lock = threading.Lock()
+
+
+def configured_key(env_name: str | None) -> str | None:
+    """The API key held by the environment variable `env_name` (None when unset or empty), read now;
+    from now on `redact` removes its exact value from any text, whatever its shape."""
+    value = os.environ.get(env_name) if env_name else None
+    add_secret(value)
+    return value or None
+
+
+def add_secret(value: str | None) -> None:
+    """Have `redact` remove `value` (and its URL- and JSON-escaped forms) from any text."""
+    if not value or len(value.strip()) < MIN_KEY_CHARS:
+        return
+    forms = {value, value.strip(), quote(value, safe=""), json.dumps(value)[1:-1]}
+    with _keys_lock:
+        _keys.update(f for f in forms if len(f) >= MIN_KEY_CHARS)
 
 
 def redact(text: str) -> str:
-    """`text` with credentials (Authorization headers, bearer tokens, sk- keys, api keys) replaced."""
+    """`text` with credentials replaced: the exact value of every configured key (`configured_key`),
+    then Authorization headers, bearer tokens, api_key fields and keys of known providers' shapes."""
+    with _keys_lock:
+        keys = sorted(_keys, key=len, reverse=True)
+    for key in keys:
+        if key in text:
+            text = text.replace(key, "[redacted]")
+
     def hide(match: re.Match[str]) -> str:
         prefix = match.group(1) or match.group(2) or ""
         return f"{prefix}[redacted]"

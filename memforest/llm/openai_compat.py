@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from memforest.config import LLMConfig
-from memforest.errors import ConfigError
+from memforest.errors import ConfigError, configured_key, redact
 from memforest.llm.base import (
     ChatRequest,
     ChatResponse,
@@ -30,18 +30,20 @@ def http_error(exc: Exception) -> Exception:
     import httpx
 
     if isinstance(exc, (httpx.TimeoutException, httpx.TransportError)):
-        return TransientModelError(f"{type(exc).__name__}: {exc}")
+        return TransientModelError(redact(f"{type(exc).__name__}: {exc}"))
     if isinstance(exc, httpx.HTTPStatusError):
         status = exc.response.status_code
         if status == 429 or status >= 500:
-            return TransientModelError(f"HTTP {status}: {exc.response.text[:300]}")
+            # redacted before it is cut, so that no part of a key is left at the cut
+            return TransientModelError(f"HTTP {status}: {redact(exc.response.text[:4000])[:300]}")
     return exc
 
 
 def make_client(base_url: str | None, env_name: str, api_key_env: str, timeout_s: float,
                 connections: int | None = None) -> httpx.Client:
-    """An httpx client for `base_url` (or the URL in env `env_name`), with an optional bearer key and,
-    when given, a pool of `connections` connections (httpx's default pool holds 100)."""
+    """An httpx client for `base_url` (or the URL in env `env_name`), with an optional bearer key (read
+    from env `api_key_env`, and redacted from every message and log from then on) and, when given, a
+    pool of `connections` connections (httpx's default pool holds 100)."""
     try:
         import httpx
     except ImportError as exc:  # pragma: no cover - httpx is a core dependency
@@ -50,7 +52,7 @@ def make_client(base_url: str | None, env_name: str, api_key_env: str, timeout_s
     if not url:
         raise ConfigError(f"no server URL: set base_url in the config or the {env_name} environment variable")
     headers = {}
-    key = os.environ.get(api_key_env) if api_key_env else None
+    key = configured_key(api_key_env)
     if key:
         headers["Authorization"] = f"Bearer {key}"
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections) if connections \
