@@ -1,7 +1,8 @@
 """One user's SQLite database: load the committed state, commit a ChangeSet atomically.
 
 WAL mode with synchronous=FULL: a committed operation survives a crash; readers see the last
-committed version and never wait for a writer."""
+committed version and never wait for a writer. Readers change nothing, so a store they may read but
+not write (its files or folder read-only) is readable; a write to it is refused, naming it read-only."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from itertools import compress
 from operator import not_
 from pathlib import Path
@@ -39,6 +40,7 @@ HELD_CACHE_KIB = 65536  # page cache of a held connection: a large store's upper
 # write-ahead log pages at which the held connection's commits checkpoint (40 MB of 4 KiB pages): a
 # large store's commit writes hundreds of pages, and a page written by many commits is copied once
 HELD_CHECKPOINT_PAGES = 10_000
+_SQLITE_READONLY, _SQLITE_CANTOPEN = 8, 14  # primary result codes: a file that may not be written, opened
 
 
 class UserDB:
@@ -50,9 +52,18 @@ class UserDB:
         self.path = Path(path)
         self._con = con
 
+    def connect(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A connection to write with, in WAL mode with synchronous=FULL; SQLite failures surface as
+        StoreErrors naming the database."""
+        return self._connection(write=True)
+
+    def read(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A connection that only reads: it leaves the store as it is, journal mode included, and
+        reads a store it may not write (`open_reader`); failures as `connect`'s."""
+        return self._connection(write=False)
+
     @contextmanager
-    def connect(self) -> Iterator[sqlite3.Connection]:
-        """A connection in WAL mode; SQLite failures surface as StoreErrors naming the database."""
+    def _connection(self, write: bool) -> Iterator[sqlite3.Connection]:
         if self._con is not None:
             try:
                 yield self._con
@@ -60,12 +71,14 @@ class UserDB:
                 raise store_error(e, self.path) from e
             return
         try:
-            con = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+            con = sqlite3.connect(self.path, timeout=60.0, isolation_level=None) if write \
+                else open_reader(self.path)
         except sqlite3.Error as e:
             raise store_error(e, self.path) from e
         try:
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA synchronous=FULL")
+            if write:
+                con.execute("PRAGMA journal_mode=WAL")
+                con.execute("PRAGMA synchronous=FULL")
             yield con
         except (sqlite3.Error, UnicodeDecodeError) as e:  # text that is not UTF-8 is damage too
             raise store_error(e, self.path) from e
@@ -74,14 +87,16 @@ class UserDB:
 
     def validate(self, embedder: str | None = None, dim: int | None = None) -> int:
         """Refuse, naming the path, a file that is not a sound database of this schema version or
-        (when given) was built with another embedder; return its committed version, read on the same
-        connection. A store of an older schema version with a known migration is migrated first, in
-        one transaction; nothing else is created or repaired."""
+        (when given: a writer's check) was built with another embedder or cannot be written; return its
+        committed version, read on the same connection. A store of an older schema version with a known
+        migration is migrated first, in one transaction; nothing else is created or repaired."""
         problem = file_problem(self.path)
         version = 0
         if problem is None:
-            with self.connect() as con:
-                _migrate(con)
+            with self.read() as con:
+                if _migration_due(con):
+                    with self.connect() as writer:
+                        _migrate(writer)
                 problems = schema_problems(con, self.path)
                 if not problems and embedder is not None and dim is not None:
                     problems = [p for p in [identity_problem(con, self.path, embedder, dim)] if p]
@@ -91,7 +106,19 @@ class UserDB:
             problem = problems[0] if problems else None
         if problem is not None:
             raise StoreError(problem)
+        if embedder is not None:
+            self._check_writable()
         return version
+
+    def _check_writable(self) -> None:
+        """A StoreError now, before the work of a write, when the store cannot be written (read-only):
+        SQLite finds a read-only file at a transaction's first write, here one that matches no row."""
+        with self.connect() as con:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                con.execute("DELETE FROM meta WHERE 0")
+            finally:
+                _rollback(con)
 
     def create(self, embedder: str, dim: int) -> bool:
         """Create the database if it does not exist, atomically (a complete database appears at the
@@ -138,13 +165,13 @@ class UserDB:
         return True
 
     def version(self) -> int:
-        with self.connect() as con:
+        with self.read() as con:
             row = con.execute("SELECT value FROM meta WHERE key='version'").fetchone()
         return int(row[0]) if row else 0
 
     def load(self, user: str) -> UserState:
         """The committed state, read in one snapshot; rows that do not fit together are a StoreError."""
-        with self.connect() as con:
+        with self.read() as con:
             con.execute("BEGIN")
             try:
                 state = _read_state(con, user)
@@ -158,7 +185,7 @@ class UserDB:
 
     def facts_of_session(self, session_id: str) -> list[str]:
         """Ids of the facts with an occurrence in `session_id` (committed rows)."""
-        with self.connect() as con:
+        with self.read() as con:
             rows = con.execute("SELECT DISTINCT fact_id FROM occurrences WHERE session_id=?", (session_id,))
             return sorted(r[0] for r in rows)
 
@@ -195,6 +222,54 @@ def _rollback(con: sqlite3.Connection) -> None:
     if con.in_transaction:
         with suppress(sqlite3.Error):
             con.execute("ROLLBACK")
+
+
+def open_reader(path: Path, strict: bool = False) -> sqlite3.Connection:
+    """A connection that only reads (`strict`: opened with `mode=ro`, so SQLite itself refuses any
+    write, as a check of a store that may be damaged wants). SQLite opens a database file it may not
+    write read-only by itself, but reading a store in WAL mode takes its WAL index (the `-shm` file),
+    which the first reader creates beside the database: in a read-only folder, with no connection
+    holding the store open (so neither index nor log exists), that fails. The database file then
+    holds every commit, and it is read as immutable, without the index. A write-ahead log left with
+    commits but without its index (a writer killed) cannot be read that way: that is refused."""
+    con = sqlite3.connect(_uri(path, "mode=ro") if strict else path, uri=strict, timeout=60.0,
+                          isolation_level=None)
+    try:
+        con.execute("PRAGMA schema_version").fetchone()  # opens the database and its WAL index
+        return con
+    except sqlite3.Error as e:
+        con.close()
+        code = _primary_code(e)
+        if code not in (_SQLITE_READONLY, _SQLITE_CANTOPEN):
+            raise
+        wal, index = Path(f"{path}-wal"), Path(f"{path}-shm")
+        if _size(wal) and not index.exists():
+            raise StoreError(f"{path} is read-only and its write-ahead log {wal.name} holds commits that cannot be "
+                             "read without write access to its folder; nothing was read or written: open the "
+                             "store once with write access") from None
+        if code != _SQLITE_READONLY:
+            raise
+    return sqlite3.connect(_uri(path, "mode=ro&immutable=1"), uri=True, timeout=60.0, isolation_level=None)
+
+
+def _uri(path: Path, query: str) -> str:
+    return f"{Path(path).absolute().as_uri()}?{query}"
+
+
+def _primary_code(e: sqlite3.Error) -> int | None:
+    """SQLite's primary result code of `e` (Python 3.11 and later carry it; before, from the message)."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF
+    text = str(e)
+    return _SQLITE_READONLY if "readonly" in text else _SQLITE_CANTOPEN if "unable to open" in text else None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _create_file(path: Path, embedder: str, dim: int) -> bool:
@@ -357,22 +432,28 @@ def _write_entity(con: sqlite3.Connection, st: UserState, label: str, base: User
                     [(label, s, new.sessions[s]) for s in sessions if s in new.sessions])
 
 
+def _schema_version(con: sqlite3.Connection) -> int | None:
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    except sqlite3.Error:
+        return None
+    return int(row[0]) if row and str(row[0]).isdigit() else None
+
+
+def _migration_due(con: sqlite3.Connection) -> bool:
+    """Whether the store is of an older schema version with a known migration."""
+    start = _schema_version(con)
+    return start is not None and start < SCHEMA_VERSION and start in MIGRATIONS
+
+
 def _migrate(con: sqlite3.Connection) -> None:
     """Bring a store of an older schema version up to this one, in one transaction (a no-op for a
     current store; one that is damaged or of an unknown version is left for validation to refuse)."""
-    def version() -> int | None:
-        try:
-            row = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        except sqlite3.Error:
-            return None
-        return int(row[0]) if row and str(row[0]).isdigit() else None
-
-    start = version()
-    if start is None or start >= SCHEMA_VERSION or start not in MIGRATIONS:
+    if not _migration_due(con):
         return
     con.execute("BEGIN IMMEDIATE")
     try:
-        v = version()  # another process may have migrated it meanwhile
+        v = _schema_version(con)  # another process may have migrated it meanwhile
         while v is not None and v < SCHEMA_VERSION and v in MIGRATIONS:
             for statement in MIGRATIONS[v]:
                 con.execute(statement)

@@ -14,6 +14,7 @@ import numpy as np
 from memforest.errors import StoreError
 from memforest.index.forest_index import ForestIndex
 from memforest.state import UserState
+from memforest.store.db import open_reader
 from memforest.store.validate import column_problems, file_problem, schema_problems, store_error
 from memforest.vector_table import VectorTable
 
@@ -27,9 +28,11 @@ def database_problems(path: Path) -> list[str]:
     if problem is not None:
         return [problem]
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60.0)
+        con = open_reader(path, strict=True)
     except sqlite3.Error as e:
         return [str(store_error(e, path))]
+    except StoreError as e:
+        return [str(e)]
     try:
         lines = [row[0] for row in con.execute("PRAGMA integrity_check")]
         if lines != ["ok"]:
