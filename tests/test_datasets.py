@@ -236,7 +236,7 @@ def test_answer_messages() -> None:
         build_answer_messages("squad", "q", None, "c")
 
 
-def test_longmemeval_keeps_an_exact_repeat_once_and_refuses_a_conflicting_one(tmp_path: Path) -> None:
+def test_longmemeval_keeps_an_exact_repeat_once_and_another_under_a_derived_id(tmp_path: Path) -> None:
     entries = json.loads((FIXTURES / "longmemeval_tiny.json").read_text())
     entry = entries[0]
     for key in ("haystack_session_ids", "haystack_dates", "haystack_sessions"):
@@ -244,9 +244,13 @@ def test_longmemeval_keeps_an_exact_repeat_once_and_refuses_a_conflicting_one(tm
     path = tmp_path / "repeat.json"
     path.write_text(json.dumps(entries))
     data = load_dataset("longmemeval_s", path=path)
-    assert data.duplicate_sessions_dropped == 1
+    assert data.duplicate_sessions_dropped == 1 and data.counts.sessions_renamed == 0
     assert len(data.instances[0].sessions) == len(entry["haystack_session_ids"]) - 1
     entry["haystack_sessions"][-1] = [{"role": "user", "content": "something else"}]
     path.write_text(json.dumps(entries))
-    with pytest.raises(ValueError, match="appears twice with different dates or turns"):
-        load_dataset("longmemeval_s", path=path)
+    data = load_dataset("longmemeval_s", path=path)
+    first, repeated = entry["haystack_session_ids"][0], entry["haystack_session_ids"][0] + "#2"
+    assert data.counts.sessions_renamed == 1 and data.duplicate_sessions_dropped == 0 and not data.failures
+    assert dict(data.instances[0].session_aliases) == {repeated: first}
+    kept = [s for s in data.instances[0].sessions if s.session_id == repeated]
+    assert [s.turns[0].turn_id for s in kept] == [f"{repeated}:0"]

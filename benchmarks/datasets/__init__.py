@@ -8,7 +8,17 @@ from pathlib import Path
 from .download import DatasetUnavailableError, remote_files, resolve_file
 from .locomo import load_locomo
 from .longmemeval import load_longmemeval
-from .records import Dataset, DatasetKind, Instance, Question, sanitize_text, sha256_file
+from .records import (
+    Dataset,
+    DatasetError,
+    DatasetKind,
+    Instance,
+    InstanceFailure,
+    LoadCounts,
+    Question,
+    sanitize_text,
+    sha256_file,
+)
 
 DATASET_NAMES: tuple[str, ...] = ("sample", "longmemeval_s", "longmemeval_oracle", "longmemeval_m", "locomo")
 
@@ -16,7 +26,7 @@ DATASET_NAMES: tuple[str, ...] = ("sample", "longmemeval_s", "longmemeval_oracle
 def dataset_kind(name: str) -> DatasetKind:
     """Which format (and so which answer/judge prompts) a registered dataset uses."""
     if name not in DATASET_NAMES:
-        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASET_NAMES)}")
+        raise DatasetError(f"unknown dataset {name!r}; choose one of {', '.join(DATASET_NAMES)}")
     return "locomo" if name == "locomo" else "longmemeval"
 
 
@@ -45,9 +55,12 @@ def load_dataset(
 __all__ = [
     "DATASET_NAMES",
     "Dataset",
+    "DatasetError",
     "DatasetKind",
     "DatasetUnavailableError",
     "Instance",
+    "InstanceFailure",
+    "LoadCounts",
     "Question",
     "dataset_kind",
     "load_dataset",

@@ -59,7 +59,8 @@ def resolve_file(
     cache_dir: str | Path | None = None,
     transport: httpx.BaseTransport | None = None,
 ) -> Path:
-    """Return a local file for dataset `name`, downloading it into `cache_dir` if needed.
+    """Return a local file for dataset `name`, downloading it into `cache_dir` if needed. A given path or
+    a cached file may be plain JSON or packed as `.json.xz` / `.json.gz` (the loaders read all three).
 
     `transport` replaces the network (tests pass an `httpx.MockTransport`)."""
     if path is not None:
@@ -72,10 +73,10 @@ def resolve_file(
         raise DatasetUnavailableError(f"no download known for {name!r}; pass dataset.path=/path/to/file")
     remote = files[name]
     cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-    cached = cache / remote.filename
-    if cached.is_file():
-        return cached
-    return _download(name, remote, cached, transport)
+    for suffix in ("", ".xz", ".gz"):
+        if (cache / f"{remote.filename}{suffix}").is_file():
+            return cache / f"{remote.filename}{suffix}"
+    return _download(name, remote, cache / remote.filename, transport)
 
 
 def _download(name: str, remote: RemoteFile, target: Path, transport: httpx.BaseTransport | None) -> Path:

@@ -8,6 +8,9 @@ Turn ids are the source `dia_id`s (`D<N>:<i>`), session ids are `session_<N>`, a
 ordered by N. Questions are numbered in source order (`<sample_id>:q<index>`) whether or not
 category 5 is loaded. Category 5 (adversarial) questions are marked as abstentions: their `answer`
 is usually absent (empty string here) and `extra["adversarial_answer"]` keeps the trap answer.
+Turns with nothing readable are dropped with a count (their dia ids stay unused), and so is a session
+left with none. A conversation that cannot be read becomes a `load` failure of its sample id; a question
+that cannot be read is left out as a `load` failure of its conversation, naming the question.
 """
 
 from __future__ import annotations
@@ -24,10 +27,17 @@ from .records import (
     MONTH_NAMES,
     Dataset,
     Instance,
+    InstanceFailure,
     Question,
     answer_text,
+    clean_sessions,
+    entry_id,
+    json_type,
+    one_line,
+    parse_entries,
     read_json_list,
     sanitize_text,
+    scalar_text,
     select,
     sha256_file,
 )
@@ -77,8 +87,8 @@ def session_of(dia_id: str) -> str:
 
 def render_turn(raw: dict[str, Any]) -> str:
     """The turn's text, plus `[shares <caption>]` when the turn carries an image (no speaker)."""
-    text = str(raw.get("text", "")).strip()
-    caption = raw.get("blip_caption")
+    text = scalar_text(raw.get("text"), "a turn's text").strip()
+    caption = scalar_text(raw.get("blip_caption"), "a turn's blip_caption")
     if caption:
         text = f"{text} [shares {caption}]".strip()
     elif raw.get("img_url"):
@@ -88,6 +98,8 @@ def render_turn(raw: dict[str, Any]) -> str:
 
 def parse_sessions(conversation: dict[str, Any]) -> tuple[Session, ...]:
     """Sessions present in a conversation, ordered by their number; date keys alone are ignored."""
+    if not isinstance(conversation, dict):
+        raise ValueError(f"conversation must be a JSON object, got a JSON {json_type(conversation)}")
     numbers = sorted(
         int(match.group(1))
         for key, value in conversation.items()
@@ -99,21 +111,27 @@ def parse_sessions(conversation: dict[str, Any]) -> tuple[Session, ...]:
         if date_key not in conversation:
             raise ValueError(f"session_{number} has no {date_key}")
         timestamp = parse_date(str(conversation[date_key]))
-        turns = tuple(
-            Turn(
-                role="user",
-                content=render_turn(raw),
-                timestamp=timestamp,
-                turn_id=str(raw.get("dia_id") or f"D{number}:{index + 1}"),
-                speaker=str(raw.get("speaker", "unknown")),
-            )
-            for index, raw in enumerate(conversation[f"session_{number}"])
-        )
+        raw_turns = conversation[f"session_{number}"]
+        turns = tuple(_turn(number, index, raw, timestamp) for index, raw in enumerate(raw_turns))
         sessions.append(Session(session_id=f"session_{number}", timestamp=timestamp, turns=turns))
     return tuple(sessions)
 
 
+def _turn(number: int, index: int, raw: Any, timestamp: datetime) -> Turn:
+    if not isinstance(raw, dict):
+        raise ValueError(f"session_{number} turn {index} must be a JSON object, got a JSON {json_type(raw)}")
+    return Turn(
+        role="user",
+        content=render_turn(raw),
+        timestamp=timestamp,
+        turn_id=scalar_text(raw.get("dia_id"), "dia_id") or f"D{number}:{index + 1}",
+        speaker=scalar_text(raw.get("speaker"), "speaker") or "unknown",
+    )
+
+
 def parse_question(sample_id: str, index: int, raw: dict[str, Any]) -> Question:
+    if not isinstance(raw, dict):
+        raise ValueError(f"a question must be a JSON object, got a JSON {json_type(raw)}")
     category = int(raw["category"])
     turns = extract_dia_ids(raw.get("evidence", []))
     extra: dict[str, Any] = {"category_id": category, "evidence_raw": raw.get("evidence", [])}
@@ -121,7 +139,7 @@ def parse_question(sample_id: str, index: int, raw: dict[str, Any]) -> Question:
         extra["adversarial_answer"] = answer_text(raw["adversarial_answer"])
     return Question(
         question_id=f"{sample_id}:q{index}",
-        question=sanitize_text(str(raw["question"])),
+        question=sanitize_text(scalar_text(raw["question"], "question")),
         answer=answer_text(raw.get("answer")),
         category=CATEGORY_NAMES.get(category, f"category-{category}"),
         question_date=None,
@@ -129,23 +147,34 @@ def parse_question(sample_id: str, index: int, raw: dict[str, Any]) -> Question:
         evidence_turns=turns,
         abstention=category == ADVERSARIAL,
         extra=extra,
+        answer_type=json_type(raw.get("answer")),
     )
 
 
-def parse_sample(sample: dict[str, Any], include_adversarial: bool = False) -> Instance:
-    """One conversation and the questions asked about it."""
-    sample_id = str(sample["sample_id"])
-    questions = tuple(
-        parse_question(sample_id, index, raw)
-        for index, raw in enumerate(sample.get("qa", []))
-        if include_adversarial or int(raw["category"]) != ADVERSARIAL
-    )
-    return Instance(
-        instance_id=sample_id,
-        user_id=sample_id,
-        sessions=parse_sessions(sample["conversation"]),
-        questions=questions,
-    )
+def parse_sample(sample: Any, include_adversarial: bool = False) -> tuple[Instance, list[InstanceFailure]]:
+    """One conversation and the questions asked about it; a question that cannot be read is left out
+    and returned as a failure of the conversation."""
+    if not isinstance(sample, dict):
+        raise ValueError(f"an entry must be a JSON object, got a JSON {json_type(sample)}")
+    sample_id = scalar_text(sample["sample_id"], "sample_id")
+    sessions, counts = clean_sessions(parse_sessions(sample["conversation"]))
+    qa = sample.get("qa") or []
+    if not isinstance(qa, list):
+        raise ValueError(f"qa must be a list, got a JSON {json_type(qa)}")
+    questions, failures = [], []
+    for index, raw in enumerate(qa):
+        try:
+            if include_adversarial or _category(raw) != ADVERSARIAL:
+                questions.append(parse_question(sample_id, index, raw))
+        except Exception as exc:  # this question only: the conversation's other questions load
+            failures.append(InstanceFailure(sample_id, "load", f"question {index}: {one_line(exc)}"))
+    instance = Instance(instance_id=sample_id, user_id=sample_id, sessions=tuple(sessions),
+                        questions=tuple(questions), counts=counts)
+    return instance, failures
+
+
+def _category(raw: Any) -> int:
+    return int(raw["category"]) if isinstance(raw, dict) else 0
 
 
 def load_locomo(
@@ -158,6 +187,14 @@ def load_locomo(
     """Load a LoCoMo-format JSON list from `path` (categories 1-4 unless `include_adversarial`)."""
     path = Path(path)
     samples = read_json_list(path, "conversations")
-    chosen = select(samples, lambda sample: str(sample["sample_id"]), limit, instance_ids)
-    instances = tuple(parse_sample(sample, include_adversarial) for sample in chosen)
-    return Dataset(name=name, kind="locomo", instances=instances, sha256=sha256_file(path), source=str(path))
+    pairs = [(entry_id(sample, "sample_id", i), sample) for i, sample in enumerate(samples)]
+    question_failures: list[InstanceFailure] = []
+
+    def parse(sample: Any) -> Instance:
+        instance, failures = parse_sample(sample, include_adversarial)
+        question_failures.extend(failures)
+        return instance
+
+    instances, failures = parse_entries(select(pairs, lambda pair: pair[0], limit, instance_ids), parse)
+    return Dataset(name=name, kind="locomo", instances=instances, sha256=sha256_file(path), source=str(path),
+                   failures=(*failures, *question_failures))
