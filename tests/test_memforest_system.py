@@ -30,3 +30,28 @@ def test_turns_without_text_are_left_out_and_ids_still_map_back(tmp_path: Path) 
     assert turn_ids and turn_ids <= {"a/1:1", "a/1:2"}
     assert {s for e in result.evidence for s in e.session_ids} == {"a/1"}
     system.close()
+
+
+def test_derived_and_unsafe_session_ids_map_back_without_colliding(tmp_path: Path) -> None:
+    def session(sid: str, day: int, text: str) -> Session:
+        when = datetime(2023, 3, day, 9)
+        blank = Turn("assistant", "\u200b", when, f"{sid}:1")
+        return Session(sid, when, (Turn("user", text, when, f"{sid}:0"), blank))
+
+    sessions = [session("trip#2", 1, "I flew to Lisbon in March."),
+                session("trip_2", 2, "My sister plays the cello."),
+                session("trip", 3, "I flew to Oslo in January."),
+                session("..x", 4, "The cat sleeps on the piano.")]
+    for order in (sessions, sessions[::-1]):
+        system = MemForestSystem(MemForestConfig(), ScriptedChatModel(), HashEmbedder(), CallLog(),
+                                 generate=False)
+        system.reset("i", tmp_path / str(len(list(tmp_path.iterdir()))))
+        stats = system.ingest(order)
+        assert stats["empty_turns_skipped"] == 4  # the zero-width turns
+        assert system._stored_ids == {"trip#2": "trip_2+2", "trip_2": "trip_2", "trip": "trip", "..x": "s._x"}
+        evidence = system.retrieve("Where did I fly in March?", None).evidence
+        for item in evidence:  # each turn maps back into the item's own session
+            assert {t.rsplit(":", 1)[0] for t in item.turn_ids} <= set(item.session_ids)
+        turns = {t for item in evidence for t in item.turn_ids}
+        assert turns <= {f"{s.session_id}:0" for s in sessions} and "trip#2:0" in turns
+        system.close()

@@ -13,8 +13,10 @@ from memforest.api import MemForest
 from memforest.config import MemForestConfig
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
+from memforest.sessions import readable
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:@+-]")
+_ACCEPTED = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,119}$")  # within memforest.sessions.check_id
 
 
 def turn_text(turn: Turn) -> str:
@@ -42,12 +44,13 @@ class MemForestSystem:
         self.forest: MemForest | None = None
         self.user = "user"
         self._turn_ids: dict[tuple[str, int], str] = {}
-        self._session_ids: dict[str, str] = {}
+        self._session_ids: dict[str, str] = {}  # stored id -> dataset id
+        self._stored_ids: dict[str, str] = {}  # dataset id -> stored id
 
     def reset(self, instance_id: str, workdir: Path) -> None:
         self.forest = MemForest(Path(workdir) / "store", self.config, llm=self.llm, embedder=self.embedder,
                                 call_log=self.log, generate=self.generate)
-        self._turn_ids, self._session_ids = {}, {}
+        self._turn_ids, self._session_ids, self._stored_ids = {}, {}, {}
 
     def attach(self, instance_id: str, workdir: Path, sessions: Sequence[Session]) -> None:
         """Reopen the finished store of an instance instead of rebuilding it (a resumed run), restoring
@@ -63,12 +66,13 @@ class MemForestSystem:
         return stats
 
     def _payload(self, sessions: Sequence[Session]) -> list[dict[str, Any]]:
-        """The sessions as MemForest stores them: turns without text are left out (a session of none is
-        left out whole), and each stored turn index maps back to the dataset's turn id."""
+        """The sessions as MemForest stores them: turns with nothing readable are left out (a session of
+        none is left out whole), and each stored turn index maps back to the dataset's turn id."""
+        self._map_ids([s.session_id for s in sessions])
         payload = []
         for s in sessions:
-            sid = self._safe_id(s.session_id)
-            turns = [t for t in s.turns if t.content.strip()]
+            sid = self._stored_ids[s.session_id]
+            turns = [t for t in s.turns if readable(t.content)]
             for i, t in enumerate(turns):
                 self._turn_ids[(sid, i)] = t.turn_id
             if turns:
@@ -106,10 +110,21 @@ class MemForestSystem:
             self.forest.close()
             self.forest = None
 
-    def _safe_id(self, session_id: str) -> str:
-        sid = _UNSAFE.sub("_", session_id)[:120] or "session"
-        if not sid[0].isalnum():
-            sid = "s" + sid
-        self._session_ids[sid] = session_id
-        return sid
-
+    def _map_ids(self, session_ids: Sequence[str]) -> None:
+        """Give each dataset session id the id MemForest stores it under: itself when MemForest takes it
+        as it is; else its unsafe characters as `_` (`a#2` -> `a_2`), with `+2`, `+3`... added when that
+        is another session's id, so that every stored id maps back to exactly one dataset id. Ids taken
+        as they are claim theirs first, so a real `a_2` keeps its id whatever the order."""
+        new = [sid for sid in dict.fromkeys(session_ids) if sid not in self._stored_ids]
+        for sid in new:
+            if _ACCEPTED.match(sid) and ".." not in sid and sid not in self._session_ids:
+                self._stored_ids[sid], self._session_ids[sid] = sid, sid
+        for sid in new:
+            if sid in self._stored_ids:
+                continue
+            base = _UNSAFE.sub("_", sid)[:110].replace("..", "._") or "session"
+            base = base if base[0].isalnum() else "s" + base
+            stored, n = base, 2
+            while stored in self._session_ids:
+                stored, n = f"{base}+{n}", n + 1
+            self._stored_ids[sid], self._session_ids[stored] = stored, sid
