@@ -312,3 +312,30 @@ def test_a_failing_instance_is_recorded_and_the_run_goes_on(tmp_path: Path, monk
     summary = (out / "summary.md").read_text()
     assert "Failed instances: 1" in summary and "- tiny_q2: build:" in summary
     assert "duplicate sessions dropped by the loader | 1" in summary
+
+
+def test_an_entry_that_cannot_be_loaded_fails_alone_and_the_run_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    entries = json.loads((FIXTURES / "longmemeval_tiny.json").read_text())
+    entries[1].pop("haystack_dates")
+    entries[0]["haystack_sessions"][0].append({"role": "assistant", "content": "\u200b"})
+    path = tmp_path / "malformed.json"
+    path.write_text(json.dumps(entries))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["memforest-bench", "experiment=retrieval", *FAKE_MODELS,
+                                      "progress=false", "dataset=longmemeval_s", f"dataset.path={path}"])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == 1 and "1 instance(s) failed" in capsys.readouterr().err
+    out = tmp_path / "results/retrieval/longmemeval_s/memforest_sessions/smollm2_cpu/seed0"
+    dataset = json.loads((out / "run.json").read_text())["dataset"]
+    assert dataset["failures"] == [{"instance_id": "tiny_q2", "stage": "load",
+                                    "reason": "missing field 'haystack_dates'"}]
+    assert dataset["unreadable_turns_dropped"] == 1 and dataset["instances"] == 2
+    records = read_jsonl(out / "records.jsonl")
+    assert [r["question_id"] for r in records] == ["tiny_q1", "tiny_q3_abs"]
+    assert not any(r.get("error") for r in records)
+    summary = (out / "summary.md").read_text()
+    assert "Failed instances: 1" in summary and "- tiny_q2: load: missing field 'haystack_dates'" in summary
+    assert "source entries not loaded | 1" in summary
+    assert "unreadable turns dropped by the loader | 1" in summary

@@ -8,6 +8,8 @@
             judge=strict llm=qwen3_30b_a3b_server
     memforest-bench compare RUN_DIR...             stored runs side by side (a sweep prints this itself)
     memforest-bench write-path RUN_DIR... [--out DIR]   the write-path table of stored runs
+    memforest-bench data dataset=<name> [dataset.path=FILE] [dataset.<key>=<value>...]
+        load a dataset without building anything and report what it holds and what would fail
 
 The configs live in the repository's top-level `configs/`, outside the Python package: the app finds
 them relative to this file, which works from a source checkout or an editable install (a wheel install
@@ -34,6 +36,7 @@ CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 USAGE = "usage: memforest-bench judge RUN_DIR [judge=<name>] [llm=<judge model>] [judge.<key>=<value>...]"
 RUN_DIR_MARKER = "run_dir.txt"  # in each Hydra job directory: where that job's results are
 FAILED_RUNS: list[tuple[str, int]] = []  # (run directory, failed instances) of the jobs run in this process
+DATASET_ERRORS: list[str] = []  # dataset files that could not be read at all, in this process
 schema.register()
 
 
@@ -46,15 +49,22 @@ def plain(cfg: DictConfig) -> dict[str, Any]:
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
 def run_app(cfg: DictConfig) -> None:
+    from benchmarks.datasets import DatasetError, DatasetUnavailableError
+    from benchmarks.harness.report import failed_instances
     from benchmarks.harness.runner import run_benchmark
 
     resolved = plain(cfg)
     job_dir = Path(HydraConfig.get().runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     (job_dir / RUN_DIR_MARKER).write_text(str(Path(resolved["run_dir"]).resolve()) + "\n", encoding="utf-8")
-    summary = run_benchmark(resolved)
+    try:
+        summary = run_benchmark(resolved)
+    except (DatasetError, DatasetUnavailableError) as exc:  # the file as a whole: one line, no traceback
+        print(f"memforest-bench: {exc}", file=sys.stderr)
+        DATASET_ERRORS.append(str(exc))
+        return
     if summary.get("failures"):
-        FAILED_RUNS.append((str(resolved["run_dir"]), len(summary["failures"])))
+        FAILED_RUNS.append((str(resolved["run_dir"]), failed_instances(summary["failures"])))
 
 
 class SweepComparison(Callback):
@@ -146,6 +156,29 @@ def compare_command(argv: Sequence[str]) -> int:
     return 0
 
 
+def data_command(argv: Sequence[str]) -> int:
+    """Load the dataset the overrides choose and print what it holds; 1 when an entry would fail."""
+    from hydra.errors import HydraException
+
+    from benchmarks.datasets import DatasetError, DatasetUnavailableError
+    from benchmarks.datasets.profile import describe
+    from benchmarks.harness.inputs import load_benchmark_dataset
+
+    if any(a.startswith("-") or "=" not in a for a in argv):
+        print("usage: memforest-bench data dataset=<name> [dataset.path=FILE] [dataset.<key>=<value>...]",
+              file=sys.stderr)
+        return 2
+    try:
+        node = OmegaConf.to_container(compose_config(argv).dataset, resolve=True)
+        assert isinstance(node, dict)
+        dataset = load_benchmark_dataset({str(k): v for k, v in node.items()})
+    except (HydraException, DatasetError, DatasetUnavailableError) as exc:
+        print(f"memforest-bench data: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    print(describe(dataset), end="")
+    return 1 if dataset.failures else 0
+
+
 def shown_multirun(argv: Sequence[str]) -> list[str]:
     """`-m ... --cfg X`, which Hydra refuses (one command at a time), as `--cfg X ... hydra.mode=MULTIRUN`:
     the configuration a sweep's jobs are composed with, launcher included."""
@@ -159,11 +192,14 @@ def shown_multirun(argv: Sequence[str]) -> list[str]:
 
 
 def main() -> None:
-    """Console entry point: `judge` and `compare` are handled before Hydra parses the command line."""
+    """Console entry point: `judge`, `compare`, `write-path` and `data` are handled before Hydra parses the
+    command line."""
     if len(sys.argv) > 1 and sys.argv[1] == "judge":
         sys.exit(judge_command(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         sys.exit(compare_command(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "data":
+        sys.exit(data_command(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "write-path":
         from benchmarks.harness.write_path import command
 
@@ -172,7 +208,7 @@ def main() -> None:
     run_app()
     for run_dir, failed in FAILED_RUNS:
         print(f"memforest-bench: {failed} instance(s) failed in {run_dir} (listed in its summary.md)", file=sys.stderr)
-    if FAILED_RUNS:
+    if FAILED_RUNS or DATASET_ERRORS:
         sys.exit(1)
 
 

@@ -13,6 +13,13 @@ from benchmarks.harness.results import RunFiles
 
 Row = Mapping[str, Any]
 TOKENS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens")
+LOADER_COUNTS = {  # run.json's dataset counts, as the summary names them
+    "duplicate_sessions_dropped": "duplicate sessions dropped by the loader",
+    "sessions_renamed": "repeated sessions kept under derived ids (<id>#2)",
+    "unreadable_turns_dropped": "unreadable turns dropped by the loader",
+    "instances_with_unreadable_turns": "instances with unreadable turns dropped",
+    "empty_sessions_dropped": "sessions left without a readable turn, dropped",
+}
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -81,22 +88,37 @@ def judge_label(verdict: Row) -> str:
     return f"{verdict.get('judge_id', '')} ({verdict.get('judge_model', '')})"
 
 
-def failures(records: Sequence[Row], builds: Sequence[Row]) -> dict[str, str]:
-    """Instance id -> the first error of each instance whose build or any record failed."""
-    out: dict[str, str] = {}
+def failures(records: Sequence[Row], builds: Sequence[Row],
+             not_loaded: Sequence[Row] = ()) -> list[dict[str, str]]:
+    """Every failure of the run as {instance_id, stage, reason}: the entries the loader could not read
+    (stage `load`), then per instance its failed build and the first failed record of each other stage
+    (a record's error reads `<stage>: <reason>`)."""
+    out = [{"instance_id": str(f["instance_id"]), "stage": str(f["stage"]), "reason": str(f["reason"])}
+           for f in not_loaded]
+    found: dict[tuple[str, str], str] = {}
     for row in builds:
         if row.get("error"):
-            out.setdefault(str(row["instance_id"]), f"build: {row['error']}")
+            found.setdefault((str(row["instance_id"]), "build"), str(row["error"]))
     for row in records:
         if row.get("error"):
-            out.setdefault(str(row["instance_id"]), str(row["error"]))
-    return dict(sorted(out.items()))
+            stage, sep, reason = str(row["error"]).partition(": ")
+            found.setdefault((str(row["instance_id"]), stage if sep else "run"), reason if sep else stage)
+    out += [{"instance_id": iid, "stage": stage, "reason": why}
+            for (iid, stage), why in sorted(found.items())]
+    return out
 
 
-def _dropped_duplicates(files: RunFiles) -> int:
+def failed_instances(failed: Sequence[Row]) -> int:
+    return len({str(f["instance_id"]) for f in failed})
+
+
+def dataset_load(files: RunFiles) -> dict[str, Any]:
+    """The dataset as the latest invocation loaded it (run.json): counts and entries not loaded."""
     if not files.run_json.exists():
-        return 0
-    return int(files.load_run().get("dataset", {}).get("duplicate_sessions_dropped", 0))
+        return {}
+    run = files.load_run()
+    invocations = run.get("invocations") or [{}]
+    return dict(invocations[-1].get("dataset") or run.get("dataset") or {})
 
 
 def summarize_run(files: RunFiles, cfg: Row) -> dict[str, Any]:
@@ -105,14 +127,16 @@ def summarize_run(files: RunFiles, cfg: Row) -> dict[str, Any]:
     records = list(latest.values())
     verdicts = [{**v, "judge_id": judge_label(v)} for v in files.judgments()]
     builds = list(files.builds().values())
+    loaded = dataset_load(files)
     blocks = summarize(records, verdicts, builds)
     key = f"{cfg['method']['name']}/{cfg['dataset']['name']}"
     block = dict(blocks.get(key) or {"method": cfg["method"]["name"], "dataset": cfg["dataset"]["name"],
                                       "questions": 0, "judges": {}, "retrieval": {}})
     block.update(backbone=cfg["llm"]["name"], seed=cfg["seed"], simulated=bool(cfg["llm"].get("latency_model")),
                  build=build_figures(builds),
-                 query=query_figures(records), failures=failures(records, builds),
-                 duplicate_sessions_dropped=_dropped_duplicates(files))
+                 query=query_figures(records),
+                 failures=failures(records, builds, loaded.get("failures") or ()),
+                 loader={key: int(loaded.get(key) or 0) for key in LOADER_COUNTS})
     block["markdown"] = markdown(block)
     return block
 
@@ -222,20 +246,24 @@ def markdown(block: Mapping[str, Any]) -> str:
     rows += _accuracy_rows(block["judges"])
     rows += _recall_rows(block["retrieval"], str(block["dataset"]))
     rows += _cost_rows(block["build"], block["query"])
-    if block.get("duplicate_sessions_dropped"):
-        rows.append(["duplicate sessions dropped by the loader", str(block["duplicate_sessions_dropped"])])
+    loader = block.get("loader") or {}
+    rows += [[label, str(loader[key])] for key, label in LOADER_COUNTS.items() if loader.get(key)]
+    failed = block.get("failures") or []
+    not_loaded = [f for f in failed if f["stage"] == "load"]
+    if not_loaded:
+        rows.append(["source entries not loaded", str(failed_instances(not_loaded))])
     lines = [title, "", *_table(["metric", "value"], rows), *_category_table(block["judges"])]
-    lines += _failure_lines(block.get("failures") or {})
+    lines += _failure_lines(failed)
     return "\n".join(lines) + "\n"
 
 
-def _failure_lines(failed: Mapping[str, str], shown: int = 20) -> list[str]:
+def _failure_lines(failed: Sequence[Row]) -> list[str]:
+    """All failures, one line each: `- <instance>: <stage>: <reason>`."""
     if not failed:
         return []
-    lines = ["", f"Failed instances: {len(failed)}", ""]
-    lines += [f"- {iid}: {' '.join(error.split())[:300]}" for iid, error in list(failed.items())[:shown]]
-    if len(failed) > shown:
-        lines.append(f"- ... and {len(failed) - shown} more (records.jsonl, builds.jsonl)")
+    lines = ["", f"Failed instances: {failed_instances(failed)}", ""]
+    lines += [f"- {f['instance_id']}: {f['stage']}: {' '.join(str(f['reason']).split())[:300]}"
+              for f in failed]
     return lines
 
 

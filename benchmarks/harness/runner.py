@@ -18,13 +18,12 @@ from hydra.utils import instantiate
 from tqdm import tqdm
 
 from baselines.base import MemorySystem, Retrieval, SystemUnavailable
-from benchmarks.datasets import Dataset, Instance, Question, load_dataset
-from benchmarks.datasets.compose import compose
-from benchmarks.datasets.subsets import subset_ids
+from benchmarks.datasets import Dataset, Instance, Question
 from benchmarks.harness import report
 from benchmarks.harness import simulation as simulated
 from benchmarks.harness.answering import answer_request
 from benchmarks.harness.building import ensure_memory, failure_text
+from benchmarks.harness.inputs import dataset_metadata, load_benchmark_dataset
 from benchmarks.harness.metrics import dedupe
 from benchmarks.harness.models import library_config, scheduler
 from benchmarks.harness.results import RunCallLog, RunFiles, git_info, package_versions, read_jsonl
@@ -88,18 +87,6 @@ class Harness:
         self.files.close()
 
 
-def load_benchmark_dataset(cfg: Config) -> Dataset:
-    ids = cfg.get("instance_ids")
-    if cfg.get("subset"):
-        chosen = subset_ids(str(cfg["subset"]))
-        ids = [i for i in chosen if i in set(ids)] if ids is not None else chosen
-    dataset = load_dataset(str(cfg["name"]), path=cfg.get("path"), limit=cfg.get("limit"),
-                           instance_ids=list(ids) if ids is not None else None,
-                           include_adversarial=bool(cfg.get("include_adversarial", False)),
-                           cache_dir=cfg.get("cache_dir"))
-    return compose(dataset, int(cfg.get("compose") or 1))
-
-
 def fingerprint(cfg: Config, dataset: Dataset) -> dict[str, Any]:
     """What must not change between the invocations that fill one run directory."""
     emb = cfg["embedder"]
@@ -122,10 +109,7 @@ def run_metadata(cfg: Config, dataset: Dataset) -> dict[str, Any]:
         "config": dict(cfg),
         "system": system_settings(cfg["method"]),
         "packages": package_versions(),
-        "dataset": {"name": dataset.name, "kind": dataset.kind, "sha256": dataset.sha256,
-                    "source": dataset.source, "instances": len(dataset.instances),
-                    "duplicate_sessions_dropped": dataset.duplicate_sessions_dropped,
-                    "questions": dataset.num_questions},
+        "dataset": dataset_metadata(dataset),
         "simulated": simulated.is_simulated(cfg),
         "models": {"llm": cfg["llm"]["model"], "embedder": cfg["embedder"]["model"],
                    "judge": (judge.get("model") or cfg["llm"])["model"] if judge.get("enabled") else None},
@@ -198,9 +182,12 @@ def restore(h: Harness) -> None:
 def run_benchmark(cfg: Config, run_dir: str | Path | None = None) -> dict[str, Any]:
     """Run (or resume) one configuration; return the run summary, also written as summary.md."""
     cfg = with_budget(cfg)
+    dataset = load_benchmark_dataset(cfg["dataset"])  # a file that cannot be read stops here, before any work
+    for failure in dataset.failures:
+        log.error("instance %s not loaded: %s", failure.instance_id, failure.reason)
     files = RunFiles(run_dir or cfg["run_dir"])
-    dataset = load_benchmark_dataset(cfg["dataset"])
     files.open_run(run_metadata(cfg, dataset), fingerprint(cfg, dataset))
+    files.note_invocation(dataset=dataset_metadata(dataset))  # this invocation's load: the summary reads it
     files.skipped_path.unlink(missing_ok=True)
     try:
         h = open_harness(cfg, dataset, files)
@@ -291,15 +278,19 @@ def run_instance(h: Harness, instance: Instance) -> None:
 
 
 def question_fields(h: Harness, instance: Instance, question: Question, build: Config) -> dict[str, Any]:
-    return {
+    out = {
         "method": h.cfg["method"]["name"], "dataset": h.dataset.name, "instance_id": instance.instance_id,
         "question_id": question.question_id, "category": question.category,
         "abstention": question.abstention, "question": question.question, "answer": question.answer,
         "question_date": question.question_date.isoformat() if question.question_date else None,
         "evidence_sessions": list(question.evidence_sessions),
-        "evidence_turns": list(question.evidence_turns), "build_id": build.get("build_id"),
-        "simulated": simulated.is_simulated(h.cfg),
+        "evidence_turns": dedupe(instance.source_turn(t) for t in question.evidence_turns),
+        "build_id": build.get("build_id"), "simulated": simulated.is_simulated(h.cfg),
     }
+    if instance.session_aliases:
+        out.update(session_aliases=dict(instance.session_aliases),
+                   evidence_turns_raw=list(question.evidence_turns))
+    return out
 
 
 def failed_rows(h: Harness, instance: Instance, question: Question, attempts: Sequence[int], error: str,
@@ -322,7 +313,7 @@ def ask(h: Harness, instance: Instance, question: Question, attempts: Sequence[i
                   exc_info=not isinstance(exc, MemForestError))
         return failed_rows(h, instance, question, attempts, f"retrieval: {failure_text(exc)}", build)
     seconds = time.perf_counter() - start
-    base = {**question_fields(h, instance, question, build), **retrieval_fields(retrieval),
+    base = {**question_fields(h, instance, question, build), **retrieval_fields(retrieval, instance),
             "latency": {**retrieval.latency, "retrieve": round(seconds, 6)},
             "retrieval_llm": summarize(h.call_log.since(mark)), "query_seconds": round(seconds, 6)}
     if h.answerer is None:
@@ -331,9 +322,13 @@ def ask(h: Harness, instance: Instance, question: Question, attempts: Sequence[i
     return answer_attempts(h, question, base, attempts)
 
 
-def retrieval_fields(retrieval: Retrieval) -> dict[str, Any]:
+def retrieval_fields(retrieval: Retrieval, instance: Instance | None = None) -> dict[str, Any]:
     """Evidence ranked by score (ties and unscored items keep the system's order) and its dataset ids.
-    The id lists are left out when the system exposes no provenance, so no recall is computed."""
+    The id lists are left out when the system exposes no provenance, so no recall is computed.
+
+    Scoring compares source ids: a session the loader kept under a derived id (`<id>#2`) counts as its
+    source session, in `retrieved_session_ids` / `retrieved_turn_ids` as in the gold lists; the ids as
+    the system returned them are kept beside them (`..._raw`) for instances that have such sessions."""
     items = list(enumerate(retrieval.evidence))
     if all(e.score is not None for _, e in items):
         items.sort(key=lambda pair: (-float(pair[1].score or 0.0), pair[0]))
@@ -345,10 +340,19 @@ def retrieval_fields(retrieval: Retrieval) -> dict[str, Any]:
     }
     if not retrieval.ranked:
         return out  # the whole (truncated) history: recall@k would only measure its order
+    source = instance if instance is not None and instance.session_aliases else None
     if not ranked or any(e.session_ids for e in ranked):
-        out["retrieved_session_ids"] = dedupe(s for e in ranked for s in e.session_ids)
+        sessions = dedupe(s for e in ranked for s in e.session_ids)
+        out["retrieved_session_ids"] = sessions
+        if source is not None:
+            out.update(retrieved_session_ids=dedupe(source.source_session(s) for s in sessions),
+                       retrieved_session_ids_raw=sessions)
     if not ranked or any(e.turn_ids for e in ranked):
-        out["retrieved_turn_ids"] = dedupe(t for e in ranked for t in e.turn_ids)
+        turns = dedupe(t for e in ranked for t in e.turn_ids)
+        out["retrieved_turn_ids"] = turns
+        if source is not None:
+            out.update(retrieved_turn_ids=dedupe(source.source_turn(t) for t in turns),
+                       retrieved_turn_ids_raw=turns)
     return out
 
 
