@@ -7,21 +7,22 @@ import itertools
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from memforest import publish
 from memforest.check import check_store, damaged
 from memforest.config import LLM_QUERY_MODES, QUERY_MODES, MemForestConfig
-from memforest.errors import InputError, StoreError
+from memforest.errors import InputError, MemForestError, ModelError, StoreError, configured_key, redact
 from memforest.hugepages import advise_heap
 from memforest.lifecycle import delete_session
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
 from memforest.llm.factory import build_chat_model, build_embedder
+from memforest.llm.retrying import RetryingEmbedder
 from memforest.llm.scheduler import Scheduler
 from memforest.merge import merge_into
 from memforest.refresh import RefreshStats, refresh
@@ -38,13 +39,16 @@ from memforest.types import Session
 from memforest.write import IngestReport, ingest_sessions, refresh_pending
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class MemForest:
     """Persistent memory for many users in one directory.
 
     Models are injected (`llm`, `embedder`) or built from `config`. `llm=None` with
-    `config.tree.summary_mode == "extractive"` and `generate=False` gives the generator-free write path."""
+    `config.tree.summary_mode == "extractive"` and `generate=False` gives the generator-free write path.
+    A model that fails during an operation fails it with a ModelError (after the retries of
+    `config.llm` and `config.embedder`), and the store is left as it was."""
 
     def __init__(
         self,
@@ -58,7 +62,9 @@ class MemForest:
         self.root = Path(path)
         self.config = (config or MemForestConfig()).validate()
         self._owns = {"llm": llm is None, "embedder": embedder is None}  # close only what we built
-        self._embedder = embedder
+        self._embedder = RetryingEmbedder.around(embedder, self.config.embedder) if embedder is not None else None
+        for key_env in {self.config.llm.api_key_env, self.config.embedder.api_key_env}:
+            configured_key(key_env)  # redacted from every message and log
         self.log = call_log if call_log is not None else CallLog()
         self._llm = llm
         self._scheduler: Scheduler | None = None
@@ -75,7 +81,8 @@ class MemForest:
     def embedder(self) -> Embedder:
         with self._lock:
             if self._embedder is None:
-                self._embedder = build_embedder(self.config.embedder)
+                built = _built("embedder", self.config.embedder.backend, lambda: build_embedder(self.config.embedder))
+                self._embedder = RetryingEmbedder.around(built, self.config.embedder)
             return self._embedder
 
     @property
@@ -84,7 +91,8 @@ class MemForest:
             return None
         with self._lock:
             if self._scheduler is None:
-                llm = self._llm or build_chat_model(self.config.llm)
+                llm = self._llm or _built("chat model", self.config.llm.backend,
+                                          lambda: build_chat_model(self.config.llm))
                 self._llm = llm
                 c = self.config.llm
                 self._scheduler = Scheduler(llm, c.concurrency, self.log, c.max_retries, c.json_retries, c.backoff_s)
@@ -118,25 +126,25 @@ class MemForest:
         base = self.root / "users"
         return sorted(p.name for p in base.iterdir() if (p / "memory.sqlite").exists()) if base.exists() else []
 
-    def _open_db(self, user: str, create: bool) -> tuple[UserDB, bool]:
+    def _open_db(self, user: str, create: bool) -> UserDB:
         """The user's database; an existing one is left for the caller to check (`UserDB.validate`,
-        which also reads its version). With `create`, a new one is made (and checked) after the
-        models are built, so a configuration that cannot build them leaves nothing behind.
-        Returns (db, whether this call created it)."""
+        which also reads its version). Without `create`, a missing one is a StoreError. With it, the
+        models are built and the new user's folder made; the database itself is created by the writer,
+        under the write lock, so that a configuration that cannot build the models leaves nothing behind."""
         directory = self.user_dir(user)
         db = UserDB(directory / "memory.sqlite")
-        if not db.path.exists() and not create:
-            raise StoreError(f"no memory for user {user!r} in {self.root}")
         if db.path.exists():
-            return db, False
-        embedder, _ = self.embedder, self.scheduler
-        directory.mkdir(parents=True, exist_ok=True)
-        return db, db.create(embedder.name, embedder.dim)
+            return db
+        if not create:
+            raise StoreError(f"no memory for user {user!r} in {self.root}")
+        _ = self.embedder, self.scheduler
+        _make_folder(directory)
+        return db
 
     def snapshot(self, user: str) -> Snapshot:
         """The last committed version of `user`'s memory: the resident one, reloaded when another
         process committed since. Never waits for a writer of this process."""
-        db, _ = self._open_db(user, create=False)
+        db = self._open_db(user, create=False)
         return self._current(user, db, db.validate())
 
     def _current(self, user: str, db: UserDB, version: int) -> Snapshot:
@@ -157,28 +165,43 @@ class MemForest:
         """Serialise writers of one user (across threads and processes), hand out the next version of
         the committed state (copy-on-write; `whole=True`: a private full copy read from the store),
         and commit and publish the ChangeSet the block fills in. The store's schema and embedder are
-        checked against this configuration before anything is read or written."""
+        checked against this configuration before anything is read or written. A new user's store is
+        created under the lock; when the operation fails, it is removed with its folder, so a failed
+        first write leaves nothing behind."""
         clock = clock or Clock()
-        db, fresh = self._open_db(user, create)  # checked below, under the lock
-        with write_lock(self.user_dir(user) / "write.lock", user, self.config.limits.lock_wait_s):
-            con = self._held_connection(user, db)
-            if con is not None:  # this writer alone uses it now: its page cache stays warm
-                db = UserDB(db.path, con)
-            try:
-                clock.lap("lock")
-                base = self._current(user, db, db.validate(self.embedder.name, self.embedder.dim))
-                state = db.load(user) if whole else base.state.fork()
-                changes = ChangeSet()
-                clock.lap("load")
-                yield db, state, changes
-                self._commit(user, db, base, state, changes, clock, whole)
-            except BaseException as e:
-                if fresh:
-                    _discard_new_store(db, self.user_dir(user))
-                diagnosis = damaged(e, user, db)
-                if diagnosis is not e:
-                    raise diagnosis from e
-                raise
+        db = self._open_db(user, create)
+        directory = self.user_dir(user)
+        try:
+            with write_lock(directory / "write.lock", user, self.config.limits.lock_wait_s):
+                fresh = False
+                try:
+                    if create and not db.path.exists():
+                        fresh = db.create(self.embedder.name, self.embedder.dim)
+                    con = self._held_connection(user, db)
+                    if con is not None:  # this writer alone uses it now: its page cache stays warm
+                        db = UserDB(db.path, con)
+                    clock.lap("lock")
+                    base = self._current(user, db, db.validate(self.embedder.name, self.embedder.dim))
+                    state = db.load(user) if whole else base.state.fork()
+                    changes = ChangeSet()
+                    clock.lap("load")
+                    yield db, state, changes
+                    self._commit(user, db, base, state, changes, clock, whole)
+                except BaseException as e:
+                    if fresh:
+                        _discard_new_store(db)
+                        with self._lock:
+                            self._snapshots.pop(user, None)
+                    if not db.path.exists():  # under the lock: no writer is creating it meanwhile
+                        _remove_folder(directory, lock_file=True)
+                    diagnosis = damaged(e, user, db)
+                    if diagnosis is not e:
+                        raise diagnosis from e
+                    raise
+        except BaseException:
+            if create and not db.path.exists():  # the lock was not taken: only empty folders go
+                _remove_folder(directory, lock_file=False)
+            raise
 
     def _commit(self, user: str, db: UserDB, base: Snapshot, state: UserState, ch: ChangeSet, clock: Clock,
                 whole: bool) -> None:
@@ -350,8 +373,14 @@ class MemForest:
         tags = {"op": "query", "user": user, "query": next(self._query_ids)}
         needs_llm = answer or cfg.mode in LLM_QUERY_MODES
         clock.lap("snapshot")  # the store's version checked, the resident version taken
-        result = run_query(snap, question, iso_minute(ref), cfg, self.embedder,
-                           self.scheduler if needs_llm else None, self.log, answer, tags)
+        try:
+            result = run_query(snap, question, iso_minute(ref), cfg, self.embedder,
+                               self.scheduler if needs_llm else None, self.log, answer, tags)
+        except Exception as e:  # an unexpected failure: a StoreError when the store is found damaged
+            diagnosis = damaged(e, user, UserDB(self.user_dir(user) / "memory.sqlite"))
+            if diagnosis is not e:
+                raise diagnosis from e
+            raise
         clock.merge(result.trace["latency"])
         result.trace["latency"] = clock.total()
         return result
@@ -371,12 +400,53 @@ def _settle_if_large(snap: Snapshot, config: MemForestConfig) -> None:
             log.debug("huge pages after loading %s: %s", snap.state.user, report)
 
 
-def _discard_new_store(db: UserDB, directory: Path) -> None:
+def _discard_new_store(db: UserDB) -> None:
     """Remove the database a failed first write created, so a rejected first write leaves nothing."""
     try:
-        if db.discard_if_empty():
-            (directory / "write.lock").unlink(missing_ok=True)
-            with suppress(OSError):  # not empty: something else lives there
-                directory.rmdir()
+        db.discard_if_empty()
     except (OSError, StoreError) as e:
-        log.warning("memforest: warning: could not remove the new empty store %s: %s", directory, e)
+        log.warning("memforest: warning: could not remove the new empty store %s: %s", db.path, e)
+
+
+def _make_folder(directory: Path) -> None:
+    """Make a new user's folder (and the store's `users/` folder) or fail with a StoreError naming it.
+    A first write of another user that fails may remove an empty `users/` meanwhile: then try again."""
+    for _ in range(_FOLDER_TRIES):
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            return
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise StoreError(f"cannot make the store folder {directory} ({e.strerror or type(e).__name__}); "
+                             "check the store path and its permissions") from None
+    raise StoreError(f"cannot make the store folder {directory}: it keeps being removed")
+
+
+_FOLDER_TRIES = 5
+
+
+def _remove_folder(directory: Path, lock_file: bool) -> None:
+    """Remove a user's folder holding no database, and the store's `users/` folder when that is left
+    empty. `lock_file`: the caller holds the write lock, so its file goes too; otherwise only empty
+    folders are removed (another writer may hold the lock)."""
+    if lock_file:
+        with suppress(OSError):
+            (directory / "write.lock").unlink(missing_ok=True)
+    for folder in (directory, directory.parent):
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (something else lives there), or already gone
+            if folder.exists():
+                return
+
+
+def _built(what: str, backend: str, build: Callable[[], T]) -> T:
+    """A model built by `build`; a failure other than a refused configuration is a ModelError naming it."""
+    try:
+        return build()
+    except MemForestError:
+        raise
+    except Exception as e:
+        text = " ".join(redact(f"{type(e).__name__}: {e}").split())
+        raise ModelError(f"the {what} ({backend} backend) cannot be started: {text}") from e

@@ -26,17 +26,21 @@ def check_store(user: str, db: UserDB, index: ForestIndex | None) -> dict[str, A
     problems = database_problems(db.path)
     state = None
     if not problems:
-        try:
-            state = db.load(user)
-        except StoreError as e:
-            problems.append(str(e))
+        state, problems = _loaded(user, db)
     if state is not None:
-        problems += vector_problems(state)
+        try:
+            problems += vector_problems(state)
+            if not problems:
+                problems += state_problems(state)
+        except Exception as e:  # a finding, never a crash
+            problems.append(f"{db.path}: the stored state cannot be checked ({_one_line(e)})")
         if not problems:
-            problems += state_problems(state)
             report.update(version=state.version, trees=len(state.trees), facts=len(state.facts))
     if state is not None and not problems and index is not None:
-        report["cache"] = index_findings(index, state)
+        try:
+            report["cache"] = index_findings(index, state)
+        except Exception as e:
+            report["cache"] = [f"the resident indexes cannot be compared with the store ({_one_line(e)})"]
         report["index_rebuilt"] = bool(report["cache"])
     report["problems"], report["ok"] = problems, not problems
     return report
@@ -55,9 +59,21 @@ def store_problems(user: str, db: UserDB) -> list[str]:
     return vector_problems(state) or state_problems(state)
 
 
+def _loaded(user: str, db: UserDB) -> tuple[UserState | None, list[str]]:
+    """The stored state, or None and why it cannot be loaded (a finding, never a crash)."""
+    try:
+        return db.load(user), []
+    except StoreError as e:
+        return None, [str(e)]
+    except Exception as e:
+        return None, [f"{db.path}: the stored state cannot be loaded ({_one_line(e)})"]
+
+
 def damaged(exc: BaseException, user: str, db: UserDB) -> BaseException:
-    """A StoreError naming the damage when an unexpected failure comes from a damaged store, else `exc`."""
-    if isinstance(exc, MemForestError) or not isinstance(exc, Exception):
+    """A StoreError naming the damage when an unexpected failure comes from a damaged store, else `exc`.
+    Only a check of the file finds damage: a failure that is already a MemForestError (a model's, a
+    refused input), or one where there is no file to check, is returned as it is."""
+    if isinstance(exc, MemForestError) or not isinstance(exc, Exception) or not db.path.is_file():
         return exc
     try:
         problems = store_problems(user, db)
@@ -66,8 +82,18 @@ def damaged(exc: BaseException, user: str, db: UserDB) -> BaseException:
     if not problems:
         return exc
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    if str(db.path) in problems[0]:  # a finding about the file, which says what it is and what to do
+        return StoreError(f"user {user!r}: {problems[0]}{more}")
     return StoreError(f"the memory of user {user!r} in {db.path} is damaged: {problems[0]}{more}; "
                       "run `memforest check` and restore it from a backup")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
+
+
+_MAX_ERROR_CHARS = 200
 
 
 def state_problems(state: UserState) -> list[str]:

@@ -62,6 +62,8 @@ class EmbedderConfig:
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 60.0
+    max_retries: int = 3  # transient errors (timeouts, refused connections, HTTP 429/5xx), with backoff
+    backoff_s: float = 0.5  # the first wait; each retry waits twice as long as the one before
     cache_dir: str | None = None  # a content-addressed on-disk cache of vectors, shared by processes
     # vllm (in-process), beside a chat engine on the same GPU (see LLMConfig)
     gpu_memory_utilization: float = 0.08
@@ -225,7 +227,8 @@ SUBSETS: dict[tuple[str, str], tuple[str, ...]] = {  # list options: a non-empty
 AT_LEAST: tuple[tuple[str, str, float], ...] = (
     ("llm", "concurrency", 1), ("llm", "instances", 1), ("llm", "threads_per_instance", 1),
     ("llm", "context_tokens", 256), ("llm", "max_retries", 0), ("llm", "json_retries", 0),
-    ("llm", "timeout_s", 0.001), ("embedder", "dim", 1), ("embedder", "batch_size", 1),
+    ("llm", "timeout_s", 0.001), ("llm", "backoff_s", 0), ("embedder", "dim", 1), ("embedder", "batch_size", 1),
+    ("embedder", "max_retries", 0), ("embedder", "backoff_s", 0),
     ("chunk", "max_turns", 0), ("chunk", "max_chars", 1), ("extraction", "max_items", 1),
     ("tree", "fanout_session", 3), ("tree", "fanout_entity", 3), ("tree", "fanout_scene", 3),
     ("query", "top_trees", 1), ("query", "beam", 1), ("query", "final_units", 1),

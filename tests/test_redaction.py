@@ -11,13 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import RESIDENCE
 
-from memforest.config import LLMConfig
+from memforest.api import MemForest
+from memforest.cli import main
+from memforest.config import LLMConfig, MemForestConfig
 from memforest.errors import ModelError, add_secret, configured_key, redact
 from memforest.llm.base import ChatRequest
 from memforest.llm.calllog import CallLog
 from memforest.llm.openai_compat import OpenAIChatModel
 from memforest.llm.scheduler import Scheduler
+from memforest.llm.testing import ScriptedChatModel
 
 KEY = "Qv7.tilde~Key-Value/of+no=known_shape"  # no provider's shape: only its exact value can find it
 KEY_ENV = "MEMFOREST_TEST_REDACTION_KEY"
@@ -79,6 +83,23 @@ def test_a_chat_server_echoing_the_key_reaches_neither_the_error_nor_the_call_lo
     assert padding or "[redacted]" in str(result)
 
 
+def test_an_embedding_server_echoing_the_key_is_redacted_from_the_error_and_stderr(
+        tmp_path: Path, echo_server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = MemForestConfig()
+    cfg.embedder.backend, cfg.embedder.base_url, cfg.embedder.dim = "openai", echo_server, 8
+    cfg.embedder.api_key_env, cfg.embedder.max_retries, cfg.embedder.backoff_s = KEY_ENV, 0, 0.0
+    with MemForest(tmp_path / "st", cfg, llm=ScriptedChatModel()) as forest, pytest.raises(ModelError) as e:
+        forest.ingest_sessions("u", RESIDENCE[:1])
+    assert no_part_of(KEY, str(e.value)) and "[redacted]" in str(e.value), e.value
+    data = tmp_path / "s.json"
+    data.write_text(json.dumps(RESIDENCE[:1]))
+    code = main(["ingest", "--store", str(tmp_path / "st2"), "--user", "u", "-o", "llm.backend=scripted",
+                 "-o", "embedder.backend=openai", "-o", f"embedder.base_url={echo_server}", "-o", "embedder.dim=8",
+                 "-o", f"embedder.api_key_env={KEY_ENV}", "-o", "embedder.max_retries=0", str(data)])
+    err = capsys.readouterr().err
+    assert code == 2 and "HTTP 500" in err and no_part_of(KEY, err), err
+
+
 def test_a_configured_key_is_redacted_wherever_it_appears(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, KEY)
     assert configured_key(KEY_ENV) == KEY
@@ -86,6 +107,16 @@ def test_a_configured_key_is_redacted_wherever_it_appears(monkeypatch: pytest.Mo
 
     for text in (f"failed: {KEY}", f"url ?key={quote(KEY, safe='')}", json.dumps({"key": KEY}), f"{KEY}{KEY}"):
         assert no_part_of(KEY, redact(text)) and "[redacted]" in redact(text), text
+
+
+def test_a_key_in_the_configuration_is_redacted_before_any_client_is_built(monkeypatch: pytest.MonkeyPatch,
+                                                                           tmp_path: Path) -> None:
+    secret = "k3y-only-known-to-the-config-env"
+    monkeypatch.setenv("MEMFOREST_TEST_CONFIG_KEY", secret)
+    cfg = MemForestConfig()
+    cfg.llm.api_key_env = "MEMFOREST_TEST_CONFIG_KEY"
+    MemForest(tmp_path, cfg).close()
+    assert secret not in redact(f"the server said {secret}")
 
 
 def test_short_values_and_ordinary_text_are_left_alone() -> None:

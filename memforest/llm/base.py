@@ -9,6 +9,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from memforest.errors import shown
+
 Message = dict[str, str]
 
 
@@ -62,6 +64,30 @@ class TransientModelError(Exception):
 
 class InvalidOutputError(Exception):
     """The model answered, but not with what was asked (truncated, invalid JSON)."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failed model call is worth retrying after a pause: a TransientModelError (what the HTTP
+    backends make of timeouts, refused connections and HTTP 429/5xx), or a timeout or connection failure."""
+    return isinstance(exc, (TransientModelError, TimeoutError, ConnectionError))
+
+
+def backoff_delay(backoff_s: float, retry: int) -> float:
+    """Seconds to wait before retry number `retry` (0 first): exponential backoff from `backoff_s`."""
+    return backoff_s * 2.0 ** retry
+
+
+def describe_model(model: object) -> str:
+    """A model as messages name it: its name and its backend (the innermost of wrappers that keep the
+    model they wrap as `inner`), e.g. `'all-MiniLM-L6-v2' (OpenAIEmbedder)`."""
+    name = getattr(model, "name", None)
+    for _ in range(8):
+        inner = getattr(model, "inner", None)
+        if inner is None:
+            break
+        model = inner
+    backend = type(model).__name__
+    return f"{shown(name)} ({backend})" if isinstance(name, str) else backend
 
 
 def generate_each(

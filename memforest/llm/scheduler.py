@@ -21,9 +21,11 @@ from memforest.llm.base import (
     ChatRequest,
     ChatResponse,
     InvalidOutputError,
-    TransientModelError,
     Usage,
+    backoff_delay,
     check_response,
+    describe_model,
+    is_transient,
 )
 from memforest.llm.calllog import CallLog, CallRecord
 
@@ -105,16 +107,16 @@ class Scheduler:
                 self._record(request, wave, level, tags, start, usage, transient + invalid, None, result)
                 return result
             if kind == "transient" and transient < self.max_retries:
-                time.sleep(self.backoff_s * (2**transient))
+                time.sleep(backoff_delay(self.backoff_s, transient))
                 transient += 1
                 continue
             if kind == "invalid" and invalid < self.json_retries:
                 invalid += 1
                 attempt = resample(request, invalid)
                 continue
-            error = redact(f"{type(result).__name__}: {result}")
+            error = _error_text(result)
             self._record(request, wave, level, tags, start, usage, transient + invalid, error, None)
-            return ModelError(f"{request.stage} call failed after {transient + invalid} retries: {error}")
+            return self._failure(request, transient + invalid, error)
 
     def _run_batched(
         self, wave: Sequence[ChatRequest], wave_id: int, level: int, tags: dict[str, Any]
@@ -149,10 +151,15 @@ class Scheduler:
                 self._record(req, wave_id, level, tags, start, usages[i], tries[i], None, res)
                 final.append(res)
             else:
-                error = redact(f"{type(res).__name__}: {res}")
+                error = _error_text(res)
                 self._record(req, wave_id, level, tags, start, usages[i], tries[i], error, None)
-                final.append(ModelError(f"{req.stage} call failed after {tries[i]} retries: {error}"))
+                final.append(self._failure(req, tries[i], error))
         return final
+
+    def _failure(self, request: ChatRequest, retries: int, error: str) -> ModelError:
+        """One line naming the call, the model and its backend, and the last error (redacted)."""
+        return ModelError(f"{request.stage} call to {describe_model(self.model)} failed after {retries} "
+                          f"retries: {error}")
 
     def _record(
         self,
@@ -208,17 +215,28 @@ def _generate(model: ChatModel, requests: Sequence[ChatRequest]) -> list[ChatRes
     if len(outs) != len(requests):
         fault = RuntimeError(f"{model.name} returned {len(outs)} results for {len(requests)} requests")
         return [fault] * len(requests)
-    return outs
+    return [out if isinstance(out, (ChatResponse, Exception)) else
+            RuntimeError(f"{model.name} returned {type(out).__name__}, not a response") for out in outs]
 
 
 def _failure_kind(result: object) -> str | None:
     if isinstance(result, ChatResponse):
         return None
-    if isinstance(result, TransientModelError):
+    if isinstance(result, BaseException) and is_transient(result):
         return "transient"
     if isinstance(result, InvalidOutputError):
         return "invalid"
     return "fatal"
+
+
+def _error_text(error: object) -> str:
+    """A failure as the call log and the ModelError show it: one line, credentials redacted, cut to
+    `_MAX_ERROR_CHARS`."""
+    text = " ".join(redact(f"{type(error).__name__}: {error}").split())
+    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
+
+
+_MAX_ERROR_CHARS = 1000
 
 
 def parse_json(response: ChatResponse) -> Any:
