@@ -3,16 +3,28 @@ previous one and an operation's ChangeSet, in O(what the operation changed)."""
 
 from __future__ import annotations
 
+from memforest.check import damaged
 from memforest.index.forest_index import ForestIndex
 from memforest.snapshot import Snapshot
 from memforest.state import ChangeSet, UserState
 from memforest.store.db import UserDB
+from memforest.store.integrity import widths_agree
 
 
 def load(db: UserDB, user: str) -> Snapshot:
-    """The committed version, read from SQLite, with its vector indexes built from it."""
-    state = db.load(user)
-    return Snapshot(state, ForestIndex.build(state, state.dim))
+    """The committed version, read from SQLite, with its vector indexes built from it. A store that
+    holds vectors whose width is not its dimension, or cannot be loaded for other damage the loader does
+    not name itself, is a StoreError naming the damage (`check.damaged`)."""
+    try:
+        state = db.load(user)
+        if not widths_agree(state):
+            raise ValueError(f"vectors of {user!r} differ in width from the store's dimension")
+        return Snapshot(state, ForestIndex.build(state, state.dim))
+    except Exception as e:
+        diagnosis = damaged(e, user, db)
+        if diagnosis is not e:
+            raise diagnosis from e
+        raise
 
 
 def collect_tree_changes(state: UserState, ch: ChangeSet) -> dict[str, list[int]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memforest.errors import StoreError
+from memforest.errors import StoreError, shown
 from memforest.index.forest_index import ForestIndex
 from memforest.state import UserState
 from memforest.store.db import open_reader
@@ -37,11 +37,50 @@ def database_problems(path: Path) -> list[str]:
         lines = [row[0] for row in con.execute("PRAGMA integrity_check")]
         if lines != ["ok"]:
             return [f"{path}: SQLite integrity check: {line}" for line in lines[:_SHOWN_LINES]]
-        return schema_problems(con, path) or column_problems(con, path)
+        return schema_problems(con, path) or column_problems(con, path) or width_problems(con, path)
     except (sqlite3.Error, UnicodeDecodeError) as e:
         return [str(store_error(e, path))]
     finally:
         con.close()
+
+
+VECTOR_COLUMNS = (("facts", "embedding"), ("nodes", "embedding"), ("scenes", "total"))
+
+
+def width_problems(con: sqlite3.Connection, path: Path) -> list[str]:
+    """Stored vectors whose width is not the store's dimension (meta `dim`): one line per table, with
+    counts. A dimension that is no vector width (0, or beyond `MAX_DIM`) is damage too."""
+    (value,) = con.execute("SELECT value FROM meta WHERE key='dim'").fetchone()
+    try:
+        dim = int(value)
+    except (TypeError, ValueError):
+        dim = -1
+    problems = [] if 0 < dim <= MAX_DIM else [f"{path} is damaged: meta dim is {shown(value)}, not a vector "
+                                              f"width; {_RESTORE}"]
+    if not 0 <= dim <= MAX_DIM:
+        return problems
+    for table, column in VECTOR_COLUMNS:
+        total, wrong = con.execute(f"SELECT count(*), coalesce(sum(length({column}) != ?), 0) FROM {table}",
+                                   (4 * dim,)).fetchone()
+        if wrong:
+            (size,) = con.execute(f"SELECT length({column}) FROM {table} WHERE length({column}) != ? LIMIT 1",
+                                  (4 * dim,)).fetchone()
+            width = f"{size // 4}-d" if size % 4 == 0 else f"{size} bytes"
+            problems.append(f"{path} is damaged: {wrong} of {total} vectors in {table}.{column} are not {dim}-d "
+                            f"(the store's meta dim), e.g. one of {width}; {_RESTORE}")
+    return problems
+
+
+_RESTORE = "restore it from a backup"
+MAX_DIM = 1 << 20  # far wider than any embedding
+
+
+def widths_agree(state: UserState) -> bool:
+    """Whether every stored vector of `state` is `state.dim` wide (shapes only: cheap beside a load)."""
+    shape = (state.dim,)
+    return (all(d.embedding.shape == shape for d in state.nodes.values())
+            and all(v.shape == shape for v in state.fact_vecs.values())
+            and all(s.total.shape == shape for s in state.scenes.values()))
 
 
 def vector_problems(state: UserState) -> list[str]:
