@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import itertools
 import logging
@@ -418,6 +419,9 @@ def _make_folder(directory: Path) -> None:
         except FileNotFoundError:
             continue
         except OSError as e:
+            if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise StoreError(f"cannot make the store folder {directory} ({e.strerror}): the store is read-only "
+                                 "for this user; nothing was written") from None
             raise StoreError(f"cannot make the store folder {directory} ({e.strerror or type(e).__name__}); "
                              "check the store path and its permissions") from None
     raise StoreError(f"cannot make the store folder {directory}: it keeps being removed")

@@ -141,14 +141,21 @@ def assert_refused(result: tuple[int, str, str]) -> None:
     assert "read-only" in err and "nothing was written" in err, err
 
 
-def test_a_read_only_store_is_read_and_never_written(store: Path) -> None:
+def test_a_read_only_store_is_read_and_never_written(store: Path, tmp_path: Path) -> None:
     """Folder and files read-only, no process holding the store open: no WAL index exists and none
     can be made, so the database is read as the immutable file it is."""
+    data = tmp_path / "more.json"
+    data.write_text(json.dumps([session("faro", "Faro", 3)]))
     before = files(store)
     assert not any(name.endswith(("-wal", "-shm")) for name in before)
     with read_only(store):
-        results = run_without_write_access(store, *reads(store))
-    assert_read(results, {"lisbon", "porto"})
+        results = run_without_write_access(
+            store, *reads(store), ["ingest", "--store", str(store), "--user", "u", str(data)],
+            ["delete-session", "lisbon", "--store", str(store), "--user", "u"],
+            ["ingest", "--store", str(store), "--user", "newcomer", str(data)])
+    assert_read(results[:3], {"lisbon", "porto"})
+    for result in results[3:]:
+        assert_refused(result)
     assert files(store) == before
 
 

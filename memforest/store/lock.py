@@ -10,6 +10,7 @@ counts only once the file locked is the one at the path; otherwise the one there
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import time
@@ -20,6 +21,7 @@ from typing import IO
 
 from memforest.errors import StoreError
 
+_READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)  # a file that may not be written, or made
 _FIRST_WAIT_S = 0.002
 _LONGEST_WAIT_S = 0.1
 
@@ -66,6 +68,9 @@ def _open(path: Path, user: str) -> IO[str]:
             path.parent.mkdir(parents=True, exist_ok=True)
             return path.open("a")
     except OSError as e:
+        if e.errno in _READ_ONLY:
+            raise StoreError(f"user {user!r}: the write lock {path} cannot be opened ({e.strerror}): the store is "
+                             "read-only for this user; nothing was written") from None
         raise StoreError(f"user {user!r}: cannot open the write lock {path} ({e.strerror or type(e).__name__}); "
                          "check the store's permissions") from None
 
