@@ -217,7 +217,7 @@ class MemForest:
         except Exception as e:  # committed: the operation stands, the next reader loads it from the store
             log.warning("memforest: warning: committed, but the new version of %r was not published in "
                         "memory (%s: %s); it is loaded from the database when next read", user,
-                        type(e).__name__, e)
+                        type(e).__name__, redact(str(e)))
             snap = None
         clock.lap("index")
         with self._lock:
@@ -406,7 +406,7 @@ def _discard_new_store(db: UserDB) -> None:
     try:
         db.discard_if_empty()
     except (OSError, StoreError) as e:
-        log.warning("memforest: warning: could not remove the new empty store %s: %s", db.path, e)
+        log.warning("memforest: warning: could not remove the new empty store %s: %s", db.path, redact(str(e)))
 
 
 def _make_folder(directory: Path) -> None:

@@ -327,6 +327,18 @@ def test_a_write_lock_that_cannot_be_taken_is_a_store_error_and_leaves_nothing(
     assert nothing_stored(root), list(root.rglob("*"))
 
 
+def test_a_store_folder_that_cannot_be_made_is_a_store_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(self: Path, *args: Any, **kwargs: Any) -> None:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", refused)
+    with forest(tmp_path / "st") as f, pytest.raises(StoreError) as e:
+        f.ingest_sessions("u", RESIDENCE[:1])
+    one_line(e.value, "cannot make the store folder", "Permission denied")
+    monkeypatch.undo()
+    assert not (tmp_path / "st").exists()
+
+
 def test_a_write_lock_that_cannot_be_opened_changes_nothing(existing: Path) -> None:
     lock = existing / "users" / "u" / "write.lock"
     lock.unlink()
