@@ -138,10 +138,10 @@ class QueryConfig:
     complete_expansion: bool = False
     # hybrid unit ranking (retrieval/hybrid.py): leaf similarity plus these terms
     candidates: int = 200  # items taken from each of the dense and the lexical top lists
-    lexical_weight: float = 0.3  # BM25, scaled to the query's best match
+    lexical_weight: float = 0.5  # BM25, scaled to the query's best match
     session_weight: float = 0.2  # similarity of the session the item was said in (its tree root)
     date_weight: float = 0.1  # closeness to the date a question names ("three weeks ago")
-    repeat_penalty: float = 0.1  # per unit already taken from the same session
+    repeat_penalty: float = 0.05  # per unit already taken from the same session
     answer_max_tokens: int = 256  # free text; the answer is the one unconstrained output
 
 
