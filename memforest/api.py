@@ -63,7 +63,8 @@ class MemForest:
         self.root = Path(path)
         self.config = (config or MemForestConfig()).validate()
         self._owns = {"llm": llm is None, "embedder": embedder is None}  # close only what we built
-        self._embedder = RetryingEmbedder.around(embedder, self.config.embedder) if embedder is not None else None
+        self._embedder = (RetryingEmbedder.around(embedder, self.config.embedder) if embedder is not None
+                          else None)
         for key_env in {self.config.llm.api_key_env, self.config.embedder.api_key_env}:
             configured_key(key_env)  # redacted from every message and log
         self.log = call_log if call_log is not None else CallLog()
@@ -82,7 +83,8 @@ class MemForest:
     def embedder(self) -> Embedder:
         with self._lock:
             if self._embedder is None:
-                built = _built("embedder", self.config.embedder.backend, lambda: build_embedder(self.config.embedder))
+                built = _built("embedder", self.config.embedder.backend,
+                               lambda: build_embedder(self.config.embedder))
                 self._embedder = RetryingEmbedder.around(built, self.config.embedder)
             return self._embedder
 
@@ -96,7 +98,8 @@ class MemForest:
                                           lambda: build_chat_model(self.config.llm))
                 self._llm = llm
                 c = self.config.llm
-                self._scheduler = Scheduler(llm, c.concurrency, self.log, c.max_retries, c.json_retries, c.backoff_s)
+                self._scheduler = Scheduler(llm, c.concurrency, self.log, c.max_retries, c.json_retries,
+                                            c.backoff_s)
             return self._scheduler
 
     def close(self) -> None:
@@ -125,7 +128,8 @@ class MemForest:
 
     def users(self) -> list[str]:
         base = self.root / "users"
-        return sorted(p.name for p in base.iterdir() if (p / "memory.sqlite").exists()) if base.exists() else []
+        return (sorted(p.name for p in base.iterdir() if (p / "memory.sqlite").exists()) if base.exists()
+                else [])
 
     def _open_db(self, user: str, create: bool) -> UserDB:
         """The user's database; an existing one is left for the caller to check (`UserDB.validate`,
@@ -270,7 +274,8 @@ class MemForest:
     def ingest_session(self, user: str, session_id: str, turns: list[Mapping[str, Any]],
                        timestamp: Any = None) -> IngestReport:
         session = parse_session({"session_id": session_id, "timestamp": timestamp or
-                                 (turns[0].get("timestamp") if turns and isinstance(turns[0], Mapping) else None),
+                                 (turns[0].get("timestamp") if turns and isinstance(turns[0], Mapping)
+                                  else None),
                                  "turns": turns}, self.config.limits)
         return self.ingest_sessions(user, [session])
 
@@ -296,7 +301,8 @@ class MemForest:
         clock.lap("parse")
         with self._writer(user, create=False, clock=clock) as (db, state, ch):
             ch.operation = {"kind": "correct_session", "session": parsed.session_id}
-            report = delete_session(state, parsed.session_id, self.config, ch, db.facts_of_session(parsed.session_id))
+            report = delete_session(state, parsed.session_id, self.config, ch,
+                                    db.facts_of_session(parsed.session_id))
             clock.lap("delete")
             ingest = ingest_sessions(state, [parsed], self.config, self.scheduler, self.embedder, ch)
             clock.merge(ingest.timings)
@@ -304,14 +310,16 @@ class MemForest:
         report["version"], report["timings"] = state.version, clock.total()
         return report
 
-    def merge(self, sources: Sequence[str], target: str, source_store: str | Path | None = None) -> dict[str, Any]:
+    def merge(self, sources: Sequence[str], target: str,
+              source_store: str | Path | None = None) -> dict[str, Any]:
         """Merge the forests of `sources` (users of this store, or of `source_store`) into `target`."""
         origin = MemForest(source_store, self.config, embedder=self.embedder) if source_store else self
         states = [origin.snapshot(u).state for u in sources]
         for src in states:
             if (src.embedder, src.dim) != (self.embedder.name, self.embedder.dim):
-                raise StoreError(f"source user {src.user!r} was built with embedder {src.embedder} ({src.dim}-d); "
-                                 f"this configuration uses {self.embedder.name} ({self.embedder.dim}-d)")
+                raise StoreError(f"source user {src.user!r} was built with embedder "
+                                 f"{src.embedder} ({src.dim}-d); this configuration uses "
+                                 f"{self.embedder.name} ({self.embedder.dim}-d)")
         if not source_store and target in sources:
             raise InputError("the merge target must not be one of its sources")
         reports = []
@@ -365,8 +373,9 @@ class MemForest:
             raise InputError(f"unknown query mode {cfg.mode!r} ({', '.join(QUERY_MODES)})")
         snap = self.snapshot(user)
         if (snap.state.embedder, snap.state.dim) != (self.embedder.name, self.embedder.dim):
-            raise StoreError(f"user {user!r} was built with embedder {snap.state.embedder} ({snap.state.dim}-d); "
-                             f"this configuration uses {self.embedder.name} ({self.embedder.dim}-d)")
+            raise StoreError(f"user {user!r} was built with embedder {snap.state.embedder} "
+                             f"({snap.state.dim}-d); this configuration uses {self.embedder.name} "
+                             f"({self.embedder.dim}-d)")
         latest = snap.state.latest_session_time()
         if latest is None:
             raise StoreError(f"the memory of user {user!r} is empty")
@@ -406,7 +415,8 @@ def _discard_new_store(db: UserDB) -> None:
     try:
         db.discard_if_empty()
     except (OSError, StoreError) as e:
-        log.warning("memforest: warning: could not remove the new empty store %s: %s", db.path, redact(str(e)))
+        log.warning("memforest: warning: could not remove the new empty store %s: %s", db.path,
+                    redact(str(e)))
 
 
 def _make_folder(directory: Path) -> None:
@@ -420,8 +430,8 @@ def _make_folder(directory: Path) -> None:
             continue
         except OSError as e:
             if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-                raise StoreError(f"cannot make the store folder {directory} ({e.strerror}): the store is read-only "
-                                 "for this user; nothing was written") from None
+                raise StoreError(f"cannot make the store folder {directory} ({e.strerror}): the "
+                                 "store is read-only for this user; nothing was written") from None
             raise StoreError(f"cannot make the store folder {directory} ({e.strerror or type(e).__name__}); "
                              "check the store path and its permissions") from None
     raise StoreError(f"cannot make the store folder {directory}: it keeps being removed")

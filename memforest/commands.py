@@ -32,7 +32,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = _store_parser(sub, "delete-session", "delete a session and everything derived only from it")
     p.add_argument("session_id")
     p.set_defaults(func=lambda a: _run(a, lambda f: f.delete_session(a.user, a.session_id)))
-    p = _store_parser(sub, "correct-session", "replace a stored session with the one in FILE (one session object)")
+    p = _store_parser(sub, "correct-session",
+                      "replace a stored session with the one in FILE (one session object)")
     p.add_argument("file")
     p.set_defaults(func=lambda a: _run(a, lambda f: f.correct_session(a.user, _read_json(a.file, dict))))
     p = _store_parser(sub, "check", "check invariants, placements and index rows", user_flag=True)
@@ -43,7 +44,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="sources", required=True, help="comma-separated source users")
     p.add_argument("--to", dest="target", required=True)
     p.add_argument("--from-store", default=None, help="read the sources from another store directory")
-    p.set_defaults(func=lambda a: _run(a, lambda f: f.merge(_source_users(a.sources), a.target, a.from_store)))
+    p.set_defaults(func=lambda a: _run(a,
+                                       lambda f: f.merge(_source_users(a.sources), a.target, a.from_store)))
 
 
 def _store_parser(
@@ -55,7 +57,8 @@ def _store_parser(
         p.add_argument("--user", required=True)
     p.add_argument("--config", default=None, help="YAML or JSON file of MemForestConfig overrides")
     p.add_argument("-o", "--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one option, e.g. -o llm.backend=openai -o llm.base_url=http://127.0.0.1:8000/v1")
+                   help="override one option, e.g. -o llm.backend=openai -o "
+                        "llm.base_url=http://127.0.0.1:8000/v1")
     p.add_argument("--calls", default=None, help="append this command's LLM calls to a JSONL call log")
     return p
 
@@ -161,8 +164,8 @@ def _ingest(args: argparse.Namespace) -> int:
         report = forest.ingest_sessions(args.user, data)
     print(json.dumps(report.to_dict(), indent=2))
     if report.turns_dropped:
-        print(f"memforest: {report.turns_dropped} turn(s) with nothing readable left out of memory (the other "
-              "turns keep their numbers)", file=sys.stderr)
+        print(f"memforest: {report.turns_dropped} turn(s) with nothing readable left out of "
+              "memory (the other turns keep their numbers)", file=sys.stderr)
     return 0
 
 
@@ -177,7 +180,8 @@ def _show(args: argparse.Namespace) -> int:
 
 def _ask(args: argparse.Namespace) -> int:
     with open_forest(args) as forest:
-        result = forest.query(args.user, args.question, date=args.date, mode=args.mode, answer=not args.no_answer)
+        result = forest.query(args.user, args.question, date=args.date, mode=args.mode,
+                              answer=not args.no_answer)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return 0

@@ -188,7 +188,8 @@ class MemForestConfig:
         for (section, name), allowed in CHOICES.items():
             value = getattr(getattr(self, section), name)
             if value not in allowed:
-                raise ConfigError(f"option {section}.{name}: {shown(value)} is not one of {', '.join(allowed)}")
+                raise ConfigError(f"option {section}.{name}: {shown(value)} is not one of "
+                                  f"{', '.join(allowed)}")
         for (section, name), allowed in SUBSETS.items():
             value = getattr(getattr(self, section), name)
             wrong = [v for v in value if v not in allowed]
@@ -227,8 +228,8 @@ SUBSETS: dict[tuple[str, str], tuple[str, ...]] = {  # list options: a non-empty
 AT_LEAST: tuple[tuple[str, str, float], ...] = (
     ("llm", "concurrency", 1), ("llm", "instances", 1), ("llm", "threads_per_instance", 1),
     ("llm", "context_tokens", 256), ("llm", "max_retries", 0), ("llm", "json_retries", 0),
-    ("llm", "timeout_s", 0.001), ("llm", "backoff_s", 0), ("embedder", "dim", 1), ("embedder", "batch_size", 1),
-    ("embedder", "max_retries", 0), ("embedder", "backoff_s", 0),
+    ("llm", "timeout_s", 0.001), ("llm", "backoff_s", 0), ("embedder", "dim", 1),
+    ("embedder", "batch_size", 1), ("embedder", "max_retries", 0), ("embedder", "backoff_s", 0),
     ("chunk", "max_turns", 0), ("chunk", "max_chars", 1), ("extraction", "max_items", 1),
     ("tree", "fanout_session", 3), ("tree", "fanout_entity", 3), ("tree", "fanout_scene", 3),
     ("query", "top_trees", 1), ("query", "beam", 1), ("query", "final_units", 1),
@@ -278,9 +279,11 @@ def _checked(value: Any, hint: Any, key: str) -> Any:
             return float(value)
         if kind is str and isinstance(value, str):
             return value
-        if typing.get_origin(kind) is dict and isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        if (typing.get_origin(kind) is dict and isinstance(value, dict)
+                and all(isinstance(k, str) for k in value)):
             return dict(value)
-        if typing.get_origin(kind) is list and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        if (typing.get_origin(kind) is list and isinstance(value, (list, tuple))
+                and all(isinstance(v, str) for v in value)):
             return list(value)
     names = " or ".join("null" if k is type(None) else getattr(k, "__name__", str(k)) for k in allowed)
     raise ConfigError(f"option {key}: expected {names}, got {shown(value)}")
@@ -294,7 +297,8 @@ def with_overrides(cfg: MemForestConfig, overrides: dict[str, Any]) -> MemForest
 def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in top.items():
-        out[key] = _deep_merge(out[key], value) if isinstance(out.get(key), dict) and isinstance(value, dict) else value
+        out[key] = (_deep_merge(out[key], value) if isinstance(out.get(key), dict) and isinstance(value, dict)
+                    else value)
     return out
 
 

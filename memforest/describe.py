@@ -27,9 +27,10 @@ def describe(state: UserState, tree_id: str | None = None) -> dict[str, Any]:
         "facts": [
             {"id": f.id, "text": f.text, "time": iso_date(f.time), "origin": f.origin, "role": f.role,
              "entities": f.entities, "topics": f.topics, "attribute": f.attribute, "domain": f.domain,
-             "occurrences": [{"session_id": o.session_id, "cell_id": o.cell_id, "turns": [o.turn_lo, o.turn_hi],
-                              "source_time": iso_minute(o.source_time), "event_start": iso_date(o.event_start),
-                              "event_end": iso_date(o.event_end)} for o in f.occurrences]}
+             "occurrences": [{"session_id": o.session_id, "cell_id": o.cell_id,
+                              "turns": [o.turn_lo, o.turn_hi], "source_time": iso_minute(o.source_time),
+                              "event_start": iso_date(o.event_start), "event_end": iso_date(o.event_end)}
+                             for o in f.occurrences]}
             for f in sorted(state.facts.values(), key=lambda f: (f.time, f.id))
         ],
         "trees": [_tree(state, info) for info in trees],
@@ -51,16 +52,19 @@ def _tree(state: UserState, info: Any) -> dict[str, Any]:
 
 def format_text(desc: dict[str, Any]) -> str:
     c = desc["counts"]
-    lines = [f"user {desc['user']} (version {desc['version']}): {c['sessions']} sessions, {c['cells']} cells, "
-             f"{c['facts']} facts, {c['trees']} trees ({c['trees_by_family']}), {c['nodes']} nodes"]
+    lines = [f"user {desc['user']} (version {desc['version']}): {c['sessions']} sessions, "
+             f"{c['cells']} cells, {c['facts']} facts, {c['trees']} trees ({c['trees_by_family']}), "
+             f"{c['nodes']} nodes"]
     lines.append("\nfacts:")
-    lines += [f"  [{f['time']}] {f['text']}  ({f['id']}, {len(f['occurrences'])} occ.)" for f in desc["facts"]]
+    lines += [f"  [{f['time']}] {f['text']}  ({f['id']}, {len(f['occurrences'])} occ.)"
+              for f in desc["facts"]]
     for tr in desc["trees"]:
         lines.append(f"\n{tr['tree_id']}  k={tr['fanout']} height={tr['height']} leaves={tr['leaves']}")
         for n in tr["nodes"]:
             if n["level"] == 0:
                 continue
             text = " ".join((n["text"] or "").split())
-            lines.append(f"  {'  ' * (tr['height'] - n['level'])}L{n['level']} #{n['id']} {n['from'][:10]}..{n['to'][:10]} "
-                         f"({n['leaves']} leaves, {n['mode']}): {text[:160]}")
+            lines.append(f"  {'  ' * (tr['height'] - n['level'])}L{n['level']} #{n['id']} "
+                         f"{n['from'][:10]}..{n['to'][:10]} ({n['leaves']} leaves, "
+                         f"{n['mode']}): {text[:160]}")
     return "\n".join(lines)

@@ -10,7 +10,8 @@ import threading
 from urllib.parse import quote
 
 _SECRETS = re.compile(
-    r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(?:(?:bearer|basic|token|digest)\s+)?[^\s,;'\"}]+"  # a header/field
+    # a header/field
+    r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(?:(?:bearer|basic|token|digest)\s+)?[^\s,;'\"}]+"
     r"|\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"  # a bearer token anywhere
     r"|(?i:(api[_-]?key['\"]?\s*[:=]\s*['\"]?))[A-Za-z0-9._~+/=-]{8,}"  # api_key=..., "api-key": "..."
     # keys by their providers' shapes: OpenAI/Anthropic, Groq, Hugging Face, Google, xAI, GitHub, AWS

@@ -72,7 +72,8 @@ def private_anonymous(smaps: str) -> list[Mapping]:
                 out.append(Mapping(*current))
             path = head[5].strip() if len(head) > 5 else ""
             lo, hi = (int(x, 16) for x in head[0].split("-"))
-            current = [lo, hi, 0] if head[1].startswith("rw") and head[1][3] == "p" and path in ("", "[heap]") else None
+            current = ([lo, hi, 0]
+                       if head[1].startswith("rw") and head[1][3] == "p" and path in ("", "[heap]") else None)
         elif current is not None and head and head[0] == "Rss:":
             current[2] = int(head[1]) * 1024
     if current is not None:

@@ -31,7 +31,8 @@ def merge_into(
 ) -> dict[str, Any]:
     """Merge `source` into `target` (a private copy); record changes in `ch`. Returns counts."""
     if (source.embedder, source.dim) != (target.embedder, target.dim) and target.version:
-        raise InputError(f"cannot merge {source.user}: embedder {source.embedder} differs from {target.embedder}")
+        raise InputError(f"cannot merge {source.user}: embedder {source.embedder} differs from "
+                         f"{target.embedder}")
     clash = sorted(set(source.sessions) & set(target.sessions))
     if clash:
         raise InputError(f"sessions stored for both {source.user!r} and {target.user!r}: {clash[:5]}")
@@ -71,7 +72,8 @@ def _merge_facts(
              for f in facts]
     vecs = np.stack([source.fact_vecs[f] for f in ids]) if ids else np.zeros((0, source.dim), np.float32)
     existing = list(target.facts)
-    matrix = np.stack([target.fact_vecs[f] for f in existing]) if existing else np.zeros((0, source.dim), np.float32)
+    matrix = (np.stack([target.fact_vecs[f] for f in existing]) if existing
+              else np.zeros((0, source.dim), np.float32))
     canon_cfg = cfg.canon if scheduler is not None else replace(cfg.canon, max_llm_checks=0)
     by_norm = {f.norm: fid for fid, f in target.facts.items()}
     result = canonicalize(cands, target.facts, by_norm, matrix_neighbours(existing, matrix), vecs,

@@ -166,7 +166,8 @@ def _summaries(
 def _summary_text(response: Any) -> str:
     payload = parse_json(response)
     sentences = payload.get("sentences", []) if isinstance(payload, dict) else []
-    return " ".join(" ".join(str(s).split()) for s in sentences if isinstance(s, str)) if isinstance(sentences, list) else ""
+    return (" ".join(" ".join(str(s).split()) for s in sentences if isinstance(s, str))
+            if isinstance(sentences, list) else "")
 
 
 def extractive_summary(entries: list[str], words: int) -> str:

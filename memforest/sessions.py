@@ -109,7 +109,8 @@ def _check_session(session: Session, limits: LimitsConfig) -> Session:
     for i, turn in enumerate(session.turns):
         where = f"session {sid} turn {i}"
         if turn.role not in ROLES:
-            raise InputError(f"{where}: unknown role {shown(turn.role, 40)} (expected one of {', '.join(ROLES)})")
+            raise InputError(f"{where}: unknown role {shown(turn.role, 40)} (expected one of "
+                             f"{', '.join(ROLES)})")
         content = check_text(turn.content, where, limits.turn_chars)
         turns.append(turn if readable(content) or not content else replace(turn, content=""))
     _check_readable(sid, turns)
@@ -118,7 +119,8 @@ def _check_session(session: Session, limits: LimitsConfig) -> Session:
 
 def _check_turn_count(sid: str, n: int, limits: LimitsConfig) -> None:
     if n > limits.turns_per_session:
-        raise InputError(f"session {sid}: {n} turns, more than limits.turns_per_session={limits.turns_per_session}")
+        raise InputError(f"session {sid}: {n} turns, more than "
+                         f"limits.turns_per_session={limits.turns_per_session}")
 
 
 def _check_readable(sid: str, turns: list[Turn]) -> None:

@@ -45,7 +45,8 @@ class EntityStat:
     facts: CowSet[str] = field(default_factory=CowSet)
     sessions: CowMap[str, int] = field(default_factory=CowMap)  # session id -> facts from it
     tree_id: str | None = None
-    edited: tuple[set[str], set[str]] | None = field(default=None, compare=False, repr=False)  # facts, sessions
+    # facts, sessions
+    edited: tuple[set[str], set[str]] | None = field(default=None, compare=False, repr=False)
 
     def copy(self) -> EntityStat:
         """A private version (copy-on-write: O(the edits since the last fold), not O(members))."""
@@ -145,7 +146,8 @@ class UserState:
     norms: MutableMapping[str, str] = field(default_factory=_cow)
     scene_tables: dict[str, VectorTable] = field(default_factory=dict)  # domain -> scene centroids
     fact_table: VectorTable | None = None  # fact id -> embedding, for duplicate candidates
-    session_times: VectorTable = field(default_factory=lambda: VectorTable(1))  # session id -> time (row meta)
+    # session id -> time (row meta)
+    session_times: VectorTable = field(default_factory=lambda: VectorTable(1))
     _own: dict[str, set[str]] = field(default_factory=dict, repr=False)  # keys copied into this version
 
     _MAPS = ("sessions", "cells", "session_cells", "facts", "fact_vecs", "trees", "nodes", "entities",

@@ -119,7 +119,8 @@ _RELATIVE = [
 _NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "a couple of": 2, "couple of": 2, "two": 2, "three": 3, "four": 4,
                  "a few": 3, "few": 3, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
                  "eleven": 11, "twelve": 12}
-_NUMBER = re.compile(r"\b(" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")\b(?= (day|week|month|year)s? ago)")
+_NUMBER = re.compile(r"\b(" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True))
+                     + r")\b(?= (day|week|month|year)s? ago)")
 
 
 def relative_delta(text: str) -> timedelta | None:

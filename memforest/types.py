@@ -147,7 +147,8 @@ class _Occurrences:
         self._sorted: tuple[str, ...] | None = None
 
     def is_prefix_of(self, occurrences: list[Occurrence]) -> bool:
-        return len(occurrences) >= self.n and (occurrences is self.of or occurrences[: self.n] == self.of[: self.n])
+        return (len(occurrences) >= self.n
+                and (occurrences is self.of or occurrences[: self.n] == self.of[: self.n]))
 
     def extended(self, occurrences: list[Occurrence]) -> _Occurrences:
         tail = occurrences[self.n:]
@@ -156,8 +157,9 @@ class _Occurrences:
         new = set(map(_SESSION, tail)) - self.sessions
         out.sessions = self.sessions | new if new else self.sessions
         earliest = min(tail, key=_EARLIEST, default=None)
-        out.first = self.first if earliest is None or (self.first is not None and
-                                                       _EARLIEST(self.first) <= _EARLIEST(earliest)) else earliest
+        out.first = (self.first if earliest is None or (self.first is not None
+                                                        and _EARLIEST(self.first) <= _EARLIEST(earliest))
+                     else earliest)
         out._sorted = None
         if self._sorted is not None:
             merged = list(self._sorted)

@@ -102,7 +102,8 @@ class VectorTable:
         held = [(i, slot) for i, slot in enumerate(map(self._slot.get, keys)) if slot is not None]
         if held:
             at, slots = np.array([i for i, _ in held]), np.array([slot for _, slot in held])
-            same = (self._rows.vecs[slots] == vecs[at]).all(axis=1) & (self._rows.meta[slots] == meta_rows[at]).all(axis=1)
+            same = ((self._rows.vecs[slots] == vecs[at]).all(axis=1)
+                    & (self._rows.meta[slots] == meta_rows[at]).all(axis=1))
             if same.any():
                 keep = np.ones(len(keys), bool)
                 keep[at[same]] = False
@@ -162,7 +163,8 @@ class VectorTable:
         """`search`, and the row numbers (meta) of the rows found."""
         rows, sims = _best(*self.candidate_scores(query, probe_size(k)), k)
         keys = self._rows.keys
-        return np.asarray([keys[r] for r in rows.tolist()], np.int64), sims.astype(np.float32), self._rows.meta[rows]
+        return (np.asarray([keys[r] for r in rows.tolist()], np.int64), sims.astype(np.float32),
+                self._rows.meta[rows])
 
     @property
     def exact_rows(self) -> int:
@@ -179,7 +181,8 @@ class VectorTable:
         live rows of the partitions nearest `query` (at least `candidates` rows gathered)."""
         return self.above(np.asarray(query, np.float32).reshape(1, -1), -np.inf, candidates)[0]
 
-    def above(self, queries: np.ndarray, floor: float, candidates: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    def above(self, queries: np.ndarray, floor: float,
+              candidates: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """For each query row, (row numbers, inner products) of the live rows scoring at least
         `floor` (in a partitioned table: among the `candidates` rows of the nearest partitions)."""
         queries = np.asarray(queries, np.float32).reshape(-1, self.dim)
@@ -209,7 +212,8 @@ class VectorTable:
             return vecs[rows] @ q
         bounds = [0, *starts.tolist(), len(rows)]
         firsts = rows[bounds[:-1]].tolist()
-        return np.concatenate([vecs[f: f + hi - lo] @ q for f, lo, hi in zip(firsts, bounds[:-1], bounds[1:])])
+        return np.concatenate([vecs[f: f + hi - lo] @ q
+                               for f, lo, hi in zip(firsts, bounds[:-1], bounds[1:])])
 
     def top(self, rows: np.ndarray, sims: np.ndarray, k: int) -> list[tuple[Hashable, float]]:
         rows, sims = _best(rows, sims, k)
@@ -225,7 +229,8 @@ class VectorTable:
         one gather for a table made with `int_keys=True`."""
         keys = np.asarray(keys, np.int64)
         if self._key_rows is None:
-            return np.asarray([-1 if (r := self._slot.get(k)) is None else r for k in keys.tolist()], np.int64)
+            return np.asarray([-1 if (r := self._slot.get(k)) is None else r for k in keys.tolist()],
+                              np.int64)
         table = self._key_rows
         inside = (keys >= 0) & (keys < len(table))
         return np.where(inside, table[np.where(inside, keys, 0)], -1)

@@ -131,15 +131,18 @@ def _write_facts(
         state.pending_cells.update(failed)
         changes.pending_cells = True
     clock.lap("extract")
-    vecs = embedder.embed([c.text for c in candidates]) if candidates else np.zeros((0, embedder.dim), np.float32)
+    vecs = (embedder.embed([c.text for c in candidates]) if candidates
+            else np.zeros((0, embedder.dim), np.float32))
     clock.lap("embed")
-    result = canonicalize(candidates, state.facts, state.norms, state.similar_facts, vecs, scheduler, cfg.canon,
-                          tags, writable=state.writable_fact)
+    result = canonicalize(candidates, state.facts, state.norms, state.similar_facts, vecs, scheduler,
+                          cfg.canon, tags, writable=state.writable_fact)
     for fact in result.new_facts:
         state.add_fact(fact, result.new_embeddings[fact.id])
     changes.facts |= {f.id for f in result.new_facts} | {f.id for f in result.updated_facts}
-    report.new_facts, report.merged, report.dedup_checks = len(result.new_facts), result.merged, result.llm_checks
+    report.new_facts, report.merged, report.dedup_checks = (len(result.new_facts), result.merged,
+                                                            result.llm_checks)
     clock.lap("canonicalize")
-    router.route_facts(result.new_facts, [(f, result.sessions_before[f.id], result.sessions_gained.get(f.id, set()))
-                                          for f in result.updated_facts])
+    router.route_facts(result.new_facts,
+                       [(f, result.sessions_before[f.id], result.sessions_gained.get(f.id, set()))
+                        for f in result.updated_facts])
     clock.lap("route")

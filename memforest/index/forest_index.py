@@ -41,7 +41,8 @@ class ForestIndex:
         self.cells = VectorTable(dim)
         self.roots = VectorTable(dim, exact_rows=ROOTS_EXACT_ROWS, int_keys=True)
         self.facts = VectorTable(dim)
-        self.cell_key: CowMap[int, tuple[str, int, str]] = CowMap()  # uid -> (session tree id, leaf id, cell id)
+        # uid -> (session tree id, leaf id, cell id)
+        self.cell_key: CowMap[int, tuple[str, int, str]] = CowMap()
         self.cell_uid: CowMap[str, int] = CowMap()  # cell id -> uid
         self.root_tree: CowMap[int, str] = CowMap()
         self.fact_key: CowMap[int, str] = CowMap()
@@ -55,12 +56,15 @@ class ForestIndex:
         return idx
 
     def _add_all(self, state: UserState) -> None:
-        cell_key = {node_uid(i.rowid, nid): (t, nid, item) for t, i in state.trees.items() for nid, item in _cell_leaves(i)}
+        cell_key = {node_uid(i.rowid, nid): (t, nid, item) for t, i in state.trees.items()
+                    for nid, item in _cell_leaves(i)}
         root_tree = {info.rowid: info.tree_id for info in state.trees.values() if info.tree.root is not None}
         fact_key = {fact_uid(f): f for f in state.facts}
-        self.cells.upsert(list(cell_key), _stack([state.nodes[(t, n)].embedding for t, n, _ in cell_key.values()], self.dim),
+        self.cells.upsert(list(cell_key),
+                          _stack([state.nodes[(t, n)].embedding for t, n, _ in cell_key.values()], self.dim),
                           cell_meta(state, [c for _, _, c in cell_key.values()]))
-        self.roots.upsert(list(root_tree), _stack([_root_vec(state, t) for t in root_tree.values()], self.dim))
+        self.roots.upsert(list(root_tree),
+                          _stack([_root_vec(state, t) for t in root_tree.values()], self.dim))
         self.facts.upsert(list(fact_key), _stack([state.fact_vecs[f] for f in fact_key.values()], self.dim),
                           fact_meta(state, list(fact_key.values())))
         self.cell_key, self.root_tree, self.fact_key = CowMap(cell_key), CowMap(root_tree), CowMap(fact_key)
@@ -71,7 +75,8 @@ class ForestIndex:
         out = ForestIndex.__new__(ForestIndex)
         out.dim, out.version = self.dim, self.version
         out.cells, out.roots, out.facts = self.cells.fork(), self.roots.fork(), self.facts.fork()
-        out.cell_key, out.root_tree, out.fact_key = self.cell_key.fork(), self.root_tree.fork(), self.fact_key.fork()
+        out.cell_key, out.root_tree, out.fact_key = (self.cell_key.fork(), self.root_tree.fork(),
+                                                     self.fact_key.fork())
         out.cell_uid = self.cell_uid.fork()
         return out
 
@@ -85,7 +90,8 @@ class ForestIndex:
             key = self.cell_key.pop(uid, None)
             if key is not None and self.cell_uid.get(key[2]) == uid:
                 del self.cell_uid[key[2]]
-        live = [(state.trees[t].rowid, t, n, c) for t, n in sorted(ch.nodes) if (c := _cell_of(state, t, n)) is not None]
+        live = [(state.trees[t].rowid, t, n, c) for t, n in sorted(ch.nodes)
+                if (c := _cell_of(state, t, n)) is not None]
         uids = [node_uid(r, n) for r, _, n, _ in live]
         self.cells.upsert(uids, _stack([state.nodes[(t, n)].embedding for _, t, n, _ in live], self.dim),
                           cell_meta(state, [c for _, _, _, c in live]))
@@ -96,7 +102,8 @@ class ForestIndex:
         for r in dead_roots:
             self.root_tree.pop(r, None)
         touched = {t for t, _ in ch.nodes} | ch.trees
-        rows = [(state.trees[t].rowid, t) for t in sorted(touched) if t in state.trees and state.trees[t].tree.root is not None]
+        rows = [(state.trees[t].rowid, t) for t in sorted(touched)
+                if t in state.trees and state.trees[t].tree.root is not None]
         self.roots.upsert([r for r, _ in rows], _stack([_root_vec(state, t) for _, t in rows], self.dim))
         self.root_tree.update({r: t for r, t in rows})
         gone_facts = [fact_uid(f) for f in ch.deleted_facts if f not in state.facts]
@@ -114,7 +121,8 @@ class ForestIndex:
         cells = {node_uid(i.rowid, n) for i in state.trees.values() for n, _ in _cell_leaves(i)}
         return (cells == set(self.cell_key) == set(self.cells.keys())
                 and dict(self.cell_uid) == {c: u for u, (_, _, c) in self.cell_key.items()}
-                and {i.rowid for i in state.trees.values() if i.tree.root is not None} == set(self.roots.keys())
+                and {i.rowid for i in state.trees.values() if i.tree.root is not None}
+                == set(self.roots.keys())
                 and {fact_uid(f) for f in state.facts} == set(self.facts.keys()))
 
 

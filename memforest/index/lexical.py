@@ -16,7 +16,14 @@ K1 = 1.2
 B = 0.75
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 STOPWORDS = frozenset(
-    ["a", "an", "the", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "doing", "have", "has", "had", "having", "i", "me", "my", "mine", "myself", "you", "your", "yours", "we", "us", "our", "they", "them", "their", "he", "him", "his", "she", "her", "it", "its", "this", "that", "these", "those", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "to", "of", "in", "on", "at", "for", "and", "or", "but", "with", "by", "from", "as", "into", "about", "than", "then", "so", "if", "not", "no", "can", "could", "would", "should", "will", "shall", "may", "might", "must", "just", "also", "very", "really", "any", "some", "all", "each", "more", "most", "other", "such", "only", "own", "same", "too", "there", "here", "up", "down", "out", "over", "again", "once", "user", "assistant", "s", "t"]
+    ["a", "an", "the", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "doing",
+     "have", "has", "had", "having", "i", "me", "my", "mine", "myself", "you", "your", "yours", "we", "us",
+     "our", "they", "them", "their", "he", "him", "his", "she", "her", "it", "its", "this", "that", "these",
+     "those", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "to", "of", "in", "on",
+     "at", "for", "and", "or", "but", "with", "by", "from", "as", "into", "about", "than", "then", "so", "if",
+     "not", "no", "can", "could", "would", "should", "will", "shall", "may", "might", "must", "just", "also",
+     "very", "really", "any", "some", "all", "each", "more", "most", "other", "such", "only", "own", "same",
+     "too", "there", "here", "up", "down", "out", "over", "again", "once", "user", "assistant", "s", "t"]
 )
 
 

@@ -77,8 +77,8 @@ class Segment:
                 tids.append(vocab.id(term))
                 pos.append(at)
                 tfs.append(count)
-        return cls(ids, np.asarray(lengths, np.float64), np.asarray(tids, np.int64), np.asarray(pos, np.int64),
-                   np.asarray(tfs, np.int32))
+        return cls(ids, np.asarray(lengths, np.float64), np.asarray(tids, np.int64),
+                   np.asarray(pos, np.int64), np.asarray(tfs, np.int32))
 
     def span(self, term_id: int) -> tuple[int, int] | None:
         """Where the postings of `term_id` lie in `positions`, `counts` and `doc_lengths`."""
@@ -133,7 +133,8 @@ class LexicalScores:
         if k <= 0:
             return []
         # the global k-th best is at least each segment's own k-th best: keep what reaches the highest
-        floor = max((float(np.partition(a, len(a) - k)[len(a) - k]) for a in self._acc.values() if len(a) > k),
+        floor = max((float(np.partition(a, len(a) - k)[len(a) - k]) for a in self._acc.values()
+                     if len(a) > k),
                     default=0.0)
         pairs: list[tuple[str, float]] = []
         for seq, arr in self._acc.items():
@@ -170,8 +171,10 @@ class VersionedLexical:
     def next_version(self, removed: Iterable[str], added: Iterable[tuple[str, str]]) -> VersionedLexical:
         """A new version without `removed` and with `added` (documents re-added replace older copies)."""
         out = VersionedLexical.__new__(VersionedLexical)
-        out.vocab, out.segments, out.live, out.total_length = self.vocab, list(self.segments), self.live.fork(), self.total_length
-        out.masks, out._own, out._by_seq, out.dead = dict(self.masks), set(), dict(self._by_seq), dict(self.dead)
+        out.vocab, out.segments, out.live, out.total_length = (self.vocab, list(self.segments),
+                                                               self.live.fork(), self.total_length)
+        out.masks, out._own, out._by_seq, out.dead = (dict(self.masks), set(), dict(self._by_seq),
+                                                      dict(self.dead))
         added = list(added)
         for doc_id in [*removed, *(d for d, _ in added)]:
             out._drop(doc_id)
@@ -228,7 +231,8 @@ class VersionedLexical:
             moved = new[pos]
             keep = moved >= 0
             parts.append((tids[keep], moved[keep], tf[keep]))
-        docs = [d for seg, mask in ((a, mask_a), (b, mask_b)) for d, live in zip(seg.docs, mask.tolist()) if live]
+        docs = [d for seg, mask in ((a, mask_a), (b, mask_b)) for d, live in zip(seg.docs, mask.tolist())
+                if live]
         lengths = np.concatenate([a.lengths[mask_a], b.lengths[mask_b]])
         return Segment(docs, lengths, *(np.concatenate([p[i] for p in parts]) for i in range(3)))
 
@@ -268,6 +272,7 @@ class VersionedLexical:
                 at[1].append((idf * (K1 + 1.0)) * tf / (tf + base + scale * length))
         acc: dict[int, np.ndarray] = {}
         for seq, (positions, weights) in found.items():
-            pos, w = (positions[0], weights[0]) if len(positions) == 1 else (np.concatenate(positions), np.concatenate(weights))
+            pos, w = ((positions[0], weights[0]) if len(positions) == 1
+                      else (np.concatenate(positions), np.concatenate(weights)))
             acc[seq] = np.bincount(pos, weights=w, minlength=len(self._by_seq[seq]))
         return LexicalScores(self, acc)

@@ -31,7 +31,8 @@ class ChatRequest:
 
     def sampling(self) -> dict[str, Any]:
         """OpenAI-style sampling arguments (max_tokens, temperature, top_p, seed when set)."""
-        out: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p}
+        out: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature,
+                               "top_p": self.top_p}
         if self.seed is not None:
             out["seed"] = self.seed
         return out

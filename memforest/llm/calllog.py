@@ -190,7 +190,8 @@ def format_summary(summary: dict[str, Any]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
     lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(heads, widths)))]
     for r in rows:
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))))
     lines.append(
         f"wall {summary['wall_seconds']} s, critical path {summary['critical_path_seconds']} s "
         f"over {summary['waves']} waves"

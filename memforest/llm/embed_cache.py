@@ -43,9 +43,11 @@ class CachedEmbedder:
         self.path = Path(directory) / FILE_NAME
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not self.path.exists():  # created whole, already in WAL mode: opening it takes no exclusive lock
+            # created whole, already in WAL mode: opening it takes no exclusive lock
+            if not self.path.exists():
                 create_atomically(self.path, lambda con: con.execute(_SCHEMA))
-            self._db = sqlite3.connect(self.path, timeout=120.0, check_same_thread=False, isolation_level=None)
+            self._db = sqlite3.connect(self.path, timeout=120.0, check_same_thread=False,
+                                       isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("SELECT 1 FROM vectors LIMIT 1").fetchall()  # a file of another kind fails here
         except (OSError, sqlite3.Error) as exc:

@@ -94,7 +94,8 @@ class SentenceTransformerEmbedder:
         return {"backend": "sentence_transformers", "model": self.name, "dim": self.dim,
                 "device": self.cfg.device, "dtype": self.dtype, "dtype_requested": self.cfg.dtype,
                 "native_bf16": native_bf16(), "max_seq_length": int(self._model.max_seq_length),
-                "threads": self._threads, "batch_size": self.cfg.batch_size, "query_prefix": self.cfg.query_prefix}
+                "threads": self._threads, "batch_size": self.cfg.batch_size,
+                "query_prefix": self.cfg.query_prefix}
 
     def embed(self, texts: Sequence[str], kind: EmbedKind = "passage") -> np.ndarray:
         if not texts:
@@ -187,7 +188,8 @@ class VLLMEmbedder(EngineOwner):
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         limit = self.cfg.context_tokens
-        prompts = [{"prompt_token_ids": self._tokenizer.encode(t, truncation=True, max_length=limit)} for t in texts]
+        prompts = [{"prompt_token_ids": self._tokenizer.encode(t, truncation=True, max_length=limit)}
+                   for t in texts]
         with self._lock:
             if self._llm is None:
                 raise ModelError(f"{self.name}: the embedder is closed")

@@ -98,7 +98,8 @@ class OpenAIChatModel:
         return self._parse(resp.json())
 
     def _body(self, request: ChatRequest, schema_format: str) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.cfg.model, "messages": list(request.messages), **request.sampling()}
+        body: dict[str, Any] = {"model": self.cfg.model, "messages": list(request.messages),
+                                **request.sampling()}
         schema = request.json_schema
         if schema is not None and schema_format == "json_schema":
             body["response_format"] = {

@@ -115,7 +115,9 @@ class HashEmbedder:
 
 
 _STOP = frozenset(
-    ["a", "an", "the", "is", "are", "was", "were", "be", "been", "to", "of", "in", "on", "at", "for", "and", "or", "but", "with", "by", "from", "that", "this", "it", "its", "as", "i", "me", "my", "you", "your", "he", "she", "they", "we", "our", "their", "his", "her", "user", "assistant", "said", "says"]
+    ["a", "an", "the", "is", "are", "was", "were", "be", "been", "to", "of", "in", "on", "at", "for", "and",
+     "or", "but", "with", "by", "from", "that", "this", "it", "its", "as", "i", "me", "my", "you", "your",
+     "he", "she", "they", "we", "our", "their", "his", "her", "user", "assistant", "said", "says"]
 )
 
 
@@ -160,7 +162,8 @@ def _extract(request: ChatRequest) -> dict[str, Any]:
                 "role": "state",
                 "participants": [speaker],
                 "entities": entities,
-                "topics": sorted({w.lower() for w in words if len(w) > 4}, key=len, reverse=True)[:2] or ["misc"],
+                "topics": sorted({w.lower() for w in words if len(w) > 4}, key=len, reverse=True)[:2]
+                    or ["misc"],
                 "time_text": "",
                 "event_start": iso.group(0) if iso else "",
                 "event_end": "",

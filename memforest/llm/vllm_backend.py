@@ -31,7 +31,8 @@ def import_vllm() -> Any:
 
 def json_constraint(schema: dict[str, Any]) -> dict[str, Any]:
     """SamplingParams keyword constraining output to `schema`, for whichever vLLM API exists:
-    `structured_outputs=StructuredOutputsParams(...)` (newer) or `guided_decoding=GuidedDecodingParams(...)`."""
+    `structured_outputs=StructuredOutputsParams(...)` (newer) or
+    `guided_decoding=GuidedDecodingParams(...)`."""
     from vllm import sampling_params
 
     if hasattr(sampling_params, "StructuredOutputsParams"):
@@ -44,7 +45,8 @@ def json_constraint(schema: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- engines
 
 
-def engine_kwargs(section: str, fields: Mapping[str, tuple[str, Any]], engine_args: Mapping[str, Any]) -> dict[str, Any]:
+def engine_kwargs(section: str, fields: Mapping[str, tuple[str, Any]],
+                  engine_args: Mapping[str, Any]) -> dict[str, Any]:
     """`vllm.LLM` keyword arguments: `fields` maps an argument to (the config field that sets it, its
     value); `engine_args` adds any other argument. Setting an argument in both is a ConfigError."""
     for name in engine_args:
@@ -120,7 +122,8 @@ class EngineOwner:
 
 
 def _failure(exc: Exception) -> Exception:
-    return TransientModelError(f"{type(exc).__name__}: {exc}") if isinstance(exc, (TimeoutError, ConnectionError)) else exc
+    return (TransientModelError(f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, (TimeoutError, ConnectionError)) else exc)
 
 
 def _engine_dead(exc: Exception) -> bool:

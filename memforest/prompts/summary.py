@@ -10,7 +10,8 @@ SPEC = PromptSpec("interval_summary", 2)
 
 SYSTEM = """You summarise a time-ordered list of memory entries about one topic into one paragraph of at
 most {words} words. Keep every number, date and name. Stay chronological. When a state changes, write it
-as "X -> Y" (for example "lived in Boston -> Davis"). End with the latest state. Use only the entries. Answer in JSON, as a list of sentences."""
+as "X -> Y" (for example "lived in Boston -> Davis"). End with the latest state. Use only the entries. \
+Answer in JSON, as a list of sentences."""
 
 
 SENTENCE_CHARS = 200

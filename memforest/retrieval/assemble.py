@@ -50,7 +50,8 @@ def temporal_neighbours(
         same = [n for n in window if anchor_fact.attribute and
                 snap.state.facts.get(n.item or "") is not None and
                 snap.state.facts[n.item].attribute == anchor_fact.attribute]  # type: ignore[index]
-        best = same[0] if same else max(window, key=lambda n: float(snap.state.nodes[(hit.key[0], n.id)].embedding @ qvec))
+        best = (same[0] if same
+                else max(window, key=lambda n: float(snap.state.nodes[(hit.key[0], n.id)].embedding @ qvec)))
         out.append((hit, (hit.key[0], best.id)))
     return out
 

@@ -133,7 +133,8 @@ def rank_units(
     leaf: list[NodeKey | None] = [None] * n
     missing: list[int] = []
     vecs: list[np.ndarray] = []
-    by_row: list[tuple[int, int]] = []  # (position in items, uid) of cells found by text: read from their rows
+    # (position in items, uid) of cells found by text: read from their rows
+    by_row: list[tuple[int, int]] = []
     cell_uid = snap.index.cell_uid
     for i, item in enumerate(items):
         hit = known.get(item)
@@ -148,7 +149,8 @@ def rank_units(
         if cell is not None:
             info = trees.get(session_tree_id(cell.session_id))
             times[i], groups[i] = cell.time, info.rowid if info is not None else cell.session_id
-            key = leaf[i] = (info.tree_id, info.tree.leaf_of(item)) if info is not None and item in info.tree else None
+            key = leaf[i] = ((info.tree_id, info.tree.leaf_of(item)) if info is not None and item in info.tree
+                             else None)
             vec = state.nodes[key].embedding if key is not None else np.zeros(state.dim, np.float32)
         else:
             times[i], groups[i] = facts[item].time, _fact_group(state, item)

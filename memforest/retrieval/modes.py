@@ -69,7 +69,8 @@ def planned_embed_browse(
     path: list[dict[str, Any]] = []
     for tree_id, query in plan.queries:
         hits, steps = embed_browse(snap, vecs[query], [tree_id], cfg.beam, stop_level)
-        path.append({"tree": tree_id, "query": query, "depths": len(steps), "kept": [[*h.key, round(h.score, 4)] for h in hits]})
+        path.append({"tree": tree_id, "query": query, "depths": len(steps),
+                     "kept": [[*h.key, round(h.score, 4)] for h in hits]})
         for h in hits:
             if h.key not in best or h.score > best[h.key].score:
                 best[h.key] = h

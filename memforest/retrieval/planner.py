@@ -56,7 +56,8 @@ def plan_query(
                       prompt.SPEC.id, prompt.SPEC.version, schema, max_tokens=token_bound(schema))
     (res,) = scheduler.run([req], level=0, tags=tags)
     if isinstance(res, ModelError):
-        return Plan(direction=question_direction(question), queries=[(t, question) for t in ids], error=str(res))
+        return Plan(direction=question_direction(question), queries=[(t, question) for t in ids],
+                    error=str(res))
     payload = parse_json(res)
     payload = payload if isinstance(payload, dict) else {}
     kind, direction = payload.get("kind"), payload.get("direction")

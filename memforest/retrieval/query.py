@@ -43,12 +43,14 @@ def retrieve(
     if cfg.mode == "flat":  # no trees: the top-k facts
         evidence, flat = flat_evidence(snap, qvec, cfg.final_units)
         lat["recall"] = _lap(t)
-        return evidence, {"mode": cfg.mode, "version": snap.version, "recalled": [], "flat": flat, "latency": lat}
+        return (evidence,
+                {"mode": cfg.mode, "version": snap.version, "recalled": [], "flat": flat, "latency": lat})
     hybrid = cfg.mode == "embed" and not cfg.complete_expansion  # ranks dense and lexical candidates
     facts = snap.index.facts.search_meta(qvec, max(cfg.fact_recall, cfg.candidates if hybrid else 0))
     recalled = recall_trees(snap, qvec, cfg, facts[:2])
     lat["recall"] = _lap(t)
-    trace: dict[str, Any] = {"mode": cfg.mode, "version": snap.version, "recalled": [asdict(r) for r in recalled]}
+    trace: dict[str, Any] = {"mode": cfg.mode, "version": snap.version,
+                             "recalled": [asdict(r) for r in recalled]}
     if not recalled:
         trace["latency"] = lat
         return [], trace
@@ -61,7 +63,8 @@ def retrieve(
     if cfg.mode in ("planner", "embed_planner", "llm"):
         assert scheduler is not None
         if cfg.mode == "llm":  # LLM browse with the question itself for every recalled tree
-            plan = Plan(direction=question_direction(question), queries=[(r.tree_id, question) for r in recalled])
+            plan = Plan(direction=question_direction(question),
+                        queries=[(r.tree_id, question) for r in recalled])
         else:
             plan = plan_query(snap, question, date, recalled, scheduler, tags)
             lat["plan"] = _lap(t)
@@ -100,7 +103,8 @@ def retrieve(
     trace["expanded"] = expand
     lat["assemble"] = _lap(t)
     trace["browse"] = path
-    trace["temporal"] = [{"tree_id": a.key[0], "from_leaf": a.key[1], "to_leaf": k[1], "direction": plan.direction}
+    trace["temporal"] = [{"tree_id": a.key[0], "from_leaf": a.key[1], "to_leaf": k[1],
+                          "direction": plan.direction}
                          for a, k in neighbours]
     trace["latency"] = lat
     return evidence, trace
@@ -116,7 +120,8 @@ def _planned_browse(
     vecs = embedder.embed(queries, "query") if queries else np.zeros((0, len(qvec)), np.float32)
     qvec_of = dict(zip(queries, vecs))
     hits, path = llm_browse(snap, plan.queries, qvec_of, scheduler, cfg.beam, tags, stop_level)
-    return [Hit(h.key, max(h.score, float(snap.state.nodes[h.key].embedding @ qvec)), h.level) for h in hits], path
+    return ([Hit(h.key, max(h.score, float(snap.state.nodes[h.key].embedding @ qvec)), h.level)
+             for h in hits], path)
 
 
 def _rerank(snap: Snapshot, question: str, date: str, qvec: np.ndarray, hits: list[Hit], cfg: QueryConfig
@@ -127,8 +132,8 @@ def _rerank(snap: Snapshot, question: str, date: str, qvec: np.ndarray, hits: li
         item = snap.state.trees[h.key[0]].tree.nodes[h.key[1]].item
         if item is not None:
             floor[item] = max(floor.get(item, -1.0), h.score)
-    return rank_units(snap, list(floor), qvec, lexical_scores(snap, question), date_target(question, parse_time(date)), cfg,
-                      cfg.final_units, floor)
+    return rank_units(snap, list(floor), qvec, lexical_scores(snap, question),
+                      date_target(question, parse_time(date)), cfg, cfg.final_units, floor)
 
 
 def _expand(snap: Snapshot, hits: list[Hit], qvec: np.ndarray) -> list[Hit]:

@@ -33,4 +33,5 @@ def recall_trees(snap: Snapshot, qvec: np.ndarray, cfg: QueryConfig,
     ranked = heapq.nsmallest(cfg.top_trees, (
         (-(cfg.root_weight * root_sim.get(tid, 0.0) + cfg.fact_weight * fact_sim.get(tid, 0.0)), tid)
         for tid in root_sim.keys() | fact_sim.keys() if tid in trees))
-    return [RecalledTree(tid, trees[tid].family, -neg, root_sim.get(tid), fact_sim.get(tid)) for neg, tid in ranked]
+    return [RecalledTree(tid, trees[tid].family, -neg, root_sim.get(tid), fact_sim.get(tid))
+            for neg, tid in ranked]

@@ -13,10 +13,17 @@ from memforest.types import Fact
 USER_TREE = "entity:user"
 _NON_ALNUM = re.compile(r"[^0-9a-z]+")
 _ROLE_WORDS = frozenset(
-    ["user", "assistant", "the_user", "the_assistant", "i", "me", "my", "mine", "you", "your", "yours", "we", "us", "our", "they", "them", "their", "he", "him", "his", "she", "her", "it", "its", "someone", "somebody", "everyone", "people", "person", "speaker", "narrator", "ai", "bot", "chatbot", "model", "human", "friend", "friends", "family"]
+    ["user", "assistant", "the_user", "the_assistant", "i", "me", "my", "mine", "you", "your", "yours", "we",
+     "us", "our", "they", "them", "their", "he", "him", "his", "she", "her", "it", "its", "someone",
+     "somebody", "everyone", "people", "person", "speaker", "narrator", "ai", "bot", "chatbot", "model",
+     "human", "friend", "friends", "family"]
 )
 _DATE_WORDS = frozenset(
-    ["today", "yesterday", "tomorrow", "tonight", "morning", "evening", "week", "month", "year", "weekend", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "spring", "summer", "autumn", "fall", "winter"]
+    ["today", "yesterday", "tomorrow", "tonight", "morning", "evening", "week", "month", "year", "weekend",
+     "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february",
+     "march", "april", "may", "june", "july", "august", "september", "october", "november", "december", "jan",
+     "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "spring", "summer",
+     "autumn", "fall", "winter"]
 )
 _DATE = re.compile(r"^(\d{1,4}(st|nd|rd|th)?_?)+$|^\d{4}_\d{1,2}(_\d{1,2})?$")
 

@@ -37,7 +37,8 @@ class Router:
             info.tree.insert(cid, cell.time)
         self.ch.trees.add(tid)
 
-    def route_facts(self, new_facts: list[Fact], updated: list[tuple[Fact, AbstractSet[str], AbstractSet[str]]]
+    def route_facts(self, new_facts: list[Fact],
+                    updated: list[tuple[Fact, AbstractSet[str], AbstractSet[str]]]
                     ) -> None:
         """Route new facts to every scope; update entity stats of facts seen again (`updated` gives a
         fact with the sessions it had before this operation and those it gained, having lost none)."""
@@ -153,7 +154,8 @@ class Router:
         """Update entity stats of facts whose occurrences changed (each with its sessions before);
         `lost`: the one session every fact lost, gaining none (a deleted session), when known."""
         labels: set[str] = set()
-        moved: tuple[frozenset[str], frozenset[str]] | None = (frozenset(), frozenset([lost])) if lost else None
+        moved: tuple[frozenset[str], frozenset[str]] | None = ((frozenset(), frozenset([lost])) if lost
+                                                               else None)
         for fact, before in facts:
             labels |= set(entities.record_mentions(self.state, fact, self.cfg.entity, before, moved))
         for label in sorted(labels):

@@ -18,7 +18,8 @@ DAY = 86400.0
 def score(scene: Scene, vec: np.ndarray, t: float, cfg: SceneConfig) -> float:
     """Cosine to the centroid, plus `time_bonus * (1 - gap / window)` within the time window."""
     gap_days = abs(t - scene.t_last) / DAY
-    bonus = cfg.time_bonus * (1.0 - gap_days / cfg.time_window_days) if gap_days <= cfg.time_window_days else 0.0
+    bonus = (cfg.time_bonus * (1.0 - gap_days / cfg.time_window_days) if gap_days <= cfg.time_window_days
+             else 0.0)
     return float(scene.centroid @ vec) + bonus
 
 
@@ -72,7 +73,8 @@ def recompute(state: UserState, scene_id: str) -> None:
     tree = state.trees[scene.tree_id].tree
     members = [item for item, _ in tree.items()]
     scene.size = len(members)
-    scene.total = np.sum([state.fact_vecs[m] for m in members], axis=0).astype(np.float32) if members else scene.total * 0
+    scene.total = (np.sum([state.fact_vecs[m] for m in members], axis=0).astype(np.float32) if members
+                   else scene.total * 0)
     scene.t_last = max((state.facts[m].time for m in members), default=scene.t_last)
     state.index_scene(scene)
 

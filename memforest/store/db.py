@@ -189,7 +189,8 @@ class UserDB:
             rows = con.execute("SELECT DISTINCT fact_id FROM occurrences WHERE session_id=?", (session_id,))
             return sorted(r[0] for r in rows)
 
-    def commit(self, state: UserState, ch: ChangeSet, expected_version: int, base: UserState | None = None) -> int:
+    def commit(self, state: UserState, ch: ChangeSet, expected_version: int,
+               base: UserState | None = None) -> int:
         """Write `ch` from `state` in one transaction; return the new version. `base` (optional) is
         the committed state `state` was forked from: rows it shares are not written again."""
         with self.connect() as con:
@@ -244,9 +245,9 @@ def open_reader(path: Path, strict: bool = False) -> sqlite3.Connection:
             raise
         wal, index = Path(f"{path}-wal"), Path(f"{path}-shm")
         if _size(wal) and not index.exists():
-            raise StoreError(f"{path} is read-only and its write-ahead log {wal.name} holds commits that cannot be "
-                             "read without write access to its folder; nothing was read or written: open the "
-                             "store once with write access") from None
+            raise StoreError(f"{path} is read-only and its write-ahead log {wal.name} holds "
+                             "commits that cannot be read without write access to its folder; nothing was "
+                             "read or written: open the store once with write access") from None
         if code != _SQLITE_READONLY:
             raise
     return sqlite3.connect(_uri(path, "mode=ro&immutable=1"), uri=True, timeout=60.0, isolation_level=None)
@@ -299,12 +300,14 @@ def _read_state(con: sqlite3.Connection, user: str) -> UserState:
     for sid, t, turns in con.execute("SELECT session_id, time, turns FROM sessions"):
         st.sessions[sid] = Session(sid, t, [Turn(r, c, tt) for r, c, tt in json.loads(turns)])
         st.session_cells[sid] = []
-    for row in con.execute("SELECT cell_id, session_id, idx, turn_lo, turn_hi, time, text FROM cells ORDER BY session_id, idx"):
+    for row in con.execute("SELECT cell_id, session_id, idx, turn_lo, turn_hi, time, text FROM cells ORDER "
+                           "BY session_id, idx"):
         cell = Cell(*row)
         st.cells[cell.id] = cell
         st.session_cells.setdefault(cell.session_id, []).append(cell.id)
     occ: dict[str, list[Occurrence]] = {}
-    for row in con.execute("SELECT fact_id, session_id, cell_id, turn_lo, turn_hi, source_time, event_start, event_end FROM occurrences ORDER BY fact_id, seq"):
+    for row in con.execute("SELECT fact_id, session_id, cell_id, turn_lo, turn_hi, source_time, event_start, "
+                           "event_end FROM occurrences ORDER BY fact_id, seq"):
         occ.setdefault(row[0], []).append(Occurrence(*row[1:]))
     for row in con.execute("SELECT * FROM facts"):
         (fid, text, norm, origin, role, parts, ents, topics, time_text, es, ee, attr, domain, coll, emb) = row
@@ -357,7 +360,8 @@ def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet, base: 
             _write_fact(con, st, fid)
     for tid in ch.deleted_trees | ch.trees:
         t = st.trees.get(tid)
-        tree_row = None if t is None else (t.rowid, t.family, t.label, t.tree.fanout, t.tree.root, t.tree.next_node_id)
+        tree_row = (None if t is None
+                    else (t.rowid, t.family, t.label, t.tree.fanout, t.tree.root, t.tree.next_node_id))
         if tree_row is not None and base is not None and tid in base.trees and tid not in ch.deleted_trees \
                 and _update_row(con, "trees", "tree_id", _TREE_COLUMNS, tid, tree_row):
             continue
@@ -374,8 +378,8 @@ def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet, base: 
     for tid, nid in sorted(ch.nodes):
         if tid in st.trees and nid in st.trees[tid].tree.nodes:
             n, d = st.trees[tid].tree.nodes[nid], st.nodes[(tid, nid)]
-            row = (n.level, n.parent, json.dumps(n.children), n.key_lo[0], n.key_lo[1], n.key_hi[0], n.key_hi[1],
-                   n.count, n.item, n.prev, n.next, d.text, d.mode, _blob(d.embedding))
+            row = (n.level, n.parent, json.dumps(n.children), n.key_lo[0], n.key_lo[1], n.key_hi[0],
+                   n.key_hi[1], n.count, n.item, n.prev, n.next, d.text, d.mode, _blob(d.embedding))
             if (tid, nid) in held and tid not in ch.deleted_trees:
                 updates.append((*row, tid, nid))
             else:
@@ -385,8 +389,8 @@ def _write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet, base: 
     con.executemany("DELETE FROM nodes WHERE tree_id=? AND node_id=?",
                     sorted(k for k in stale if k not in written and (base is None or k in held)))
     cur = con.executemany(
-        "UPDATE nodes SET level=?, parent=?, children=?, t_lo=?, item_lo=?, t_hi=?, item_hi=?, count=?, item=?, "
-        "prev=?, next=?, text=?, mode=?, embedding=? WHERE tree_id=? AND node_id=?", updates)
+        "UPDATE nodes SET level=?, parent=?, children=?, t_lo=?, item_lo=?, t_hi=?, item_hi=?, "
+        "count=?, item=?, prev=?, next=?, text=?, mode=?, embedding=? WHERE tree_id=? AND node_id=?", updates)
     if updates and cur.rowcount != len(updates):  # the store lacks a row `base` has: write them whole
         inserts += [(u[-2], u[-1], *u[:-2]) for u in updates]
         verb = "INSERT OR REPLACE"
@@ -427,7 +431,8 @@ def _write_entity(con: sqlite3.Connection, st: UserState, label: str, base: User
     con.execute("INSERT OR REPLACE INTO entities VALUES (?, ?)", (label, new.tree_id))
     con.executemany("DELETE FROM entity_facts WHERE label=? AND fact_id=?", [(label, f) for f in facts])
     con.executemany("INSERT INTO entity_facts VALUES (?, ?)", [(label, f) for f in facts if f in new.facts])
-    con.executemany("DELETE FROM entity_sessions WHERE label=? AND session_id=?", [(label, s) for s in sessions])
+    con.executemany("DELETE FROM entity_sessions WHERE label=? AND session_id=?",
+                    [(label, s) for s in sessions])
     con.executemany("INSERT INTO entity_sessions VALUES (?, ?, ?)",
                     [(label, s, new.sessions[s]) for s in sessions if s in new.sessions])
 
@@ -536,7 +541,8 @@ def _edit_fact(con: sqlite3.Connection, st: UserState, base: UserState, fid: str
     if removed and cur.rowcount != len(removed):
         return False
     row = _fact_row(st, fid)
-    if row != _fact_row(base, fid) and not _update_row(con, "facts", "fact_id", _FACT_COLUMNS[1:], fid, row[1:]):
+    if (row != _fact_row(base, fid)
+            and not _update_row(con, "facts", "fact_id", _FACT_COLUMNS[1:], fid, row[1:])):
         return False
     (last,) = con.execute("SELECT MAX(seq) FROM occurrences WHERE fact_id=?", (fid,)).fetchone()
     _insert_occurrences(con, fid, appended, (last if last is not None else -1) + 1)
@@ -554,8 +560,8 @@ def _update_row(con: sqlite3.Connection, table: str, key_column: str, columns: t
     return con.execute(f"UPDATE {table} SET {sets} WHERE {key_column}=?", (*values, key)).rowcount == 1
 
 
-_FACT_COLUMNS = ("fact_id", "text", "norm", "origin", "role", "participants", "entities", "topics", "time_text",
-                 "event_start", "event_end", "attribute", "domain", "collection", "embedding")
+_FACT_COLUMNS = ("fact_id", "text", "norm", "origin", "role", "participants", "entities", "topics",
+                 "time_text", "event_start", "event_end", "attribute", "domain", "collection", "embedding")
 
 
 def _fact_row(st: UserState, fid: str) -> tuple[Any, ...]:

@@ -66,8 +66,8 @@ def width_problems(con: sqlite3.Connection, path: Path) -> list[str]:
             (size,) = con.execute(f"SELECT length({column}) FROM {table} WHERE length({column}) != ? LIMIT 1",
                                   (4 * dim,)).fetchone()
             width = f"{size // 4}-d" if size % 4 == 0 else f"{size} bytes"
-            problems.append(f"{path} is damaged: {wrong} of {total} vectors in {table}.{column} are not {dim}-d "
-                            f"(the store's meta dim), e.g. one of {width}; {_RESTORE}")
+            problems.append(f"{path} is damaged: {wrong} of {total} vectors in {table}.{column} "
+                            f"are not {dim}-d (the store's meta dim), e.g. one of {width}; {_RESTORE}")
     return problems
 
 
@@ -131,7 +131,8 @@ def checksum(ids: np.ndarray, vecs: np.ndarray) -> str:
     return hashlib.sha256(ids.tobytes() + np.ascontiguousarray(vecs, dtype=np.float32).tobytes()).hexdigest()
 
 
-def _compare(kind: str, have: tuple[np.ndarray, np.ndarray], expected: tuple[np.ndarray, np.ndarray]) -> list[str]:
+def _compare(kind: str, have: tuple[np.ndarray, np.ndarray],
+             expected: tuple[np.ndarray, np.ndarray]) -> list[str]:
     (ids, vecs), (want_ids, want_vecs) = have, expected
     if checksum(ids, vecs) == checksum(want_ids, want_vecs):
         return []
@@ -143,4 +144,5 @@ def _compare(kind: str, have: tuple[np.ndarray, np.ndarray], expected: tuple[np.
 
 
 def load_problem(exc: Exception) -> str:
-    return str(exc) if isinstance(exc, StoreError) else f"the state cannot be loaded ({type(exc).__name__}: {exc})"
+    return (str(exc) if isinstance(exc, StoreError)
+            else f"the state cannot be loaded ({type(exc).__name__}: {exc})")

@@ -69,10 +69,11 @@ def _open(path: Path, user: str) -> IO[str]:
             return path.open("a")
     except OSError as e:
         if e.errno in _READ_ONLY:
-            raise StoreError(f"user {user!r}: the write lock {path} cannot be opened ({e.strerror}): the store is "
-                             "read-only for this user; nothing was written") from None
-        raise StoreError(f"user {user!r}: cannot open the write lock {path} ({e.strerror or type(e).__name__}); "
-                         "check the store's permissions") from None
+            raise StoreError(f"user {user!r}: the write lock {path} cannot be opened "
+                             f"({e.strerror}): the store is read-only for this user; "
+                             "nothing was written") from None
+        raise StoreError(f"user {user!r}: cannot open the write lock {path} "
+                         f"({e.strerror or type(e).__name__}); check the store's permissions") from None
 
 
 def _try_lock(handle: IO[str], path: Path, user: str, created: bool) -> bool:
@@ -86,7 +87,8 @@ def _try_lock(handle: IO[str], path: Path, user: str, created: bool) -> bool:
     except OSError as e:
         if created:
             path.unlink(missing_ok=True)
-        raise StoreError(f"user {user!r}: cannot take the write lock {path} ({e.strerror or type(e).__name__})"
+        raise StoreError(f"user {user!r}: cannot take the write lock {path} "
+                         f"({e.strerror or type(e).__name__})"
                          ) from None
 
 

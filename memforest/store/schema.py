@@ -32,7 +32,8 @@ CREATE TABLE IF NOT EXISTS entities (label TEXT PRIMARY KEY, tree_id TEXT);
 CREATE TABLE IF NOT EXISTS entity_facts (
   label TEXT NOT NULL, fact_id TEXT NOT NULL, PRIMARY KEY (label, fact_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS entity_sessions (
-  label TEXT NOT NULL, session_id TEXT NOT NULL, facts INTEGER NOT NULL, PRIMARY KEY (label, session_id)) WITHOUT ROWID;
+  label TEXT NOT NULL, session_id TEXT NOT NULL, facts INTEGER NOT NULL, \
+PRIMARY KEY (label, session_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS scenes (
   scene_id TEXT PRIMARY KEY, domain TEXT NOT NULL, total BLOB NOT NULL, size INTEGER NOT NULL,
   t_last REAL NOT NULL, tree_id TEXT NOT NULL);
@@ -48,13 +49,14 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         "ALTER TABLE entities RENAME TO entities_v1",
         "CREATE TABLE entities (label TEXT PRIMARY KEY, tree_id TEXT)",
-        "CREATE TABLE entity_facts (label TEXT NOT NULL, fact_id TEXT NOT NULL, PRIMARY KEY (label, fact_id)) "
-        "WITHOUT ROWID",
-        "CREATE TABLE entity_sessions (label TEXT NOT NULL, session_id TEXT NOT NULL, facts INTEGER NOT NULL, "
-        "PRIMARY KEY (label, session_id)) WITHOUT ROWID",
+        "CREATE TABLE entity_facts (label TEXT NOT NULL, fact_id TEXT NOT NULL, PRIMARY KEY "
+        "(label, fact_id)) WITHOUT ROWID",
+        "CREATE TABLE entity_sessions (label TEXT NOT NULL, session_id TEXT NOT NULL, facts "
+        "INTEGER NOT NULL, PRIMARY KEY (label, session_id)) WITHOUT ROWID",
         "INSERT INTO entities SELECT label, tree_id FROM entities_v1",
         "INSERT INTO entity_facts SELECT DISTINCT e.label, j.value FROM entities_v1 e, json_each(e.facts) j",
-        "INSERT INTO entity_sessions SELECT e.label, j.key, j.value FROM entities_v1 e, json_each(e.sessions) j",
+        "INSERT INTO entity_sessions SELECT e.label, j.key, j.value FROM entities_v1 e, "
+        "json_each(e.sessions) j",
         "DROP TABLE entities_v1",
     ),
 }

@@ -88,11 +88,13 @@ def column_problems(con: sqlite3.Connection, path: Path) -> list[str]:
             kinds = ", ".join(f"'{k}'" for k in (*allowed, *(() if notnull else ("null",))))
             condition = f"typeof({column}) NOT IN ({kinds})"
             if column in _TIME_COLUMNS:
-                condition += f" OR ({column} IS NOT NULL AND ({column} < {_TIME_RANGE[0]} OR {column} > {_TIME_RANGE[1]}))"
+                condition += (f" OR ({column} IS NOT NULL AND ({column} < {_TIME_RANGE[0]} "
+                              f"OR {column} > {_TIME_RANGE[1]}))")
             bad = con.execute(f"SELECT count(*) FROM {table} WHERE {condition}").fetchone()[0]
             if bad:
-                problems.append(f"{path} is damaged: {bad} value(s) of {table}.{column} are not {declared.lower()}"
-                                f"{' times in range' if column in _TIME_COLUMNS else ''}; {_ADVICE}")
+                problems.append(f"{path} is damaged: {bad} value(s) of {table}.{column} are not "
+                                f"{declared.lower()}{' times in range' if column in _TIME_COLUMNS else ''}; "
+                                f"{_ADVICE}")
     return problems
 
 
@@ -101,7 +103,8 @@ def identity_problem(con: sqlite3.Connection, path: Path, embedder: str, dim: in
     meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim')").fetchall())
     if meta.get("embedder") != embedder or str(meta.get("dim")) != str(dim):
         return (f"{path} was built with embedder {shown(meta.get('embedder'))} ({meta.get('dim')}-d); this "
-                f"configuration uses {shown(embedder)} ({dim}-d): refusing to mix vectors, nothing was written")
+                f"configuration uses {shown(embedder)} ({dim}-d): refusing to mix vectors, "
+                "nothing was written")
     return None
 
 
@@ -112,7 +115,8 @@ def store_error(exc: sqlite3.Error | UnicodeDecodeError, path: Path) -> StoreErr
     if isinstance(exc, UnicodeDecodeError):
         return StoreError(f"{path} is damaged (a text value is not valid UTF-8: {exc.reason}); {_ADVICE}")
     if "disk is full" in low:
-        return StoreError(f"{path}: the disk is full ({text}); the operation was rolled back, nothing was written")
+        return StoreError(f"{path}: the disk is full ({text}); the operation was rolled back, "
+                          "nothing was written")
     if "locked" in low or "busy" in low:
         return StoreError(f"{path} is locked by another process ({text}); retry later")
     if "readonly" in low or "read-only" in low:

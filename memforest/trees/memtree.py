@@ -291,7 +291,8 @@ class MemTree:
                 tree._leaf_of[node.item] = node.id
         for node in tree.nodes.values():
             kids = [tree.nodes.get(c) for c in node.children]
-            _require(all(k is not None for k in kids), f"tree {tree_id!r}: node {node.id} has a missing child")
+            _require(all(k is not None for k in kids),
+                     f"tree {tree_id!r}: node {node.id} has a missing child")
             node.child_keys = [k.key_lo for k in kids if k is not None]
         default_next = max(tree.nodes, default=0) + 1
         tree.next_node_id = default_next if next_node_id is None else next_node_id
@@ -323,11 +324,14 @@ class MemTree:
         _require(all(self._leaf_of.get(f.key_lo[1]) == f.id for f in leaves), "placement map is wrong")
         bound = height_bound(len(leaves), self.fanout)
         _require(self.height <= bound, f"height {self.height} exceeds bound {bound} for N={len(leaves)}")
-        _require(self.dirty <= self.nodes.keys() and self.changed <= self.nodes.keys(), "tracking removed ids")
+        _require(self.dirty <= self.nodes.keys() and self.changed <= self.nodes.keys(),
+                 "tracking removed ids")
 
     def _check_leaf(self, leaf: Node) -> None:
-        _require(leaf.item is not None and not leaf.children and not leaf.child_keys, f"leaf {leaf.id} malformed")
-        _require(leaf.key_lo == leaf.key_hi == (leaf.t_lo, leaf.item) and leaf.count == 1, f"leaf {leaf.id} key")
+        _require(leaf.item is not None and not leaf.children and not leaf.child_keys,
+                 f"leaf {leaf.id} malformed")
+        _require(leaf.key_lo == leaf.key_hi == (leaf.t_lo, leaf.item) and leaf.count == 1,
+                 f"leaf {leaf.id} key")
 
     def _check_internal(self, node: Node, kids: list[Node]) -> None:
         n, nid = len(kids), node.id
