@@ -95,4 +95,5 @@ class Reattachable(Protocol):
 
 
 def render_evidence(items: Sequence[EvidenceItem]) -> str:
-    return "\n".join(f"[{e.time}] {' '.join(e.text.split())}" if e.time else " ".join(e.text.split()) for e in items)
+    return "\n".join(f"[{e.time}] {' '.join(e.text.split())}" if e.time else " ".join(e.text.split())
+                     for e in items)

@@ -65,7 +65,8 @@ def named_text(turn: Turn) -> str:
 
 
 def named_speakers(sessions: Sequence[Session]) -> list[str]:
-    """The named speakers of a conversation (LoCoMo), in order of first turn; empty for user/assistant data."""
+    """The named speakers of a conversation (LoCoMo), in order of first turn; empty for user/assistant
+    data."""
     return list(dict.fromkeys(t.speaker for s in sessions for t in s.turns if t.speaker))
 
 

@@ -6,11 +6,13 @@ The protocol is JSON lines over the worker's stdin/stdout, one request then one 
               {"id": 4, "op": "reset",    "instance_id": "...", "workdir": "/abs/path"}
               {"id": 5, "op": "ingest",   "sessions": [SESSION, ...]} -> build statistics (a dict)
               {"id": 6, "op": "retrieve", "question": "...", "when": "2023-05-30T23:40:00" | null}
-                                                                      -> {"context", "evidence", "latency", "trace"}
+                  -> {"context", "evidence", "latency", "trace"}
               {"id": 7, "op": "close"}                                 (the worker then exits)
-    response  {"id": 5, "ok": true, "result": ...}  or  {"id": 5, "ok": false, "error": "...", "traceback": "..."}
+    response  {"id": 5, "ok": true, "result": ...}
+              or  {"id": 5, "ok": false, "error": "...", "traceback": "..."}
 
-    SESSION   {"session_id", "timestamp" (ISO), "turns": [{"role", "content", "timestamp", "turn_id", "speaker"}]}
+    SESSION   {"session_id", "timestamp" (ISO),
+               "turns": [{"role", "content", "timestamp", "turn_id", "speaker"}]}
     evidence  [{"text", "time", "session_ids", "turn_ids", "score"}]   (ids as given in SESSION)
 
 Gold labels (`has_answer`) are never sent. A worker script implements a handler object with methods
@@ -40,9 +42,9 @@ if TYPE_CHECKING:
     from baselines.base import Retrieval, Session
 
 OPS = ("hello", "reset", "ingest", "retrieve", "close")
-QUIET_ENV = {"ANONYMIZED_TELEMETRY": "False", "MEM0_TELEMETRY": "False", "GRAPHITI_TELEMETRY_ENABLED": "false",
-             "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-             "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1"}
+QUIET_ENV = {"ANONYMIZED_TELEMETRY": "False", "MEM0_TELEMETRY": "False",
+             "GRAPHITI_TELEMETRY_ENABLED": "false", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+             "TOKENIZERS_PARALLELISM": "false", "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1"}
 
 
 # ---------------------------------------------------------------- the worker side
@@ -117,10 +119,10 @@ class WorkerSystem:
     or a worker that cannot start (e.g. its package is not importable there), raises SystemUnavailable
     with the reason, so the harness reports the system as skipped."""
 
-    def __init__(self, name: str, python: str | None, script: str | Path, options: Mapping[str, Any] | None = None,
-                 *, cwd: str | Path | None = None, pythonpath: Sequence[str | Path] = (),
-                 env: Mapping[str, str] | None = None, timeout_s: float = 6 * 3600.0,
-                 log_path: str | Path | None = None) -> None:
+    def __init__(self, name: str, python: str | None, script: str | Path,
+                 options: Mapping[str, Any] | None = None, *, cwd: str | Path | None = None,
+                 pythonpath: Sequence[str | Path] = (), env: Mapping[str, str] | None = None,
+                 timeout_s: float = 6 * 3600.0, log_path: str | Path | None = None) -> None:
         from baselines.base import SystemUnavailable
 
         self.name = name
@@ -191,9 +193,11 @@ class WorkerSystem:
             try:
                 line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
-                raise WorkerError(f"{self.name}: no answer to {op!r} in {timeout_s or self.timeout_s} s") from None
+                raise WorkerError(f"{self.name}: no answer to {op!r} in "
+                                  f"{timeout_s or self.timeout_s} s") from None
             if line is None:
-                raise WorkerError(f"{self.name}: worker exited during {op!r} (code {self._proc.wait()}){self._tail()}")
+                raise WorkerError(f"{self.name}: worker exited during {op!r} (code "
+                                  f"{self._proc.wait()}){self._tail()}")
             reply = _parse_reply(line)
             if reply is not None and reply.get("id") == self._ids:
                 break

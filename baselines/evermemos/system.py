@@ -48,20 +48,24 @@ def evermemos_system(endpoints: Endpoints, *, python: str | None = None, checkou
     the backbone's answers (upstream 32768; default a quarter of the served context); `response_top_k`:
     memories in the answer context (None: upstream's 10)."""
     if not checkout:
-        raise SystemUnavailable(f"{name}: no EverMemOS checkout configured (method.system.checkout); it installs only "
-                                "from github EverMind-AI/EverMemOS, in its own Python 3.12 environment")
+        raise SystemUnavailable(f"{name}: no EverMemOS checkout configured (method.system.checkout); "
+                                "it installs only from github EverMind-AI/EverMemOS, in its own Python "
+                                "3.12 environment")
     root = Path(checkout)
     PIN.check(name, root)
     core = root / EVERCORE
-    config = Path(system_config) if system_config else core / "evaluation" / "config" / "systems" / "evermemos.yaml"
+    config = (Path(system_config) if system_config
+              else core / "evaluation" / "config" / "systems" / "evermemos.yaml")
     if not config.is_file():
         raise SystemUnavailable(f"{name}: EverMemOS system config {config} not found")
     if use_reranker and not reranker_base_url:
-        raise SystemUnavailable(f"{name}: EverMemOS reranks retrieved memories (upstream Qwen3-Reranker-4B on a /v1/rerank "
-                                "server); no shared reranker is served here: set method.system.reranker_base_url to "
-                                "your own (reported as a private model), or method.system.use_reranker=false")
+        raise SystemUnavailable(f"{name}: EverMemOS reranks retrieved memories (upstream Qwen3-Reranker-4B "
+                                "on a /v1/rerank server); no shared reranker is served here: set "
+                                "method.system.reranker_base_url to your own (reported as a private model), "
+                                "or method.system.use_reranker=false")
     e = endpoints
-    options = {"system_config": str(config), "llm_base_url": e.base_url, "llm_model": e.chat_model, "api_key": e.api_key,
+    options = {"system_config": str(config), "llm_base_url": e.base_url, "llm_model": e.chat_model,
+               "api_key": e.api_key,
                "max_tokens": max_tokens or min(UPSTREAM_MAX_TOKENS, e.context_tokens // 4),
                "use_reranker": use_reranker, "response_top_k": response_top_k, "query_prefix": query_prefix,
                "upstream": PIN.record(root)}

@@ -28,7 +28,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-_spec = importlib.util.spec_from_file_location("worker_protocol", Path(__file__).resolve().parents[1] / "worker.py")
+_spec = importlib.util.spec_from_file_location("worker_protocol",
+                                               Path(__file__).resolve().parents[1] / "worker.py")
 assert _spec is not None and _spec.loader is not None
 protocol = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(protocol)
@@ -69,8 +70,8 @@ def messages(sessions: list, instance_id: str, message_class: Any) -> tuple[list
             name = sender(turn, instance_id)
             if name not in speakers:
                 speakers.append(name)
-            out.append(message_class(sender_id=f"{name.lower().replace(' ', '_')}_{CONVERSATION}", sender_name=name,
-                                     content=turn["content"], timestamp=when,
+            out.append(message_class(sender_id=f"{name.lower().replace(' ', '_')}_{CONVERSATION}",
+                                     sender_name=name, content=turn["content"], timestamp=when,
                                      metadata={"session": session["session_id"], "dia_id": turn["turn_id"]}))
     return out, speakers
 
@@ -109,26 +110,30 @@ class EverMemOSWorker:
 
         fields = {f.name for f in dataclasses.fields(Message)}
         if not fields >= MESSAGE_FIELDS:
-            raise RuntimeError(f"EverMemOS Message has fields {sorted(fields)}, the worker needs {sorted(MESSAGE_FIELDS)} "
-                               f"(layout of {options.get('upstream', {}).get('pinned_commit', 'the pinned commit')})")
+            raise RuntimeError(f"EverMemOS Message has fields {sorted(fields)}, the worker needs "
+                               f"{sorted(MESSAGE_FIELDS)} (layout of "
+                               f"{options.get('upstream', {}).get('pinned_commit', 'the pinned commit')})")
         self.classes = (EverCoreAdapter, Conversation, Message)
         with open(options["system_config"], encoding="utf-8") as f:
             self.config = yaml.safe_load(f)
         self.config.setdefault("llm", {}).update(provider="openai", base_url=options["llm_base_url"],
-                                                 model=options["llm_model"], api_key=options.get("api_key", "local"),
+                                                 model=options["llm_model"],
+                                                 api_key=options.get("api_key", "local"),
                                                  max_tokens=options["max_tokens"])
         self.options = options
         if options.get("private_models"):
             print(f"evermemos: PRIVATE MODELS (calls not in the proxy's log, counted apart): "
                   f"{options['private_models']}", file=sys.stderr)
-        return {"name": "evermemos", "private_models": options.get("private_models", {}), **options.get("upstream", {})}
+        return {"name": "evermemos", "private_models": options.get("private_models", {}),
+                **options.get("upstream", {})}
 
     def reset(self, instance_id: str, workdir: str) -> dict:
         adapter_class = self.classes[0]
         self.instance_id, self.workdir = instance_id, Path(workdir)
         self.adapter, self.index = adapter_class(self.config, output_dir=self.workdir), None
         overrides = {k: v for k, v in (("use_reranker", self.options.get("use_reranker", True)),
-                                         ("response_top_k", self.options.get("response_top_k"))) if v is not None}
+                                         ("response_top_k", self.options.get("response_top_k")))
+                     if v is not None}
         convert = self.adapter._convert_config_to_experiment_config
 
         def converted() -> Any:  # the system YAML has no keys for these: set on each ExperimentConfig
@@ -140,13 +145,16 @@ class EverMemOSWorker:
         return {}
 
     def _private(self) -> dict:
-        return {"private_models": self.options.get("private_models", {}), "private_calls": {"rerank": self.rerank.calls}}
+        return {"private_models": self.options.get("private_models", {}),
+                "private_calls": {"rerank": self.rerank.calls}}
 
     def ingest(self, sessions: list) -> dict:
         _, conversation_class, message_class = self.classes
         found, speakers = messages(sessions, self.instance_id, message_class)
-        metadata = {"speaker_a": speakers[0] if speakers else None, "speaker_b": speakers[1] if len(speakers) > 1 else None}
-        self.conversation = conversation_class(conversation_id=CONVERSATION, messages=found, metadata=metadata)
+        metadata = {"speaker_a": speakers[0] if speakers else None,
+                    "speaker_b": speakers[1] if len(speakers) > 1 else None}
+        self.conversation = conversation_class(conversation_id=CONVERSATION, messages=found,
+                                               metadata=metadata)
         self.rerank.calls = 0
         self.index = asyncio.run(self.adapter.add([self.conversation], output_dir=self.workdir))
         return {"messages": len(found), **self._private(), **self.options.get("upstream", {})}
@@ -155,7 +163,8 @@ class EverMemOSWorker:
         before = self.rerank.calls
         result = asyncio.run(self._search(question))
         evidence = [{"text": r.get("content", ""), "score": r.get("score")} for r in result.results]
-        trace = {"retrieval": result.retrieval_metadata, **self._private(), "rerank_calls": self.rerank.calls - before}
+        trace = {"retrieval": result.retrieval_metadata, **self._private(),
+                 "rerank_calls": self.rerank.calls - before}
         context = (result.retrieval_metadata or {}).get("formatted_context") or None
         return {"evidence": evidence, "context": context, "trace": trace}
 
@@ -172,7 +181,8 @@ class EverMemOSWorker:
         if prefix:
             vectorizer.get_embedding = lambda text, *a, **k: original(prefix + text, *a, **k)
         try:
-            return await self.adapter.search(question, CONVERSATION, self.index, conversation=self.conversation)
+            return await self.adapter.search(question, CONVERSATION, self.index,
+                                             conversation=self.conversation)
         finally:
             vectorizer.get_embedding = original
 

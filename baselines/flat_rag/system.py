@@ -35,7 +35,8 @@ class FlatRAGSystem:
 
     def ingest(self, sessions: Sequence[Session]) -> dict[str, Any]:
         assert self.workdir is not None, "reset() first"
-        rows: list[dict[str, Any]] = [{"text": render_turn(t), "time": day(s.timestamp), "session_id": s.session_id, "turn_id": t.turn_id}
+        rows: list[dict[str, Any]] = [{"text": render_turn(t), "time": day(s.timestamp),
+                                       "session_id": s.session_id, "turn_id": t.turn_id}
                 for s in sessions for t in s.turns if t.content.strip()]
         with self.clock.measure("ingest"):
             vectors = self.embedder.embed([r["text"] for r in rows], kind="passage")

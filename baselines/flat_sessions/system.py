@@ -41,7 +41,8 @@ class FlatSessionsSystem:
         for session in sessions:
             turns = document_turns(session, self.user_turns_only)
             if turns:
-                text = "\n".join(t.content if t.role == "user" and not t.speaker else render_turn(t) for t in turns)
+                text = "\n".join(t.content if t.role == "user" and not t.speaker else render_turn(t)
+                                 for t in turns)
                 docs.append({"text": text, "time": day(session.timestamp), "session_id": session.session_id,
                              "turn_ids": [t.turn_id for t in turns]})
         with self.clock.measure("ingest"):

@@ -58,8 +58,9 @@ class FullContextSystem:
         for si, turn_indexes in by_session.items():
             session = self.sessions[si]
             turns = [session.turns[i] for i in turn_indexes]
-            evidence.append(EvidenceItem(text="\n".join(render_turn(t) for t in turns), time=day(session.timestamp),
-                                         session_ids=[session.session_id], turn_ids=[t.turn_id for t in turns]))
+            evidence.append(EvidenceItem(text="\n".join(render_turn(t) for t in turns),
+                                         time=day(session.timestamp), session_ids=[session.session_id],
+                                         turn_ids=[t.turn_id for t in turns]))
         context = "\n\n".join(f"[{e.time}]\n{e.text}" for e in evidence)
         total = sum(len(s.turns) for s in self.sessions)
         return Retrieval(context, evidence, trace={"turns_kept": len(kept), "turns_total": total,

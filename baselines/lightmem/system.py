@@ -42,8 +42,8 @@ def paper_config(shape: str, endpoints: Endpoints, *, llmlingua_model_path: str,
     """LightMem's evaluation configuration for one dataset shape ("chat" or "conversation"), pointed at
     the served endpoints; the worker fills in the per-instance Qdrant collection and path."""
     e = endpoints
-    compressor: dict[str, Any] = {"llmlingua_config": {"model_name": llmlingua_model_path, "device_map": device,
-                                                       "use_llmlingua2": True}}
+    compressor: dict[str, Any] = {"llmlingua_config": {"model_name": llmlingua_model_path,
+                                                       "device_map": device, "use_llmlingua2": True}}
     if shape == "conversation":  # add_locomo.py compresses at rate 0.6 (the LongMemEval script keeps 0.8)
         compressor["compress_config"] = {"instruction": "", "rate": 0.6, "target_token": -1}
     return {
@@ -81,28 +81,33 @@ def merged(base: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]
 
 
 def lightmem_system(endpoints: Endpoints, *, python: str | None = None, checkout: str | None = None,
-                    llmlingua_model_path: str | None = None, device: str = "cuda", max_tokens: int | None = None,
-                    limit: int | None = None, config: Mapping[str, Any] | None = None, offline_update: bool = True,
-                    query_prefix: str = "", log_path: str | Path | None = None, name: str = "lightmem") -> WorkerSystem:
+                    llmlingua_model_path: str | None = None, device: str = "cuda",
+                    max_tokens: int | None = None, limit: int | None = None,
+                    config: Mapping[str, Any] | None = None, offline_update: bool = True,
+                    query_prefix: str = "", log_path: str | Path | None = None,
+                    name: str = "lightmem") -> WorkerSystem:
     """`python`: the interpreter of an environment where LightMem is installed (`pip install -e .` in a
     checkout of github zjunlp/LightMem at `PIN`); `checkout`: that checkout; `llmlingua_model_path`: a
     local llmlingua-2-bert-base-multilingual-cased-meetingbank (compression and topic segmentation);
     `limit`: memories retrieved (None: upstream's per dataset, `LIMITS`); `config`: overrides merged
     onto the paper configuration."""
     if not checkout:
-        raise SystemUnavailable(f"{name}: no LightMem checkout configured (method.system.checkout); it installs "
-                                "only from github zjunlp/LightMem, in its own environment (it pins torch 2.8)")
+        raise SystemUnavailable(f"{name}: no LightMem checkout configured "
+                                "(method.system.checkout); it installs only from github zjunlp/LightMem, in "
+                                "its own environment (it pins torch 2.8)")
     root = Path(checkout)
     if root.is_dir():
         PIN.check(name, root)
     if not llmlingua_model_path:
-        raise SystemUnavailable(f"{name}: the paper configuration compresses and segments with LLMLingua-2; set "
-                                "method.system.llmlingua_model_path to a local llmlingua-2-bert-base-multilingual-"
-                                "cased-meetingbank")
-    configs = {shape: merged(paper_config(shape, endpoints, llmlingua_model_path=llmlingua_model_path, device=device,
-                                          max_tokens=max_tokens), config or {}) for shape in LIMITS}
+        raise SystemUnavailable(f"{name}: the paper configuration compresses and segments with "
+                                "LLMLingua-2; set method.system.llmlingua_model_path to a local "
+                                "llmlingua-2-bert-base-multilingual-cased-meetingbank")
+    configs = {shape: merged(paper_config(shape, endpoints, llmlingua_model_path=llmlingua_model_path,
+                                          device=device, max_tokens=max_tokens), config or {})
+                   for shape in LIMITS}
     options = {"configs": configs, "limits": {s: limit or n for s, n in LIMITS.items()},
                "offline_update": offline_update, "query_prefix": query_prefix,
                "locomo_prompts": str(root / "experiments" / "locomo" / "prompts.py"),
                "upstream": PIN.record(root) if root.is_dir() else {}}
-    return WorkerSystem(name, python, WORKER, options, cwd=root, pythonpath=[root / "src", root], log_path=log_path)
+    return WorkerSystem(name, python, WORKER, options, cwd=root, pythonpath=[root / "src", root],
+                        log_path=log_path)

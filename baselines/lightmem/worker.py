@@ -30,7 +30,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-_spec = importlib.util.spec_from_file_location("worker_protocol", Path(__file__).resolve().parents[1] / "worker.py")
+_spec = importlib.util.spec_from_file_location("worker_protocol",
+                                               Path(__file__).resolve().parents[1] / "worker.py")
 assert _spec is not None and _spec.loader is not None
 protocol = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(protocol)
@@ -88,7 +89,8 @@ def conversation_pairs(session: dict, speakers: list[str]) -> list[list[dict]]:
 
 
 def render(shape: str, payload: dict) -> str:
-    stamp, weekday, memory = payload.get("time_stamp", ""), payload.get("weekday", ""), payload.get("memory", "")
+    stamp, weekday, memory = (payload.get("time_stamp", ""), payload.get("weekday", ""),
+                              payload.get("memory", ""))
     if shape == "chat":
         return f"{stamp} {weekday} {memory}"
     with contextlib.suppress(ValueError):
@@ -108,7 +110,8 @@ class LightMemWorker:
         problems = layout_problems(LightMemory)
         if problems:
             pin = options.get("upstream", {}).get("pinned_commit", "the pinned commit")
-            raise RuntimeError(f"this LightMem is not the layout the worker supports ({pin}): {'; '.join(problems)}")
+            raise RuntimeError(f"this LightMem is not the layout the worker supports ({pin}): "
+                               f"{'; '.join(problems)}")
         self.options, self.factory = options, LightMemory
         return {"name": "lightmem", "module": LightMemory.__module__, **options.get("upstream", {})}
 
@@ -125,7 +128,8 @@ class LightMemWorker:
     def _prompt(self) -> Any:
         if self.shape != "conversation":
             return None
-        spec = importlib.util.spec_from_file_location("lightmem_locomo_prompts", self.options["locomo_prompts"])
+        spec = importlib.util.spec_from_file_location("lightmem_locomo_prompts",
+                                                      self.options["locomo_prompts"])
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -149,7 +153,8 @@ class LightMemWorker:
 
     def retrieve(self, question: str, when: str | None) -> dict:
         vector = self.memory.text_embedder.embed(self.options.get("query_prefix", "") + question)
-        found = self.memory.embedding_retriever.search(query_vector=vector, limit=int(self.options["limits"][self.shape]),
+        found = self.memory.embedding_retriever.search(query_vector=vector,
+                                                       limit=int(self.options["limits"][self.shape]),
                                                        return_full=True)
         texts = [render(self.shape, r.get("payload", {})) for r in found]
         evidence = [{"text": t, "time": r.get("payload", {}).get("time_stamp"), "score": r.get("score")}

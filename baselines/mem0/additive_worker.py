@@ -192,7 +192,8 @@ class Mem0Worker:
         speakers = speakers_of(sessions) if self.options.get("speaker_stores", True) else []
         return mem0_protocol.speaker_stores(self.user, speakers, lambda s: _UNSAFE.sub("_", s) or "x")
 
-    def add_batch(self, session: dict[str, Any], turns: list[dict[str, Any]], store: Any) -> list[dict[str, Any]]:
+    def add_batch(self, session: dict[str, Any], turns: list[dict[str, Any]],
+                  store: Any) -> list[dict[str, Any]]:
         when = datetime.fromisoformat(session["timestamp"])
         metadata = {
             "session_id": session["session_id"],

@@ -78,9 +78,10 @@ class Mem0System:
     `instruction`: appended to the extraction prompt for those stores (None: none). `evidence_limit`:
     keep only the best this many memories over all stores (the shared-budget view; None: all)."""
 
-    def __init__(self, endpoints: Endpoints, *, top_k: int = 30, batch_turns: int = 2, temperature: float = 0.0,
-                 max_tokens: int = 2000, speaker_stores: bool = True, instruction: str | None = NAME_PEOPLE,
-                 evidence_limit: int | None = None, name: str = "mem0") -> None:
+    def __init__(self, endpoints: Endpoints, *, top_k: int = 30, batch_turns: int = 2,
+                 temperature: float = 0.0, max_tokens: int = 2000, speaker_stores: bool = True,
+                 instruction: str | None = NAME_PEOPLE, evidence_limit: int | None = None,
+                 name: str = "mem0") -> None:
         require("mem0", name, "mem0")
         self.name = name
         e = endpoints
@@ -148,10 +149,13 @@ class Mem0System:
         with self.clock.measure("query"), query_embeddings(self.memory.embedding_model.client):
             for store in self.stores or self._stores([]):
                 hits = self.memory.search(question, user_id=store.user_id, limit=self.top_k)
-                found.append((store, [hit_item(h) for h in (hits.get("results", []) if isinstance(hits, dict) else hits)]))
+                found.append((store,
+                              [hit_item(h)
+                               for h in (hits.get("results", []) if isinstance(hits, dict) else hits)]))
         context, kept = render_stores(found, self.evidence_limit)
         return Retrieval(context, [EvidenceItem(**item) for item in kept],
-                         trace={**self.clock.of("query"), "per_store": {s.user_id: len(items) for s, items in found}})
+                         trace={**self.clock.of("query"),
+                                "per_store": {s.user_id: len(items) for s, items in found}})
 
     def close(self) -> None:
         memory, self.memory = self.memory, None

@@ -62,7 +62,8 @@ class MemForestSystem:
         assert self.forest is not None, "reset() first"
         payload = self._payload(sessions)
         stats = self.forest.ingest_sessions(self.user, payload).to_dict()
-        stats["empty_turns_skipped"] = sum(len(s.turns) for s in sessions) - sum(len(p["turns"]) for p in payload)
+        stats["empty_turns_skipped"] = (sum(len(s.turns) for s in sessions)
+                                        - sum(len(p["turns"]) for p in payload))
         return stats
 
     def _payload(self, sessions: Sequence[Session]) -> list[dict[str, Any]]:

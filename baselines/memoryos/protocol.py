@@ -92,7 +92,8 @@ def _named(text: str, who: Parties) -> str:
 def render_context(who: Parties, profile: str | None, user_knowledge: Iterable[Mapping],
                    assistant_knowledge: Iterable[Mapping], pages: Iterable[Mapping]) -> str:
     """The memory part of MemoryOS's evaluation prompt, section by section."""
-    background = f"【User Profile】\n{profile or 'None'}\n\n" + "".join(f"{k['knowledge']}\n" for k in user_knowledge)
+    background = (f"【User Profile】\n{profile or 'None'}\n\n"
+                  + "".join(f"{k['knowledge']}\n" for k in user_knowledge))
     assistant = "【Assistant Knowledge】\n" + "".join(
         f"- {k['knowledge']} ({k.get('timestamp', '')})\n" for k in assistant_knowledge)
     history = "\n".join(

@@ -55,18 +55,21 @@ class MemoryOSSystem:
 
     def __init__(self, endpoints: Endpoints, *, short_term_capacity: int = SHORT_TERM,
                  top_k_sessions: int = TOP_M_SEGMENTS, retrieval_queue_capacity: int = TOP_K_PAGES,
-                 segment_threshold: float = P["segment_threshold"], page_threshold: float = P["page_threshold"],
+                 segment_threshold: float = P["segment_threshold"],
+                 page_threshold: float = P["page_threshold"],
                  knowledge_threshold: float = P["knowledge_threshold"], top_k_knowledge: int = 20,
                  mid_term_capacity: int = 2000, long_term_knowledge_capacity: int = 100,
-                 heat_threshold: float = P["heat_threshold"], similarity_threshold: float = P["similarity_threshold"],
-                 query_prefix: str = "", name: str = "memoryos") -> None:
+                 heat_threshold: float = P["heat_threshold"],
+                 similarity_threshold: float = P["similarity_threshold"], query_prefix: str = "",
+                 name: str = "memoryos") -> None:
         require("memoryos", name, "memoryos")
         require("faiss", name, "memoryos")
         self.name = name
         e = endpoints
         self.llm_base_url, self.llm_model, self.api_key = e.base_url, e.chat_model, e.api_key
-        self.embedder: Embedder = OpenAIEmbedder(EmbedderConfig(backend="openai", base_url=e.base_url, model=e.embed_model,
-                                                                dim=e.embed_dim, query_prefix=query_prefix))
+        self.embedder: Embedder = OpenAIEmbedder(EmbedderConfig(backend="openai", base_url=e.base_url,
+                                                                model=e.embed_model, dim=e.embed_dim,
+                                                                query_prefix=query_prefix))
         self.search = dict(top_k_sessions=top_k_sessions, segment_similarity_threshold=segment_threshold,
                            page_similarity_threshold=page_threshold, knowledge_threshold=knowledge_threshold,
                            top_k_knowledge=top_k_knowledge)
@@ -126,8 +129,9 @@ class MemoryOSSystem:
             from memoryos import Memoryos
 
             self.mos = Memoryos(user_id=safe_id(instance_id), openai_api_key=self.api_key,
-                                openai_base_url=self.llm_base_url, data_storage_path=str(workdir / "memoryos"),
-                                llm_model=self.llm_model, **self.settings)
+                                openai_base_url=self.llm_base_url,
+                                data_storage_path=str(workdir / "memoryos"), llm_model=self.llm_model,
+                                **self.settings)
         client, chat = self.mos.client, self.mos.client.chat_completion
         client.chat_completion = lambda model, messages, **kw: chat(self.llm_model, messages, **kw)
 
@@ -140,7 +144,8 @@ class MemoryOSSystem:
                 self.now = session.timestamp
                 for page in pages_of(session, self.who):
                     stamp = self._timestamp()
-                    self.pages[(page.user_input, page.agent_response, stamp)] = (session.session_id, page.turn_ids)
+                    self.pages[(page.user_input, page.agent_response, stamp)] = (session.session_id,
+                                                                                 page.turn_ids)
                     self.mos.add_memory(page.user_input, page.agent_response, timestamp=stamp)
                     count += 1
             self._flush()
@@ -168,7 +173,8 @@ class MemoryOSSystem:
         with self.clock.measure("query"), self._inside():
             self._kind = "query"
             try:
-                found = self.mos.retriever.retrieve_context(user_query=question, user_id=self.mos.user_id, **self.search)
+                found = self.mos.retriever.retrieve_context(user_query=question, user_id=self.mos.user_id,
+                                                            **self.search)
             finally:
                 self._kind = "passage"
             profile = self.mos.user_long_term_memory.get_raw_user_profile(self.mos.user_id)
@@ -179,7 +185,8 @@ class MemoryOSSystem:
             session, turns = self.pages.get(key, (None, []))
             text = f"{self.who.first_label}: {key[0]}\n{self.who.second_label}: {key[1]}"
             evidence.append(EvidenceItem(text, page.get("timestamp"), [session] if session else [], turns))
-        evidence += [EvidenceItem(k["knowledge"], k.get("timestamp")) for k in found["retrieved_user_knowledge"]]
+        evidence += [EvidenceItem(k["knowledge"], k.get("timestamp"))
+                     for k in found["retrieved_user_knowledge"]]
         context = render_context(self.who, profile if profile and profile.lower() != "none" else None,
                                  found["retrieved_user_knowledge"], assistant, found["retrieved_pages"])
         return Retrieval(context, evidence, trace={

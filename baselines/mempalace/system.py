@@ -63,7 +63,8 @@ class MemPalaceSystem:
         require("mempalace", name, "mempalace")
         require("chromadb", name, "mempalace")
         if answer_documents not in ANSWER_DOCUMENTS:
-            raise ValueError(f"{name}: answer_documents must be one of {ANSWER_DOCUMENTS}, not {answer_documents!r}")
+            raise ValueError(f"{name}: answer_documents must be one of {ANSWER_DOCUMENTS}, not "
+                             f"{answer_documents!r}")
         self.name = name
         self.embed_base_url, self.embed_model = endpoints.base_url, endpoints.embed_model
         self.top_k, self.user_turns_only, self.answer_documents = top_k, user_turns_only, answer_documents
@@ -114,7 +115,8 @@ class MemPalaceSystem:
         evidence = []
         with self.clock.measure("query"):
             if self.docs:
-                found = self.collection.query(query_texts=[self.query_prefix + question], n_results=min(self.k, len(self.docs)),
+                found = self.collection.query(query_texts=[self.query_prefix + question],
+                                              n_results=min(self.k, len(self.docs)),
                                               include=["metadatas", "distances"])
                 for doc_id, meta, dist in zip(found["ids"][0], found["metadatas"][0], found["distances"][0]):
                     doc = self.docs[doc_id]

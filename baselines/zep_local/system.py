@@ -3,9 +3,9 @@ configured, driven as Zep's own evaluation drives Zep (getzep/zep-papers,
 `kg_architecture_agent_memory/locomo_eval/zep_locomo_ingestion.py`, `zep_locomo_search.py` and
 `zep_longmem_eval.ipynb`; see baselines/README.md):
 
-- one `message` episode per turn, its body `speaker: text` as written (the role for user/assistant data), cut to
-  `message_chars` as Zep's LongMemEval script cuts it, with the session's time as reference time,
-  staggered by one second per message so that the graph keeps the turns' order;
+- one `message` episode per turn, its body `speaker: text` as written (the role for user/assistant
+  data), cut to `message_chars` as Zep's LongMemEval script cuts it, with the session's time as
+  reference time, staggered by one second per message so that the graph keeps the turns' order;
 - a question searches edges (facts) and nodes (entities), `edge_limit` and `node_limit` of each, with
   hybrid BM25 + cosine search fused by reciprocal rank (Zep's hosted edge cross-encoder has no
   counterpart on our served models: no re-ranker is used rather than a cosine stand-in);
@@ -91,8 +91,8 @@ class ZepLocalSystem:
         e = endpoints
         self.llm: dict[str, Any] = dict(api_key=e.api_key, model=e.chat_model, small_model=e.chat_model,
                                         base_url=e.base_url, temperature=temperature, max_tokens=max_tokens)
-        self.embed: dict[str, Any] = dict(api_key=e.api_key, base_url=e.base_url, embedding_model=e.embed_model,
-                                          embedding_dim=e.embed_dim)
+        self.embed: dict[str, Any] = dict(api_key=e.api_key, base_url=e.base_url,
+                                          embedding_model=e.embed_model, embedding_dim=e.embed_dim)
         self.edge_limit, self.node_limit, self.evidence_limit = edge_limit, node_limit, evidence_limit
         self.message_chars = message_chars
         self.neo4j = (neo4j_uri, neo4j_user, neo4j_password_env)  # the password is read when connecting
@@ -162,7 +162,8 @@ class ZepLocalSystem:
                     name = f"{session.session_id}#{turn.turn_id}"
                     try:
                         result = self.loop.run_until_complete(self.graph.add_episode(
-                            name=name, episode_body=f"{speaker_of(turn)}: {turn.content}"[: self.message_chars],
+                            name=name,
+                            episode_body=f"{speaker_of(turn)}: {turn.content}"[: self.message_chars],
                             source_description="conversation message",
                             reference_time=utc(session.timestamp) + timedelta(seconds=index),
                             source=EpisodeType.message, group_id=self.group))
@@ -175,7 +176,8 @@ class ZepLocalSystem:
                     counts["episodes"] += 1
                     counts["nodes"] += len(result.nodes)
                     counts["edges"] += len(result.edges)
-        return {**counts, "failed_episodes": len(failures), "failures": failures[:20], **self.clock.of("ingest")}
+        return {**counts, "failed_episodes": len(failures), "failures": failures[:20],
+                **self.clock.of("ingest")}
 
     def retrieve(self, question: str, when: datetime | None) -> Retrieval:
         assert self.graph is not None and self.loop is not None, "reset() first"
@@ -187,7 +189,8 @@ class ZepLocalSystem:
             edges, nodes = (self.loop.run_until_complete(self.graph.search_(question, config=config,
                                                                              group_ids=[self.group]))
                             for config in searches)
-        facts = [self._fact(e, score) for e, score in zip(edges.edges, _scores(edges.edge_reranker_scores, edges.edges))]
+        facts = [self._fact(e, score)
+                 for e, score in zip(edges.edges, _scores(edges.edge_reranker_scores, edges.edges))]
         entities = [EvidenceItem(f"{n.name}: {n.summary}", None, score=score)
                     for n, score in zip(nodes.nodes, _scores(nodes.node_reranker_scores, nodes.nodes))]
         facts, entities = _within(facts, entities, self.evidence_limit)
