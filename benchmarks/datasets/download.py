@@ -27,7 +27,8 @@ class RemoteFile:
 
 def _longmemeval(filename: str, sha256: str) -> RemoteFile:
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-    return RemoteFile(filename, f"{endpoint}/datasets/{LONGMEMEVAL_REPO}/resolve/{LONGMEMEVAL_REVISION}/{filename}",
+    return RemoteFile(filename,
+                      f"{endpoint}/datasets/{LONGMEMEVAL_REPO}/resolve/{LONGMEMEVAL_REVISION}/{filename}",
                       sha256)
 
 
@@ -105,7 +106,8 @@ def _download(name: str, remote: RemoteFile, target: Path, transport: httpx.Base
         tmp.unlink(missing_ok=True)
         raise DatasetUnavailableError(
             f"checksum mismatch for {remote.filename} from {remote.url}: expected sha256 {remote.sha256}, "
-            f"got {actual}. Download a verified copy yourself and pass dataset.path=/path/to/{remote.filename}"
+            f"got {actual}. Download a verified copy yourself and pass "
+            f"dataset.path=/path/to/{remote.filename}"
         )
     if remote.sha256 is None:
         print(f"downloaded {remote.filename}: sha256 {actual} (not pinned)")

@@ -70,7 +70,8 @@ def format_date(moment: datetime) -> str:
     """Inverse of `parse_date`: `1:56 pm on 8 May, 2023`, independent of the locale."""
     hour = moment.hour % 12 or 12
     meridiem = "am" if moment.hour < 12 else "pm"
-    return f"{hour}:{moment.minute:02d} {meridiem} on {moment.day} {MONTH_NAMES[moment.month - 1]}, {moment.year}"
+    return (f"{hour}:{moment.minute:02d} {meridiem} on {moment.day} {MONTH_NAMES[moment.month - 1]}, "
+            f"{moment.year}")
 
 
 def extract_dia_ids(evidence: Any) -> tuple[str, ...]:

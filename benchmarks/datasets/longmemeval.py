@@ -75,7 +75,8 @@ def parse_entry(entry: Any) -> Instance:
     sessions, counts = clean_sessions(sorted(raw_sessions, key=lambda session: session.timestamp))
     flagged = {f"{sid}:{index}" for sid, _, turns in haystack for index, raw in enumerate(turns)
                if raw.get("has_answer")}
-    evidence_turns = tuple(turn.turn_id for session in sessions for turn in session.turns if turn.turn_id in flagged)
+    evidence_turns = tuple(turn.turn_id for session in sessions for turn in session.turns
+                           if turn.turn_id in flagged)
     answer = entry.get("answer")
     question = Question(
         question_id=qid,

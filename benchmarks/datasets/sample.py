@@ -29,15 +29,18 @@ class _Spec:
 FILLERS: tuple[tuple[str, ...], ...] = (
     (
         "My bread keeps coming out dense. I let the dough rise for about three hours. What am I doing wrong?",
-        "Dense loaves usually mean under-proofing or a weak starter. Try a warmer spot and check that the dough has grown by about half.",
+        "Dense loaves usually mean under-proofing or a weak starter. Try a warmer spot and check that the "
+        "dough has grown by about half.",
         "The kitchen is pretty cold, maybe 17 degrees. Would the oven light help?",
         "Yes, an oven with only the light on is often a few degrees warmer, which speeds up the rise.",
     ),
     (
         "Can you suggest a packing list for a one-night hike in the hills? I have never camped overnight.",
-        "Start with shelter, a sleeping bag rated for the night's low, a headlamp, water treatment, a first-aid kit and layers.",
+        "Start with shelter, a sleeping bag rated for the night's low, a headlamp, water treatment, a "
+        "first-aid kit and layers.",
         "Is a stove really necessary for one night?",
-        "Not strictly. Cold meals like wraps and nuts work fine, though a hot drink helps on a chilly morning.",
+        "Not strictly. Cold meals like wraps and nuts work fine, though a hot drink helps on "
+        "a chilly morning.",
         "Good point, I will bring a small thermos instead.",
         "That works well. Fill it with boiling water right before you leave and it will stay warm for hours.",
     ),
@@ -45,11 +48,13 @@ FILLERS: tuple[tuple[str, ...], ...] = (
         "How do I remove duplicates from a Python list but keep the original order?",
         "Use dict.fromkeys: list(dict.fromkeys(items)) keeps the first occurrence of each element in order.",
         "Does that work for lists of dictionaries?",
-        "No, dictionaries are not hashable. Convert each one to a tuple of sorted items first, or track seen keys yourself.",
+        "No, dictionaries are not hashable. Convert each one to a tuple of sorted items first, or track "
+        "seen keys yourself.",
     ),
     (
         "The leaves on my monstera are turning yellow near the bottom. Should I worry?",
-        "Lower leaves yellowing is often overwatering. Let the top few centimetres of soil dry out between waterings.",
+        "Lower leaves yellowing is often overwatering. Let the top few centimetres of soil dry out "
+        "between waterings.",
         "I water it every four days. Is that too much?",
         "Probably, for most homes. Check the soil with a finger instead of following a fixed schedule.",
         "Thanks, I will try that and see if the new leaves stay green.",
@@ -57,7 +62,8 @@ FILLERS: tuple[tuple[str, ...], ...] = (
     ),
     (
         "Recommend me a few science-fiction novels with slow, thoughtful pacing.",
-        "You might enjoy books that focus on first contact or generation ships, where the tension comes from ideas rather than battles.",
+        "You might enjoy books that focus on first contact or generation ships, where the tension comes from "
+        "ideas rather than battles.",
         "I prefer standalone books over long series.",
         "Then look for single-volume novels; many award shortlists are a good place to find them.",
     ),
@@ -113,8 +119,10 @@ def _moves(
         _Spec(
             datetime(year, 1, 14, 9, 5),
             (
-                f"I need a proper winter coat. I just moved into a flat in {first} and the wind here is brutal.",
-                "Look for a long parka with a hood and synthetic or down insulation; a windproof shell matters most.",
+                f"I need a proper winter coat. I just moved into a flat in {first} and the "
+                "wind here is brutal.",
+                "Look for a long parka with a hood and synthetic or down insulation; a windproof "
+                "shell matters most.",
                 "Something under 200 dollars if possible.",
                 "Several outdoor brands have parkas in that range during end-of-season sales.",
             ),
@@ -125,7 +133,8 @@ def _moves(
             datetime(year, 3, 20, 12, 0),
             (
                 f"We finished moving to {second} last weekend. How do I find good bike routes around town?",
-                "Local cycling clubs and route-sharing apps usually list safe routes; quiet residential streets are a good start.",
+                "Local cycling clubs and route-sharing apps usually list safe routes; quiet residential "
+                "streets are a good start.",
                 "Do I need lights if I only ride during the day?",
                 "Lights are cheap insurance; daytime running lights make you much easier to see.",
                 "Fair, I will get a set.",
@@ -156,8 +165,10 @@ def _days_between() -> dict[str, Any]:
         _Spec(
             datetime(2023, 4, 8, 17, 20),
             (
-                "Today I adopted a retired greyhound called Pickle from the Fenwick rescue. What should I buy first?",
-                "A soft bed, a martingale collar, a lead, and a coat if your winters are cold: greyhounds feel the chill.",
+                "Today I adopted a retired greyhound called Pickle from the Fenwick rescue. What "
+                "should I buy first?",
+                "A soft bed, a martingale collar, a lead, and a coat if your winters are cold: "
+                "greyhounds feel the chill.",
                 "Does he need a lot of exercise?",
                 "Less than people think: two walks a day and a safe place to sprint now and then.",
             ),
@@ -209,7 +220,8 @@ def _races() -> dict[str, Any]:
         _Spec(
             datetime(2023, 5, 21, 13, 10),
             (
-                "Did the Riverbend 5K for the animal shelter this morning. I also signed up for a July race, but that one is still ahead.",
+                "Did the Riverbend 5K for the animal shelter this morning. I also signed up for a July race, "
+                "but that one is still ahead.",
                 "Three charity races this spring, nice. What is the July one?",
                 "A trail 10K in the hills.",
                 "Trail races are slower, so judge your effort rather than your pace.",
@@ -228,8 +240,10 @@ def _cello(qid: str, question: str, answer: str) -> dict[str, Any]:
         _Spec(
             datetime(2023, 9, 6, 20, 30),
             (
-                "I signed up for a beginner cello class at the Wrenfield community centre. Any advice for an adult learner?",
-                "Practise little and often, fifteen minutes a day, and record yourself to hear your intonation improve.",
+                "I signed up for a beginner cello class at the Wrenfield community centre. Any advice for "
+                "an adult learner?",
+                "Practise little and often, fifteen minutes a day, and record yourself to hear your "
+                "intonation improve.",
                 "My fingers hurt after the first lesson.",
                 "That is normal; calluses form within a few weeks.",
                 "Should I rent or buy?",
@@ -268,7 +282,8 @@ def build_sample() -> list[dict[str, Any]]:
         _cello(
             "sample_ssu_002_abs",
             "Which instrument is my sister learning?",
-            "Not answerable: the chats say the user is learning the cello, but nothing about a sister learning an instrument.",
+            "Not answerable: the chats say the user is learning the cello, but nothing about a sister "
+            "learning an instrument.",
         ),
     ]
 

@@ -95,7 +95,8 @@ def _conversation(sample: int, sessions: int, turns: int) -> dict[str, Any]:
     conversation: dict[str, Any] = {"speaker_a": names[0], "speaker_b": names[1]}
     start = datetime(2023, 5, 8, 13, 56)
     for n in range(1, sessions + 1):
-        conversation[f"session_{n}_date_time"] = format_locomo_date(start + timedelta(days=9 * n, minutes=7 * n))
+        conversation[f"session_{n}_date_time"] = format_locomo_date(start
+                                                                    + timedelta(days=9 * n, minutes=7 * n))
         conversation[f"session_{n}"] = [
             {
                 "speaker": names[t % 2],
@@ -146,7 +147,7 @@ def locomo_shaped(sessions: int = 3, turns: int = 2) -> list[dict[str, Any]]:
     return samples
 
 
-# ---------------------------------------------------------------- full-size stand-ins with realistic retrieval
+# ------------------------------------------------------- full-size stand-ins with realistic retrieval
 
 
 # The real LongMemEval-S lists one (never evidence) session twice, same id and content, in 13 of its
@@ -195,13 +196,15 @@ def write_locomo_like(path: str | Path, conversations: int = 10, sessions: int =
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Write a synthetic LongMemEval-S-sized (or LoCoMo-like) file.")
+    parser = argparse.ArgumentParser(description="Write a synthetic LongMemEval-S-sized (or "
+                                                 "LoCoMo-like) file.")
     parser.add_argument("out")
     parser.add_argument("questions", nargs="?", type=int, default=500)
     parser.add_argument("--sessions", type=int, default=48, help="sessions per haystack (LongMemEval)")
     parser.add_argument("--turns", type=int, default=10, help="turns per session")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--locomo", type=int, metavar="CONVERSATIONS", help="write LoCoMo-like conversations instead")
+    parser.add_argument("--locomo", type=int, metavar="CONVERSATIONS",
+                        help="write LoCoMo-like conversations instead")
     args = parser.parse_args(argv)
     if args.locomo:
         out = write_locomo_like(args.out, args.locomo, seed=args.seed)

@@ -39,7 +39,8 @@ def filler_session(rng: random.Random, topic_name: str, turns: int) -> list[Turn
 def plant_user(rng: random.Random, session: list[Turn], sentence: str) -> list[Turn]:
     """`sentence` inside a random user turn of `session`, flagged `has_answer`."""
     at = rng.choice([i for i, t in enumerate(session) if t["role"] == "user"])
-    session[at] = {"role": "user", "content": insert_sentence(rng, session[at]["content"], sentence), "has_answer": True}
+    session[at] = {"role": "user", "content": insert_sentence(rng, session[at]["content"], sentence),
+                   "has_answer": True}
     return session
 
 
@@ -48,7 +49,8 @@ def plant_list(rng: random.Random, session: list[Turn], category: str, items: tu
     at = rng.choice([i for i, t in enumerate(session) if t["role"] == "assistant"])
     preamble = session[at]["content"].split("\n")
     lines = [*preamble[: rng.randint(2, 6)], f"Here are some {category} you might like:",
-             *(f"{n + 1}. {item}: worth a look, people who tried it were very positive." for n, item in enumerate(items)),
+             *(f"{n + 1}. {item}: worth a look, people who tried it were very positive."
+               for n, item in enumerate(items)),
              preamble[-1]]
     session[at] = {"role": "assistant", "content": "\n".join(lines), "has_answer": True}
     return session
@@ -65,7 +67,8 @@ class SharedPool:
         if n not in self.sessions:
             rng = random.Random(self.seed * 100_003 + n)
             when = self.start + timedelta(days=rng.randint(0, 240), hours=rng.randint(8, 22))
-            self.sessions[n] = (f"shared_{n:04d}", format_date(when), filler_session(rng, rng.choice(TOPIC_NAMES), self.turns))
+            self.sessions[n] = (f"shared_{n:04d}", format_date(when),
+                                filler_session(rng, rng.choice(TOPIC_NAMES), self.turns))
         return self.sessions[n]
 
 
@@ -85,18 +88,21 @@ def _evidence(rng: random.Random, qtype: str, abstention: bool, turns: int, aske
         return top, q, items[k], [(day(5, 200), plant_list(rng, session(top), category, items))]
     if qtype == "single-session-preference":
         top, said, request, _ = rng.choice(facts.PREFERENCES)
-        return top, request, f"something that fits: {said}", [(day(5, 200), plant_user(rng, session(top), said))]
+        return (top, request, f"something that fits: {said}",
+                [(day(5, 200), plant_user(rng, session(top), said))])
     if qtype == "multi-session":
         top, said, count_q, _, _, items = rng.choice(facts.COUNTED)
         chosen = rng.sample(items, rng.randint(2, 3))
-        return top, count_q, str(len(chosen)), [(day(5, 200), plant_user(rng, session(top), said.format(item=i)))
-                                                for i in chosen]
+        return (top, count_q, str(len(chosen)),
+                [(day(5, 200), plant_user(rng, session(top), said.format(item=i)))
+                 for i in chosen])
     if qtype == "knowledge-update":
         top, old, new, q, values = rng.choice(facts.UPDATED)
         a, b = rng.sample(values, 2)
         first = day(100, 200)
         return top, q, b, [(first, plant_user(rng, session(top), old.format(value=a))),
-                           (first + timedelta(days=rng.randint(20, 90)), plant_user(rng, session(top), new.format(value=b)))]
+                           (first + timedelta(days=rng.randint(20, 90)),
+                            plant_user(rng, session(top), new.format(value=b)))]
     if qtype == "temporal-reasoning":
         return _temporal(rng, turns, asked, day, session)
     kind = rng.choice(facts.FACTS)
@@ -104,7 +110,8 @@ def _evidence(rng: random.Random, qtype: str, abstention: bool, turns: int, aske
     q = kind.question.format(**slots)
     if abstention:  # asked about, never said
         return kind.topic, q, "not mentioned", []
-    return kind.topic, q, slots[kind.answer], [(day(5, 200), plant_user(rng, session(kind.topic), kind.statement.format(**slots)))]
+    return (kind.topic, q, slots[kind.answer],
+            [(day(5, 200), plant_user(rng, session(kind.topic), kind.statement.format(**slots)))])
 
 
 def _temporal(rng: random.Random, turns: int, asked: datetime, day: Any, session: Any
@@ -113,7 +120,8 @@ def _temporal(rng: random.Random, turns: int, asked: datetime, day: Any, session
     if style < 0.4:  # how long ago: found by what happened
         top, said, what = rng.choice(facts.EVENTS)
         when = day(5, 120)
-        return top, f"How many days ago did I {what}?", str((asked - when).days), [(when, plant_user(rng, session(top), said))]
+        return (top, f"How many days ago did I {what}?", str((asked - when).days),
+                [(when, plant_user(rng, session(top), said))])
     if style < 0.7:  # which came first: two events
         (t1, s1, w1), (t2, s2, w2) = rng.sample(facts.EVENTS, 2)
         d1, d2 = day(5, 200), day(5, 200)
@@ -127,7 +135,8 @@ def _temporal(rng: random.Random, turns: int, asked: datetime, day: Any, session
     others = [asked - timedelta(days=d) for d in rng.sample([d for d in range(60, 200, 9)], 2)]
     picks = rng.sample(items, 3)
     gold = plant_user(rng, session(top), said.format(item=picks[0]))
-    decoys = [(when, plant_user(rng, session(top), said.format(item=i))) for when, i in zip(others, picks[1:])]
+    decoys = [(when, plant_user(rng, session(top), said.format(item=i)))
+              for when, i in zip(others, picks[1:])]
     for _, decoy in decoys:  # said, but not the asked date: not evidence
         for turn in decoy:
             turn.pop("has_answer", None)
@@ -139,7 +148,8 @@ def longmemeval_entry(index: int, qtype: str, abstention: bool, rng: random.Rand
     qid = f"synth{index:04d}" + ("_abs" if abstention else "")
     asked = pool.start + timedelta(days=250 + rng.randint(0, 20), hours=rng.randint(8, 20))
     top, question, answer, evidence = _evidence(rng, qtype, abstention, turns, asked)
-    count = max(len(evidence) + SHARED_PER_HAYSTACK + NEAR_MISSES + 2, rng.randint(sessions - 4, sessions + 4))
+    count = max(len(evidence) + SHARED_PER_HAYSTACK + NEAR_MISSES + 2,
+                rng.randint(sessions - 4, sessions + 4))
     fresh = count - len(evidence) - SHARED_PER_HAYSTACK
     made: list[tuple[str, str, list[Turn], bool]] = []
     for n, (when, turns_) in enumerate(evidence):
@@ -148,7 +158,8 @@ def longmemeval_entry(index: int, qtype: str, abstention: bool, rng: random.Rand
     for n in range(fresh):
         name = top if n < NEAR_MISSES else rng.choice(TOPIC_NAMES)
         when = asked - timedelta(days=rng.randint(1, 240), hours=rng.randint(0, 12))
-        made.append((f"{qid}_{rng.randint(0, 10**6):06d}_f{n}", format_date(when), filler_session(rng, name, turns), False))
+        made.append((f"{qid}_{rng.randint(0, 10**6):06d}_f{n}", format_date(when),
+                     filler_session(rng, name, turns), False))
     for n in rng.sample(range(SHARED_POOL), SHARED_PER_HAYSTACK):
         sid, date, turns_ = pool.get(n)
         made.append((sid, date, turns_, False))
@@ -170,7 +181,8 @@ def locomo_conversation(sample: int, sessions: int, turns: int, seed: int = 0) -
     rng = random.Random(seed * 7919 + sample)
     names = tuple(rng.sample(facts.PEOPLE, 2))
     start = datetime(2023, 3, 1, 10, 0) + timedelta(days=rng.randint(0, 60))
-    dates = [start + timedelta(days=9 * n + rng.randint(0, 5), minutes=rng.randint(0, 600)) for n in range(sessions)]
+    dates = [start + timedelta(days=9 * n + rng.randint(0, 5), minutes=rng.randint(0, 600))
+             for n in range(sessions)]
     topics = [rng.choice(TOPIC_NAMES) for _ in range(sessions)]
     lines = [[(names[t % 2], chat_line(rng, topic(topics[n]))) for t in range(turns + rng.randint(-3, 3))]
              for n in range(sessions)]
@@ -194,25 +206,28 @@ def locomo_conversation(sample: int, sessions: int, turns: int, seed: int = 0) -
         who = rng.choice(names)
         slots = facts.fill(rng, kind)
         mark = say(who, kind.statement.format(**slots), kind.topic)
-        qa.append({"question": kind.about.format(who=who, **slots), "answer": slots[kind.answer], "marks": [mark], "category": 4})
+        qa.append({"question": kind.about.format(who=who, **slots), "answer": slots[kind.answer],
+                   "marks": [mark], "category": 4})
     for top, said, what in rng.sample(facts.EVENTS, 4):
         who = rng.choice(names)
         mark = say(who, said, top)
-        qa.append({"question": f"When did {who} {what.replace('my ', 'their ')}?", "answer": "on the session date",
-                   "marks": [mark], "category": 2})
+        qa.append({"question": f"When did {who} {what.replace('my ', 'their ')}?",
+                   "answer": "on the session date", "marks": [mark], "category": 2})
     for top, said, _, _, about, items in rng.sample(facts.COUNTED, 3):  # multi-hop: spread over sessions
         who = rng.choice(names)
         chosen = rng.sample(items, rng.randint(2, 3))
         marks = [say(who, said.format(item=i), top) for i in chosen]
-        qa.append({"question": about.format(who=who), "answer": ", ".join(chosen), "marks": marks, "category": 1})
+        qa.append({"question": about.format(who=who), "answer": ", ".join(chosen), "marks": marks,
+                   "category": 1})
     for top, said, _, about in rng.sample(facts.PREFERENCES, 2):  # open-domain inference
         who = rng.choice(names)
-        qa.append({"question": about.format(who=who), "answer": said, "marks": [say(who, said, top)], "category": 3})
+        qa.append({"question": about.format(who=who), "answer": said, "marks": [say(who, said, top)],
+                   "category": 3})
     return _locomo_record(sample, names, dates, lines, qa)
 
 
-def _locomo_record(sample: int, names: tuple[str, ...], dates: list[datetime], lines: list[list[tuple[str, str]]],
-                   qa: list[dict[str, Any]]) -> dict[str, Any]:
+def _locomo_record(sample: int, names: tuple[str, ...], dates: list[datetime],
+                   lines: list[list[tuple[str, str]]], qa: list[dict[str, Any]]) -> dict[str, Any]:
     """Number the turns (`D<session>:<turn>`) and resolve each question's statements to dia ids."""
     conversation: dict[str, Any] = {"speaker_a": names[0], "speaker_b": names[1]}
     for n, session in enumerate(lines):

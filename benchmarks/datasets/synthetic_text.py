@@ -25,15 +25,21 @@ def _t(name: str, nouns: str, activities: str, places: str) -> Topic:
 
 
 TOPICS: tuple[Topic, ...] = (
-    _t("cooking", "sourdough starter, cast iron pan, spice rack, slow cooker, stock, marinade, knife set, pantry, "
-       "lentil soup, pasta dough", "meal prepping for the week, baking bread, trying new recipes, cooking for guests, "
-       "making fresh pasta, roasting vegetables", "kitchen, farmers market, grocery store, cooking class"),
-    _t("travel", "itinerary, carry-on bag, passport, rail pass, travel insurance, window seat, hostel, guidebook, "
+    _t("cooking",
+       "sourdough starter, cast iron pan, spice rack, slow cooker, stock, marinade, knife set, pantry, "
+       "lentil soup, pasta dough",
+       "meal prepping for the week, baking bread, trying new recipes, cooking for guests, making fresh "
+       "pasta, roasting vegetables", "kitchen, farmers market, grocery store, cooking class"),
+    _t("travel",
+       "itinerary, carry-on bag, passport, rail pass, travel insurance, window seat, hostel, guidebook, "
        "layover, rental car", "planning a trip, booking flights, packing light, exploring old towns, "
-       "finding cheap accommodation, renting a car abroad", "airport, train station, coastal town, mountain village"),
-    _t("fitness", "running shoes, resistance bands, kettlebell, heart rate monitor, foam roller, protein shake, "
-       "training plan, yoga mat, rowing machine, gym membership", "training for a half marathon, lifting weights, "
-       "stretching after workouts, doing interval runs, swimming laps, cycling to work", "gym, park, pool, track"),
+       "finding cheap accommodation, renting a car abroad",
+       "airport, train station, coastal town, mountain village"),
+    _t("fitness",
+       "running shoes, resistance bands, kettlebell, heart rate monitor, foam roller, protein shake, "
+       "training plan, yoga mat, rowing machine, gym membership",
+       "training for a half marathon, lifting weights, stretching after workouts, doing interval runs, "
+       "swimming laps, cycling to work", "gym, park, pool, track"),
     _t("pets", "leash, litter box, chew toy, vet appointment, dog food, cat tree, flea treatment, crate, "
        "grooming brush, pet insurance", "house-training a puppy, walking the dog, brushing the cat, "
        "teaching new tricks, finding a pet sitter", "dog park, vet clinic, pet shop, animal shelter"),
@@ -42,11 +48,13 @@ TOPICS: tuple[Topic, ...] = (
        "composting kitchen scraps, keeping slugs away", "back garden, allotment, balcony, garden centre"),
     _t("finance", "budget spreadsheet, savings account, credit card, index fund, emergency fund, tax return, "
        "mortgage, pension, monthly bills, student loan", "saving for a deposit, tracking expenses, "
-       "paying down debt, investing for retirement, cutting subscriptions", "bank, accountant's office, home office"),
+       "paying down debt, investing for retirement, cutting subscriptions",
+       "bank, accountant's office, home office"),
     _t("music", "acoustic guitar, keyboard, metronome, sheet music, headphones, vinyl records, amplifier, "
        "concert tickets, playlist, ukulele", "practising scales, learning songs by ear, going to concerts, "
        "recording covers, joining a choir", "music school, concert hall, record shop, rehearsal room"),
-    _t("home", "leaky tap, paint samples, power drill, bookshelf, curtains, radiator, floorboards, smoke alarm, "
+    _t("home",
+       "leaky tap, paint samples, power drill, bookshelf, curtains, radiator, floorboards, smoke alarm, "
        "storage boxes, rug", "repainting the hallway, fixing squeaky doors, decluttering the garage, "
        "putting up shelves, insulating the loft", "hardware store, living room, garage, attic"),
     _t("career", "resume, cover letter, performance review, promotion, job interview, LinkedIn profile, "
@@ -60,13 +68,16 @@ TOPICS: tuple[Topic, ...] = (
        "writing reviews, finishing a series", "library, bookshop, reading nook, café"),
     _t("cars", "oil change, winter tyres, dashboard light, car wash, insurance renewal, brake pads, "
        "parking permit, roof rack, fuel economy, car seat", "servicing the car, learning to drive, "
-       "planning a road trip, buying a used car, cleaning the interior", "garage, motorway, car park, dealership"),
+       "planning a road trip, buying a used car, cleaning the interior",
+       "garage, motorway, car park, dealership"),
     _t("health", "sleep schedule, vitamins, dentist appointment, allergies, headache, physiotherapy, "
        "water bottle, posture, blood pressure, eye test", "sleeping better, cutting down on caffeine, "
-       "managing stress, recovering from an injury, eating more vegetables", "clinic, pharmacy, hospital, spa"),
+       "managing stress, recovering from an injury, eating more vegetables",
+       "clinic, pharmacy, hospital, spa"),
     _t("family", "birthday party, school run, grandparents, family dinner, board games, holiday plans, "
-       "homework, wedding anniversary, photo frame, family recipe", "planning a birthday, visiting relatives, "
-       "organising a reunion, helping with homework, hosting a dinner", "grandma's house, school, park, restaurant"),
+       "homework, wedding anniversary, photo frame, family recipe",
+       "planning a birthday, visiting relatives, organising a reunion, helping with homework, "
+       "hosting a dinner", "grandma's house, school, park, restaurant"),
 )
 TOPIC_NAMES = tuple(t.name for t in TOPICS)
 _BY_NAME = {t.name: t for t in TOPICS}

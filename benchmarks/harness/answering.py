@@ -59,7 +59,8 @@ ANSWER_PROMPTS: dict[str, AnswerPrompt] = {"longmemeval": LONGMEMEVAL_ANSWER, "l
 def format_reference_date(moment: datetime) -> str:
     """`Tuesday, 30 May 2023, 23:40`, independent of the locale."""
     return (
-        f"{DAY_NAMES[moment.weekday()]}, {moment.day} {MONTH_NAMES[moment.month - 1]} {moment.year}, {moment:%H:%M}"
+        f"{DAY_NAMES[moment.weekday()]}, {moment.day} {MONTH_NAMES[moment.month - 1]} "
+        f"{moment.year}, {moment:%H:%M}"
     )
 
 

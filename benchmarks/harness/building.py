@@ -32,7 +32,8 @@ def ensure_memory(h: Harness, instance: Instance) -> dict[str, Any]:
     """The instance's completed build, reopened; else a fresh build from an empty store."""
     iid = instance.instance_id
     prior = h.builds.get(iid)
-    reusable = prior is not None and not prior.get("error") and h.files.store_complete(iid, str(prior["build_id"]))
+    reusable = (prior is not None and not prior.get("error")
+                and h.files.store_complete(iid, str(prior["build_id"])))
     if reusable and attach(h.system, iid, h.files.store_dir(iid), instance.sessions):
         return prior
     copied = copy_store(h, instance) if h.cfg.get("stores_from") else None
@@ -90,7 +91,8 @@ def build_memory(h: Harness, instance: Instance, workdir: Path) -> dict[str, Any
     }
     if h.embedder is not None:
         after = embed_cache_counts(h.embedder)
-        row["embedder"] = {**embedder_settings(h.embedder), **{k: v - cache_before.get(k, 0) for k, v in after.items()}}
+        row["embedder"] = {**embedder_settings(h.embedder),
+                           **{k: v - cache_before.get(k, 0) for k, v in after.items()}}
     if error is None:
         h.files.mark_store_complete(iid, row["build_id"])
     h.files.add_build(row)

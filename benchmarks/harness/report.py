@@ -70,7 +70,8 @@ def query_figures(records: Sequence[Row]) -> dict[str, Any]:
     stages = sorted({stage for r in rows for stage in r["latency"]})
     out: dict[str, Any] = {
         "questions": len(rows),
-        "latency_mean": {s: _mean([float(r["latency"][s]) for r in rows if s in r["latency"]]) for s in stages},
+        "latency_mean": {s: _mean([float(r["latency"][s]) for r in rows if s in r["latency"]])
+                             for s in stages},
         "query_seconds_mean": _mean([float(r["query_seconds"]) for r in rows if "query_seconds" in r]),
     }
     answered = [r for r in records if "answer_usage" in r]
@@ -132,7 +133,8 @@ def summarize_run(files: RunFiles, cfg: Row) -> dict[str, Any]:
     key = f"{cfg['method']['name']}/{cfg['dataset']['name']}"
     block = dict(blocks.get(key) or {"method": cfg["method"]["name"], "dataset": cfg["dataset"]["name"],
                                       "questions": 0, "judges": {}, "retrieval": {}})
-    block.update(backbone=cfg["llm"]["name"], seed=cfg["seed"], simulated=bool(cfg["llm"].get("latency_model")),
+    block.update(backbone=cfg["llm"]["name"], seed=cfg["seed"],
+                 simulated=bool(cfg["llm"].get("latency_model")),
                  build=build_figures(builds),
                  query=query_figures(records),
                  failures=failures(records, builds, loaded.get("failures") or ()),
@@ -270,8 +272,8 @@ def _failure_lines(failed: Sequence[Row]) -> list[str]:
 # ---------------------------------------------------------------- several runs side by side
 
 COMPARISON_HEAD = ("method", "backbone", "seed", "questions", "accuracy", "recall@5", "recall@10",
-                   "build s / inst", "write LLM calls / inst", "write tokens / inst (prompt / cached / completion)",
-                   "query s", "query LLM calls / q")
+                   "build s / inst", "write LLM calls / inst",
+                   "write tokens / inst (prompt / cached / completion)", "query s", "query LLM calls / q")
 
 
 def comparison_row(files: RunFiles, cfg: Row) -> list[str]:

@@ -119,16 +119,19 @@ def run_metadata(cfg: Config, dataset: Dataset) -> dict[str, Any]:
 def open_harness(cfg: Config, dataset: Dataset, files: RunFiles) -> Harness:
     """Build the models the configuration needs (no chat model when nothing generates) and the system."""
     answering = bool(cfg["answer"]["enabled"])
-    cache = {"cache_dir": str(files.dir / "embeddings")} if cfg.get("embed_cache") and not cfg["embedder"].get("cache_dir") else {}
+    cache = ({"cache_dir": str(files.dir / "embeddings")}
+             if cfg.get("embed_cache") and not cfg["embedder"].get("cache_dir") else {})
     embedder = instantiate(cfg["embedder"], **cache)
     node = simulated.latency_node(cfg["llm"])
     wanted = answering or cfg["method"]["needs_chat_model"] or node is not None
-    source = instantiate(cfg["llm"]) if wanted and (node is None or simulated.needs_source_model(node)) else None
+    source = (instantiate(cfg["llm"]) if wanted and (node is None or simulated.needs_source_model(node))
+              else None)
     closing: list[Any] = []  # closed in this order: schedulers before their models
     sim = None
     try:
         if node is not None:  # every caller reaches the model through the latency server and the proxy
-            sim = simulated.open_simulation(cfg["llm"], source, files.call_log, files.dir, str(cfg["method"]["name"]))
+            sim = simulated.open_simulation(cfg["llm"], source, files.call_log, files.dir,
+                                            str(cfg["method"]["name"]))
         llm = sim.client if sim is not None else source
         client_log = sim.client_log if sim is not None else files.call_log
         judge = open_judge(cfg, llm, files, closing, client_log) if answering else None
@@ -200,9 +203,11 @@ def run_benchmark(cfg: Config, run_dir: str | Path | None = None) -> dict[str, A
             return skipped(files, cfg, str(exc))
     progress = bool(cfg.get("progress", True))
     try:
-        pending = sum(not h.finished((q.question_id, a)) for _, q in dataset.questions() for a in range(h.attempts))
+        pending = sum(not h.finished((q.question_id, a)) for _, q in dataset.questions()
+                      for a in range(h.attempts))
         h.bar = tqdm(total=pending, desc="questions", unit="q", position=1, disable=not progress, leave=False)
-        for instance in tqdm(dataset.instances, desc="instances", unit="inst", position=0, disable=not progress):
+        for instance in tqdm(dataset.instances, desc="instances", unit="inst", position=0,
+                             disable=not progress):
             try:
                 run_instance(h, instance)
             except Exception as exc:  # one bad instance never ends a run: recorded, and the run goes on
@@ -220,7 +225,8 @@ def instance_failed(h: Harness, instance: Instance, exc: Exception) -> None:
     """Record every unfinished question of `instance` as failed (a resumed run with retry_errors redoes
     them) and log why, with the traceback for errors that are not the library's own."""
     error = f"instance: {failure_text(exc)}"
-    log.error("instance %s failed: %s", instance.instance_id, error, exc_info=not isinstance(exc, MemForestError))
+    log.error("instance %s failed: %s", instance.instance_id, error,
+              exc_info=not isinstance(exc, MemForestError))
     build = h.builds.get(instance.instance_id) or {}
     for question, attempts in pending_pairs(h, instance):
         for row in failed_rows(h, instance, question, attempts, error, build):
@@ -303,7 +309,8 @@ def failed_rows(h: Harness, instance: Instance, question: Question, attempts: Se
 def ask(h: Harness, instance: Instance, question: Question, attempts: Sequence[int],
         build: Config) -> list[dict[str, Any]]:
     """Retrieve once, then answer each pending attempt; one record per attempt."""
-    h.call_log.context = {"instance": instance.instance_id, "phase": "retrieve", "question": question.question_id}
+    h.call_log.context = {"instance": instance.instance_id, "phase": "retrieve",
+                          "question": question.question_id}
     mark = len(h.call_log)
     start = time.perf_counter()
     try:

@@ -28,7 +28,8 @@ class LatencyModelNode:
     source: str = "model"
     replay_path: str | None = None
     fallback: bool = True
-    client_concurrency: int | None = None  # requests in flight from in-process callers; null = llm.concurrency
+    # requests in flight from in-process callers; null = llm.concurrency
+    client_concurrency: int | None = None
     ttft_base_s: float = MISSING
     prefill_tokens_per_s: float = MISSING
     prefill_load: float = MISSING

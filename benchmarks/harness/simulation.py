@@ -46,7 +46,8 @@ def latency_params(node: Mapping[str, Any]) -> LatencyParams:
 
 def needs_source_model(node: Mapping[str, Any]) -> bool:
     if node.get("source", "model") not in SOURCES:
-        raise ValueError(f"llm.latency_model.source: {node.get('source')!r} is not one of {', '.join(SOURCES)}")
+        raise ValueError(f"llm.latency_model.source: {node.get('source')!r} is not one of "
+                         f"{', '.join(SOURCES)}")
     return node.get("source", "model") == "model" or bool(node.get("fallback", True))
 
 
@@ -81,6 +82,7 @@ def open_simulation(llm_cfg: Mapping[str, Any], source: ChatModel | None, call_l
                                 model_name=str(llm_cfg["model"]), log_path=run_dir / SERVED_LOG).start()
     proxy = LoggingProxy(server.base_url, call_log, system=system).start()
     concurrency = int(node.get("client_concurrency") or llm_cfg.get("concurrency") or 1)
-    client = build_chat_model(LLMConfig(backend="openai", model=str(llm_cfg["model"]), base_url=proxy.base_url,
-                                        concurrency=concurrency, timeout_s=float(llm_cfg.get("timeout_s") or 120.0)))
+    client = build_chat_model(LLMConfig(backend="openai", model=str(llm_cfg["model"]),
+                                        base_url=proxy.base_url, concurrency=concurrency,
+                                        timeout_s=float(llm_cfg.get("timeout_s") or 120.0)))
     return Simulation(server, proxy, client, CallLog(run_dir / CLIENT_LOG))

@@ -69,7 +69,8 @@ def with_budget(cfg: Config) -> dict[str, Any]:
         node = method
         for key in parents:
             if not isinstance(node.get(key), dict):
-                raise ValueError(f"method {method.get('name')}: shared_budget path {path!r} is not in the method")
+                raise ValueError(f"method {method.get('name')}: shared_budget path {path!r} is "
+                                 "not in the method")
             node = node[key]
         node[leaf] = value
     out["method"] = method
@@ -115,7 +116,8 @@ def build_system(method: Config, llm: Config, embedder: Config, models: Models) 
     if method.get("serving"):
         return served_system(method, llm, embedder, models, factory)
     runtime: dict[str, Any] = {"llm": models.llm, "embedder": models.embedder,
-                               "call_log": models.client_log if models.client_log is not None else models.call_log,
+                               "call_log": models.client_log if models.client_log is not None
+                                   else models.call_log,
                                "name": str(method["name"])}
     if method.get("memforest") is not None:
         runtime["config"] = memforest_config(method)

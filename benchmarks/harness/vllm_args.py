@@ -42,8 +42,10 @@ def flags(engine_args: Mapping[str, Any]) -> list[str]:
 def llm_args(cfg: LLMConfig) -> list[str]:
     return [cfg.model, "--max-model-len", str(cfg.context_tokens),
             "--gpu-memory-utilization", str(cfg.gpu_memory_utilization),
-            "--tensor-parallel-size", str(cfg.tensor_parallel_size), "--dtype", cfg.dtype, "--seed", str(cfg.seed),
-            *flags({"enable_prefix_caching": cfg.enable_prefix_caching, "enable_prompt_tokens_details": True}),
+            "--tensor-parallel-size", str(cfg.tensor_parallel_size), "--dtype", cfg.dtype, "--seed",
+            str(cfg.seed),
+            *flags({"enable_prefix_caching": cfg.enable_prefix_caching,
+                    "enable_prompt_tokens_details": True}),
             *flags(cfg.engine_args)]
 
 

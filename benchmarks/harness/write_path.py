@@ -84,12 +84,14 @@ def run_row(run_dir: str | Path) -> dict[str, Any] | None:
     waves = [b.get("call_waves") or {} for b in builds]
     row: dict[str, Any] = {
         "system": run["config"]["method"]["name"], "backbone": run["config"]["llm"]["name"],
-        "simulated": bool(run.get("simulated")), "run_dir": str(files.dir.resolve()), "instances": len(builds),
+        "simulated": bool(run.get("simulated")), "run_dir": str(files.dir.resolve()),
+        "instances": len(builds),
         "turns": _mean([float(b["turns"]) for b in builds]),
         "build_seconds": _mean([float(b["build_seconds"]) for b in builds]),
         "turns_per_second": _mean([float(b["turns_per_second"]) for b in builds]),
         "llm_calls": _mean([float(x.get("calls", 0)) for x in llm]),
-        "uncached_prompt_tokens": _mean([float(x.get("prompt_tokens", 0)) - float(x.get("cached_prompt_tokens", 0))
+        "uncached_prompt_tokens": _mean([float(x.get("prompt_tokens", 0))
+                                         - float(x.get("cached_prompt_tokens", 0))
                                          for x in llm]),
         "cached_prompt_tokens": _mean([float(x.get("cached_prompt_tokens", 0)) for x in llm]),
         "output_tokens": _mean([float(x.get("completion_tokens", 0)) for x in llm]),
@@ -97,7 +99,8 @@ def run_row(run_dir: str | Path) -> dict[str, Any] | None:
     for key in ("waves", "critical_path_seconds", "busy_seconds", "max_in_flight"):
         row[key] = _mean([float(w[key]) for w in waves if key in w])
     row.update(_recorded(files.dir, builds))
-    row["modelled_critical_path_seconds"] = modelled_critical_path(files.dir, builds) if row["simulated"] else None
+    row["modelled_critical_path_seconds"] = (modelled_critical_path(files.dir, builds) if row["simulated"]
+                                             else None)
     cp = row["modelled_critical_path_seconds"]
     row["modelled_build_seconds"] = round(row["build_seconds"] - (row["busy_seconds"] or 0.0) + cp, 3) \
         if cp is not None and row["build_seconds"] is not None else None
@@ -117,7 +120,8 @@ def table(run_dirs: Iterable[str | Path]) -> dict[str, Any]:
         slowest_r = max(timed, key=lambda r: r[key]) if timed else None
         mem0_r = next((r for r in timed if r["system"] == "mem0"), None)
         for r in rows:
-            r[f"{prefix}speedup_vs_slowest"] = round(slowest_r[key] / r[key], 3) if slowest_r and r.get(key) else None
+            r[f"{prefix}speedup_vs_slowest"] = (round(slowest_r[key] / r[key], 3) if slowest_r and r.get(key)
+                                                else None)
             r[f"{prefix}ratio_to_mem0"] = round(mem0_r[key] / r[key], 3) if mem0_r and r.get(key) else None
     return {"rows": rows, "slowest": slowest["system"] if slowest else None,
             "simulated": any(r["simulated"] for r in rows)}
@@ -131,11 +135,13 @@ def markdown(data: Mapping[str, Any]) -> str:
     title = "## write path" + (" [simulated: latency-model server]" if data["simulated"] else "")
     lines = [title, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in data["rows"]:
-        recorded = f"{r['recorded_waves']} ({r['recorded_critical_path_seconds']})" if r["recorded_waves"] else "–"
-        cells = [r["system"] + (" (sim)" if r["simulated"] else ""), r["build_seconds"], r["turns_per_second"],
-                 r["llm_calls"], r["waves"], r["critical_path_seconds"], r["max_in_flight"],
-                 f"{r['uncached_prompt_tokens']} / {r['cached_prompt_tokens']}", r["output_tokens"], recorded,
-                 r["modelled_critical_path_seconds"], r["modelled_build_seconds"], r["modelled_speedup_vs_slowest"],
+        recorded = (f"{r['recorded_waves']} ({r['recorded_critical_path_seconds']})" if r["recorded_waves"]
+                    else "–")
+        cells = [r["system"] + (" (sim)" if r["simulated"] else ""), r["build_seconds"],
+                 r["turns_per_second"], r["llm_calls"], r["waves"], r["critical_path_seconds"],
+                 r["max_in_flight"], f"{r['uncached_prompt_tokens']} / {r['cached_prompt_tokens']}",
+                 r["output_tokens"], recorded, r["modelled_critical_path_seconds"],
+                 r["modelled_build_seconds"], r["modelled_speedup_vs_slowest"],
                  r["modelled_ratio_to_mem0"],
                  r["speedup_vs_slowest"], r["ratio_to_mem0"]]
         lines.append("| " + " | ".join("–" if c is None else str(c) for c in cells) + " |")
@@ -145,7 +151,8 @@ def markdown(data: Mapping[str, Any]) -> str:
     over = [r for r in data["rows"] if r.get("overrun_calls")]
     if over:
         lines.append("Calls slower than simulated (content source slower than the model): " + ", ".join(
-            f"{r['system']} {r['overrun_calls']}/{r['served_calls']}" for r in over) + "; their wall times are the CPU's.")
+            f"{r['system']} {r['overrun_calls']}/{r['served_calls']}" for r in over)
+                     + "; their wall times are the CPU's.")
     return "\n".join(lines) + "\n"
 
 

@@ -36,7 +36,8 @@ class ScheduledModel:
 def make_judge(judge_cfg: Config, scheduler: Scheduler, phase: str) -> Judge:
     """The judge `judge_cfg` names (its `_target_`), grading through `scheduler` (waves, retries, log)."""
     spec = {k: judge_cfg[k] for k in ("_target_", "judge_id", "official_dir", "max_tokens")}
-    judge = instantiate(spec, _partial_=True)(model=ScheduledModel(scheduler, {"op": "judge", "phase": phase}))
+    judge = instantiate(spec,
+                        _partial_=True)(model=ScheduledModel(scheduler, {"op": "judge", "phase": phase}))
     assert isinstance(judge, Judge)
     return judge
 
@@ -60,4 +61,5 @@ def judge_rows(judge: Judge, rows: Sequence[Config]) -> list[Verdict]:
     """One verdict per record, in order."""
     asked = [row for row in rows if not row.get("error")]
     verdicts = {(v.question_id, v.attempt): v for v in judge.judge([judge_item(r) for r in asked])}
-    return [verdicts.get((str(r["question_id"]), int(r["attempt"]))) or unjudged_verdict(judge, r) for r in rows]
+    return [verdicts.get((str(r["question_id"]), int(r["attempt"]))) or unjudged_verdict(judge, r)
+            for r in rows]

@@ -37,7 +37,8 @@ SUITES: dict[str, Callable[[list[str]], Any]] = {
 
 def _machine() -> dict[str, Any]:
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             check=False).stdout.strip()
     except OSError:
         sha = ""
     return {"git_sha": sha, "python": platform.python_version(), "machine": platform.machine(),
@@ -55,7 +56,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\n=== {name} ===", flush=True)
         t = time.perf_counter()
         result = SUITES[name]([])
-        record = {"suite": name, "machine": _machine(), "seconds": round(time.perf_counter() - t, 1), "result": result}
+        record = {"suite": name, "machine": _machine(), "seconds": round(time.perf_counter() - t, 1),
+                  "result": result}
         (out / f"{name}.json").write_text(json.dumps(record, indent=2, default=str))
     print(f"\nresults written to {out}/")
 

@@ -5,9 +5,10 @@ profile, people who get entity trees, threads that form scenes).
 
 Every base size (stored sessions) is loaded in one process; then, round after round, each size in
 turn gets one ingest, delete, correct and query-after-write, timed with the report's stage breakdown
-(side by side, so a drift in the machine's speed reaches every size alike). `mean_s` is the memory's own cost: the wall time less the time spent inside
-model calls (`ModelClock`: the embedder's and the chat model's, which the write path makes O(log N) of
-through refreshed ancestors); `wall_mean_s` and `model_mean_s` are reported beside it. Memory is the
+(side by side, so a drift in the machine's speed reaches every size alike). `mean_s` is the memory's
+own cost: the wall time less the time spent inside model calls (`ModelClock`: the embedder's and the
+chat model's, which the write path makes O(log N) of through refreshed ancestors); `wall_mean_s` and
+`model_mean_s` are reported beside it. Memory is the
 tracemalloc peak while loading the store, divided by its sessions. Loading the store and the first
 query after it (which builds the lexical index over every cell and fact) are O(size) once per process
 and reported apart (`load_s`, `first_query_s`). Partitioned search is compared with exact search
@@ -203,7 +204,8 @@ class Measured:
         t, m = time.perf_counter(), self.models.seconds
         out = run(*args)
         wall, model = time.perf_counter() - t, self.models.seconds - m
-        stages = out.timings if name == "ingest" else out.trace.get("latency", {}) if name == "query" else out["timings"]
+        stages = (out.timings if name == "ingest" else out.trace.get("latency", {}) if name == "query"
+                  else out["timings"])
         self.ops[name].append((wall, model, stages))
         if name in self.refreshed:
             self.refreshed[name].append(dirty_path(out))
@@ -228,7 +230,8 @@ class Measured:
             for _, _, st in samples:
                 for k, v in st.items():
                     stages[k] = stages.get(k, 0.0) + v / len(samples)
-            row[name] = {"mean_s": round(statistics.mean(own), 6), "median_s": round(statistics.median(own), 6),
+            row[name] = {"mean_s": round(statistics.mean(own), 6),
+                         "median_s": round(statistics.median(own), 6),
                          "wall_mean_s": round(statistics.mean(walls), 6),
                          "model_mean_s": round(statistics.mean(m for _, m, _ in samples), 6),
                          "stages": {k: round(v, 4) for k, v in stages.items()}}
@@ -259,22 +262,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         t = time.perf_counter()
         base = base_store(root, size, args.turns, args.seed, args.batch, args.extractor)
         build = time.perf_counter() - t
-        stores.append(Measured(base, size, args.reps, args.turns, args.seed, root / "incremental_work", args.extractor,
-                               args.huge_pages))
+        stores.append(Measured(base, size, args.reps, args.turns, args.seed, root / "incremental_work",
+                               args.extractor, args.huge_pages))
         stores[-1].row["build_s"] = round(build, 1)
     for r in range(args.reps):  # side by side: a drift in the machine's speed reaches every size alike
         for store in stores:
             store.round(r)
     rows = [store.finish() for store in stores]
     for size, row in zip(sizes, rows):
-        print(f"n={size}: " + ", ".join(f"{op} {row[op]['mean_s'] * 1000:.1f} ms (wall {row[op]['wall_mean_s'] * 1000:.1f})"
-                                        for op in ("ingest", "delete", "correct", "query"))
+        print(f"n={size}: "
+              + ", ".join(f"{op} {row[op]['mean_s'] * 1000:.1f} ms (wall {row[op]['wall_mean_s'] * 1000:.1f})"
+                          for op in ("ingest", "delete", "correct", "query"))
               + f", {row['peak_bytes_per_session'] / 1024:.1f} KiB/session (tracemalloc peak of the load); "
-              f"once per process: load {row['load_s']:.1f} s, first query {row['first_query_s']:.1f} s", flush=True)
+              f"once per process: load {row['load_s']:.1f} s, first query {row['first_query_s']:.1f} s",
+              flush=True)
     ratios = {}
     if len(rows) > 1:
         lo, hi = rows[0], rows[-1]
-        ratios = {op: round(hi[op]["mean_s"] / lo[op]["mean_s"], 2) for op in ("ingest", "delete", "correct", "query")}
+        ratios = {op: round(hi[op]["mean_s"] / lo[op]["mean_s"], 2)
+                      for op in ("ingest", "delete", "correct", "query")}
         ratios.update({f"{op}_wall": round(hi[op]["wall_mean_s"] / lo[op]["wall_mean_s"], 2)
                        for op in ("ingest", "delete", "correct", "query")})
         ratios.update({f"{op}_median": round(hi[op]["median_s"] / lo[op]["median_s"], 2)
@@ -283,11 +289,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         # the share of the growth the refresh's design accounts for: own time per refreshed node
         ratios.update({f"{op}_per_refreshed_node": round(
             hi[op]["mean_s"] / hi[op]["refreshed_nodes"] / (lo[op]["mean_s"] / lo[op]["refreshed_nodes"]), 2)
-            for op in ("ingest", "delete", "correct") if lo[op]["refreshed_nodes"] and hi[op]["refreshed_nodes"]})
-        ratios.update({f"{op}_refreshed_nodes": round(hi[op]["refreshed_nodes"] / lo[op]["refreshed_nodes"], 2)
-                       for op in ("ingest", "delete", "correct") if lo[op]["refreshed_nodes"]})
+            for op in ("ingest", "delete", "correct")
+            if lo[op]["refreshed_nodes"] and hi[op]["refreshed_nodes"]})
+        ratios.update({f"{op}_refreshed_nodes": round(
+            hi[op]["refreshed_nodes"] / lo[op]["refreshed_nodes"], 2)
+            for op in ("ingest", "delete", "correct") if lo[op]["refreshed_nodes"]})
         print(f"ratio n={sizes[-1]} / n={sizes[0]}: " + ", ".join(f"{k} {v}x" for k, v in ratios.items()))
-    return {"sizes": sizes, "extractor": args.extractor, "huge_pages": args.huge_pages, "rows": rows, "ratios": ratios, "reps": args.reps}
+    return {"sizes": sizes, "extractor": args.extractor, "huge_pages": args.huge_pages, "rows": rows,
+            "ratios": ratios, "reps": args.reps}
 
 
 if __name__ == "__main__":

@@ -116,15 +116,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     requests = [dialogue(i) for i in range(args.calls)]
     results = [
-        run("1 instance x 2 threads", requests, llm_config([*args.set, "instances=1", "threads_per_instance=2"])),
-        run("2 instances x 1 thread", requests, llm_config([*args.set, "instances=2", "threads_per_instance=1"])),
+        run("1 instance x 2 threads", requests,
+            llm_config([*args.set, "instances=1", "threads_per_instance=2"])),
+        run("2 instances x 1 thread", requests,
+            llm_config([*args.set, "instances=2", "threads_per_instance=1"])),
     ]
     print(format_table(results))
     base = results[0].calls_per_min
     speedup = results[1].calls_per_min / base
     print(f"speed-up of 2x1 over 1x2: {speedup:.2f}x")
     return {"results": [{"label": r.label, "calls": r.calls, "ok": r.ok, "invalid": r.invalid,
-                         "wall_s": round(r.wall_s, 3), "calls_per_min": round(r.calls_per_min, 2)} for r in results],
+                         "wall_s": round(r.wall_s, 3), "calls_per_min": round(r.calls_per_min, 2)}
+                        for r in results],
             "speedup_2x1_over_1x2": round(speedup, 3)}
 
 

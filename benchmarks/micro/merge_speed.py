@@ -56,9 +56,10 @@ def run(max_n: int = 8, cfg: MemForestConfig | None = None) -> list[dict[str, An
             merge_s = time.perf_counter() - t
             seq, mer = forest.snapshot("sequential").state, forest.snapshot(f"merged{n}").state
             rows.append({"n": n, "sequential_s": round(sequential, 2), "merge_s": round(merge_s, 2),
-                         "speedup": round(sequential / merge_s, 2), "merge_llm_calls": len(forest.log) - calls,
-                         "facts_sequential": len(seq.facts), "facts_merged": len(mer.facts),
-                         "trees_sequential": len(seq.trees), "trees_merged": len(mer.trees)})
+                         "speedup": round(sequential / merge_s, 2),
+                         "merge_llm_calls": len(forest.log) - calls, "facts_sequential": len(seq.facts),
+                         "facts_merged": len(mer.facts), "trees_sequential": len(seq.trees),
+                         "trees_merged": len(mer.trees)})
             print(_row(rows[-1]), flush=True)
     return rows
 

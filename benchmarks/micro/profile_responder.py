@@ -30,28 +30,30 @@ from memforest.llm.base import ChatRequest
 from memforest.llm.testing import rule_responder
 
 _FIRST = ("Maya", "Liam", "Noor", "Owen", "Priya", "Mateo", "Hana", "Felix", "Zara", "Tomas", "Ines", "Kofi",
-          "Lena", "Arjun", "Sofia", "Ravi", "Elena", "Marco", "Yuki", "Omar", "Clara", "Diego", "Amara", "Jonas",
-          "Leila", "Nikhil", "Greta", "Samir", "Rosa", "Emil", "Tariq", "Anya", "Bruno", "Chloe", "Dario", "Esme",
-          "Farid", "Gwen", "Hugo", "Isla")
+          "Lena", "Arjun", "Sofia", "Ravi", "Elena", "Marco", "Yuki", "Omar", "Clara", "Diego", "Amara",
+          "Jonas", "Leila", "Nikhil", "Greta", "Samir", "Rosa", "Emil", "Tariq", "Anya", "Bruno", "Chloe",
+          "Dario", "Esme", "Farid", "Gwen", "Hugo", "Isla")
 _LAST = ("Okafor", "Lindqvist", "Moreau", "Tanaka", "Haddad", "Novak", "Ferreira", "Kowalski", "Brennan",
-         "Castillo", "Ivanova", "Mensah", "Rossi", "Sato", "Weber", "Quinn", "Duarte", "Abara", "Keller", "Farah")
-_VERBS = ("booked", "bought", "repaired", "recommended", "borrowed", "painted", "cancelled", "planned", "visited",
-          "ordered", "returned", "cooked", "finished", "started", "practised", "sold", "rented", "organised",
-          "photographed", "learned", "joined", "left", "renewed", "installed", "adopted", "baked", "upgraded",
-          "shipped", "watched", "wrote")
-_OBJECTS = ("a vintage road bike", "the pottery class", "a flight to Lisbon", "the kitchen faucet", "a sourdough starter",
-            "the quarterly report", "a pair of hiking boots", "the piano lessons", "a used hatchback", "the garden shed",
-            "a telescope", "the book club", "a standing desk", "the apartment lease", "a rescue greyhound",
-            "the wedding playlist", "a camping stove", "the tax return", "a language course", "the birthday cake",
-            "a noise-cancelling headset", "the climbing gym pass", "a ceramic vase", "the team offsite",
-            "a mechanical keyboard", "the chess tournament", "a sewing machine", "the volunteer shift",
-            "a kayak", "the photography portfolio", "a herb planter", "the marathon training plan",
-            "a film camera", "the dentist appointment", "a gaming laptop", "the family reunion",
-            "an espresso machine", "the conference talk", "a bookshelf", "the insurance claim")
-_PLACES = ("in Denver", "near the harbour", "at the community centre", "in Kyoto", "downtown", "at the lake house",
-           "in the old town", "at work", "in Montreal", "at the farmers market", "in the suburbs", "online",
-           "at the university", "in Porto", "at the airport", "in the mountains", "at the library", "in Nairobi",
-           "at the studio", "in Melbourne")
+         "Castillo", "Ivanova", "Mensah", "Rossi", "Sato", "Weber", "Quinn", "Duarte", "Abara", "Keller",
+         "Farah")
+_VERBS = ("booked", "bought", "repaired", "recommended", "borrowed", "painted", "cancelled", "planned",
+          "visited", "ordered", "returned", "cooked", "finished", "started", "practised", "sold", "rented",
+          "organised", "photographed", "learned", "joined", "left", "renewed", "installed", "adopted",
+          "baked", "upgraded", "shipped", "watched", "wrote")
+_OBJECTS = ("a vintage road bike", "the pottery class", "a flight to Lisbon", "the kitchen faucet",
+            "a sourdough starter", "the quarterly report", "a pair of hiking boots", "the piano lessons",
+            "a used hatchback", "the garden shed", "a telescope", "the book club", "a standing desk",
+            "the apartment lease", "a rescue greyhound", "the wedding playlist", "a camping stove",
+            "the tax return", "a language course", "the birthday cake", "a noise-cancelling headset",
+            "the climbing gym pass", "a ceramic vase", "the team offsite", "a mechanical keyboard",
+            "the chess tournament", "a sewing machine", "the volunteer shift", "a kayak",
+            "the photography portfolio", "a herb planter", "the marathon training plan", "a film camera",
+            "the dentist appointment", "a gaming laptop", "the family reunion", "an espresso machine",
+            "the conference talk", "a bookshelf", "the insurance claim")
+_PLACES = ("in Denver", "near the harbour", "at the community centre", "in Kyoto", "downtown",
+           "at the lake house", "in the old town", "at work", "in Montreal", "at the farmers market",
+           "in the suburbs", "online", "at the university", "in Porto", "at the airport", "in the mountains",
+           "at the library", "in Nairobi", "at the studio", "in Melbourne")
 _DETAILS = ("for {n} dollars", "after {n} weeks of waiting", "with {n} friends", "for the {n}th time",
             "{n} days before the trip", "in under {n} hours", "with a {n} percent discount", "for {n} people")
 _TOPICS = ("travel", "home", "fitness", "cooking", "work", "music", "finance", "pets", "hobbies", "health",
@@ -82,8 +84,9 @@ class ProfileResponder:
         self._people_cdf = _zipf_cdf(_PEOPLE, 1.0)
         self._profile_cdf = _zipf_cdf(_PROFILE, 1.0)
         self._thread_cdf = _zipf_cdf(_THREADS, 0.8)
-        self.threads = [(f"{rng.choice(_OBJECTS)} {rng.choice(_PLACES)} during the {rng.choice(_QUALIFIERS)}, "
-                         f"part of the {rng.choice(_QUALIFIERS)} {rng.choice(_TOPICS)} review", rng.choice(_TOPICS))
+        self.threads = [(f"{rng.choice(_OBJECTS)} {rng.choice(_PLACES)} during the "
+                         f"{rng.choice(_QUALIFIERS)}, part of the {rng.choice(_QUALIFIERS)} "
+                         f"{rng.choice(_TOPICS)} review", rng.choice(_TOPICS))
                         for _ in range(_THREADS)]
         self.profile = [self._fact(rng, origin="user") for _ in range(_PROFILE)]
 

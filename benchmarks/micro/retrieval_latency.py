@@ -36,7 +36,8 @@ def compose(n: int, dim: int = 384, cfg: MemForestConfig | None = None) -> UserS
 
 def _percentiles(samples: list[float]) -> dict[str, float]:
     ms = np.asarray(samples) * 1000.0
-    return {"p50_ms": round(float(np.percentile(ms, 50)), 3), "p95_ms": round(float(np.percentile(ms, 95)), 3)}
+    return {"p50_ms": round(float(np.percentile(ms, 50)), 3),
+            "p95_ms": round(float(np.percentile(ms, 95)), 3)}
 
 
 def measure(n: int, queries: int = 300, seed: int = 0, cfg: MemForestConfig | None = None) -> dict[str, Any]:
@@ -46,7 +47,8 @@ def measure(n: int, queries: int = 300, seed: int = 0, cfg: MemForestConfig | No
     _ = snap.fact_trees  # built once per snapshot, like a served snapshot
     rng = np.random.default_rng(seed)
     facts = list(state.fact_vecs.values())
-    qs = [facts[i] + 0.3 * rng.standard_normal(state.dim).astype(np.float32) for i in rng.integers(len(facts), size=queries)]
+    qs = [facts[i] + 0.3 * rng.standard_normal(state.dim).astype(np.float32)
+          for i in rng.integers(len(facts), size=queries)]
     qs = [(q / np.linalg.norm(q)).astype(np.float32) for q in qs]
     browse, roots = [], []
     for q in qs:
@@ -74,7 +76,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
           f"{'root p50 ms':>12} {'root p95 ms':>12}")
     for r in rows:
         print(f"{r['forests']:>7} {r['facts']:>7} {r['trees']:>6} {r['browse']['p50_ms']:>14} "
-              f"{r['browse']['p95_ms']:>14} {r['root_recall']['p50_ms']:>12} {r['root_recall']['p95_ms']:>12}")
+              f"{r['browse']['p95_ms']:>14} {r['root_recall']['p50_ms']:>12} "
+              f"{r['root_recall']['p95_ms']:>12}")
     return rows
 
 

@@ -101,8 +101,9 @@ def measure(out: Path, questions: int, sessions: int, conversations: int, method
 def _print(result: dict[str, Any], methods: list[str]) -> None:
     print(f"retrieval quality on synthetic files ({result['questions']} LongMemEval-like questions, "
           f"{result['conversations']} LoCoMo-like conversations)")
-    head = ["method", *[f"S@{k}" for k in SESSION_KS], *[f"{m}@{n}T" for n in TURN_BUDGETS for m in ("any", "all")],
-            "cpu s/inst", "wall s/inst", "cache hit"]
+    head = ["method", *[f"S@{k}" for k in SESSION_KS],
+            *[f"{m}@{n}T" for n in TURN_BUDGETS for m in ("any", "all")], "cpu s/inst", "wall s/inst",
+            "cache hit"]
     print(" ".join(f"{h:>12}" for h in head))
     for m in methods:
         s, t = result[m]["longmemeval_s"], result[m]["locomo"]
@@ -115,7 +116,8 @@ def _print(result: dict[str, Any], methods: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--questions", type=int, default=20, help="LongMemEval-like questions (one haystack each)")
+    parser.add_argument("--questions", type=int, default=20,
+                        help="LongMemEval-like questions (one haystack each)")
     parser.add_argument("--sessions", type=int, default=48, help="sessions per haystack")
     parser.add_argument("--conversations", type=int, default=2, help="LoCoMo-like conversations")
     parser.add_argument("--methods", default=",".join(METHODS))

@@ -35,7 +35,8 @@ def _fill(tree: MemTree, items: list[str], times: list[float], start: int, stop:
             _drain(tree)
 
 
-def _timed_window(tree: MemTree, items: list[str], times: list[float], start: int, stop: int) -> dict[str, Any]:
+def _timed_window(tree: MemTree, items: list[str], times: list[float], start: int,
+                  stop: int) -> dict[str, Any]:
     _drain(tree)
     gc.collect()
     t0 = time.perf_counter()

@@ -20,7 +20,8 @@ def _unit(rng: np.random.Generator, center: np.ndarray, spread: float) -> np.nda
 
 def build_state(
     user: str, seed: int, dim: int = 384, sessions: int = 48, cells_per_session: int = 5,
-    facts_per_cell: int = 6, entity_trees: int = 30, scene_trees: int = 170, cfg: MemForestConfig | None = None,
+    facts_per_cell: int = 6, entity_trees: int = 30, scene_trees: int = 170,
+    cfg: MemForestConfig | None = None,
 ) -> UserState:
     """A state with session, `entity:user`, entity and scene trees, every node summarised
     (extractive text) and embedded (mean of children)."""
@@ -32,7 +33,8 @@ def build_state(
     cell_vecs: dict[str, np.ndarray] = {}
     for s in range(sessions):
         sid, ts = f"{user}-s{s:03d}", t0 + s * 7 * DAY
-        st.add_session(Session(sid, ts, [Turn("user", f"turn {i}", ts) for i in range(2 * cells_per_session)]))
+        st.add_session(Session(sid, ts,
+                               [Turn("user", f"turn {i}", ts) for i in range(2 * cells_per_session)]))
         st.session_cells[sid] = []
         for c in range(cells_per_session):
             cell = Cell(f"{sid}#{c}", sid, c, 2 * c, 2 * c + 1, ts + c * 60, f"synthetic dialogue {sid} {c}")
@@ -41,16 +43,19 @@ def build_state(
             for k in range(facts_per_cell):
                 topic = int(rng.integers(scene_trees))
                 fid = f"f-{user}-{s}-{c}-{k}"
-                st.facts[fid] = Fact(fid, f"synthetic fact {fid} on topic {topic}", fid, "user" if k % 2 else "assistant",
-                                     "detail", [], [f"ent{topic % entity_trees}"], [f"t{topic}"], "", None, None, "",
-                                     f"d{topic % 5}", "", [Occurrence(sid, cell.id, 2 * c, 2 * c + 1, cell.time)])
+                st.facts[fid] = Fact(fid, f"synthetic fact {fid} on topic {topic}", fid,
+                                     "user" if k % 2 else "assistant", "detail", [],
+                                     [f"ent{topic % entity_trees}"], [f"t{topic}"], "", None, None, "",
+                                     f"d{topic % 5}", "",
+                                     [Occurrence(sid, cell.id, 2 * c, 2 * c + 1, cell.time)])
                 st.fact_vecs[fid] = _unit(rng, topic_centers[topic], 0.35)
             cell_vecs[cell.id] = _unit(rng, np.zeros(dim, np.float32), 1.0)
     _grow_trees(st, cfg, cell_vecs, scene_trees, entity_trees)
     return st
 
 
-def _grow_trees(st: UserState, cfg: MemForestConfig, cell_vecs: dict[str, np.ndarray], scenes: int, ents: int) -> None:
+def _grow_trees(st: UserState, cfg: MemForestConfig, cell_vecs: dict[str, np.ndarray], scenes: int,
+                ents: int) -> None:
     for sid, cells in st.session_cells.items():
         info = st.add_tree(f"session:{sid}", "session", sid, cfg.tree.fanout_session)
         for cid in cells:
@@ -69,7 +74,8 @@ def _grow_trees(st: UserState, cfg: MemForestConfig, cell_vecs: dict[str, np.nda
         st.trees[f"entity:{label}"].tree.insert(f.id, f.time)
         scene_id = f"scene:{topic + 1}"
         if scene_id not in st.scenes:
-            st.scenes[scene_id] = Scene(scene_id, f.domain, np.zeros_like(st.fact_vecs[f.id]), 0, f.time, scene_id)
+            st.scenes[scene_id] = Scene(scene_id, f.domain, np.zeros_like(st.fact_vecs[f.id]), 0, f.time,
+                                        scene_id)
             st.add_tree(scene_id, "scene", "scene", cfg.tree.fanout_scene)
         sc = st.scenes[scene_id]
         sc.total, sc.size, sc.t_last = sc.total + st.fact_vecs[f.id], sc.size + 1, max(sc.t_last, f.time)

@@ -51,11 +51,11 @@ def profile(cfg: MemForestConfig | None = None, sessions: list[dict] | None = No
     emb = embedder.seconds
     other = wall - llm - emb
     structural = sum(report.timings.get(k, 0.0) for k in ("chunk", "route", "commit", "index"))
-    return {"wall_s": round(wall, 3), "llm_s": round(llm, 3), "embed_s": round(emb, 3), "other_s": round(other, 3),
-            "llm_share": round(llm / wall, 4), "embed_share": round(emb / wall, 4),
-            "non_model_share": round(other / wall, 4), "structural_share": round(structural / wall, 4),
-            "llm_calls": report.llm_calls, "cells": report.cells, "facts": report.new_facts,
-            "timings": report.timings}
+    return {"wall_s": round(wall, 3), "llm_s": round(llm, 3), "embed_s": round(emb, 3),
+            "other_s": round(other, 3), "llm_share": round(llm / wall, 4),
+            "embed_share": round(emb / wall, 4), "non_model_share": round(other / wall, 4),
+            "structural_share": round(structural / wall, 4), "llm_calls": report.llm_calls,
+            "cells": report.cells, "facts": report.new_facts, "timings": report.timings}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 A request is admitted when fewer than `max_concurrency` requests are running (vLLM's `max_num_seqs`);
 later ones wait in a first-come queue. Once admitted, its latency is
 
-    ttft  = ttft_base_s + (uncached + cached_cost * cached) / prefill_tokens_per_s * (1 + prefill_load * (running - 1))
+    ttft  = ttft_base_s + (uncached + cached_cost * cached) / prefill_tokens_per_s
+                          * (1 + prefill_load * (running - 1))
     tpot  = decode_s_per_token * (1 + decode_batch_slope * (running - 1))
     total = ttft + completion_tokens * tpot
 
@@ -44,7 +45,8 @@ class LatencyParams:
     cache_blocks: int = 12_500  # prefix-cache capacity in blocks (~200k tokens of KV cache)
 
     def __post_init__(self) -> None:
-        positive = ("prefill_tokens_per_s", "decode_s_per_token", "max_concurrency", "block_chars", "cache_blocks")
+        positive = ("prefill_tokens_per_s", "decode_s_per_token", "max_concurrency", "block_chars",
+                    "cache_blocks")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"latency model {self.name}: {name} must be positive")

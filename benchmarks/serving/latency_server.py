@@ -76,8 +76,9 @@ class ReplaySource:
 class LatencyModelServer(ModelServer):
     """Chat through the latency model; embeddings (when an embedder is given) are served at once."""
 
-    def __init__(self, params: LatencyParams, *, chat: ChatModel | None = None, replay: ReplaySource | None = None,
-                 embedder: Embedder | None = None, model_name: str = "simulated", log_path: str | Path | None = None,
+    def __init__(self, params: LatencyParams, *, chat: ChatModel | None = None,
+                 replay: ReplaySource | None = None, embedder: Embedder | None = None,
+                 model_name: str = "simulated", log_path: str | Path | None = None,
                  clock: Clock | None = None, port: int = 0) -> None:
         if chat is None and replay is None:
             raise ValueError("LatencyModelServer needs a chat model or a replay source")
@@ -123,7 +124,8 @@ class LatencyModelServer(ModelServer):
                 return "replay", RuntimeError(f"no recorded answer for request {key}")
         assert self.source_model is not None
         try:
-            return ("fallback" if self.replay is not None else "model"), self.source_model.generate([request])[0]
+            return (("fallback" if self.replay is not None else "model"),
+                    self.source_model.generate([request])[0])
         except Exception as exc:  # the model's failure is the request's answer (HTTP 500)
             return "model", exc
 

@@ -98,7 +98,8 @@ class LlamaCppServer:
             time.sleep(0.3)
 
     def _tail(self) -> str:
-        return self.log_path.read_text(errors="replace")[-2000:] if self.log_path and self.log_path.exists() else ""
+        return (self.log_path.read_text(errors="replace")[-2000:] if self.log_path and self.log_path.exists()
+                else "")
 
     def close(self) -> None:
         proc, self._proc = self._proc, None

@@ -45,7 +45,8 @@ class LoopbackServer:
 
     def start(self) -> Any:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._server.serve_forever, name=self.thread_name, daemon=True)
+            self._thread = threading.Thread(target=self._server.serve_forever, name=self.thread_name,
+                                            daemon=True)
             self._thread.start()
         return self
 

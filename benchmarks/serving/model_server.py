@@ -58,12 +58,13 @@ class ModelServer(LoopbackServer):
         if embedder is None and chat is None:
             raise ValueError("ModelServer needs an embedder, a chat model, or both")
         self.embedder, self.chat = embedder, chat
-        self.model_name = model_name or (chat.name if chat is not None else embedder.name)  # type: ignore[union-attr]
+        self.model_name = (model_name
+                           or (chat.name if chat is not None else embedder.name))  # type: ignore[union-attr]
         self.token_counter = token_counter
         self._chat_batcher: Batcher[ChatRequest, ChatResponse] | None = None
         if chat is not None and chat.batched:
-            self._chat_batcher = Batcher(chat.generate, window_s=BATCH_WINDOW_S, max_items=chat.max_concurrency,
-                                         name="model-server-chat")
+            self._chat_batcher = Batcher(chat.generate, window_s=BATCH_WINDOW_S,
+                                         max_items=chat.max_concurrency, name="model-server-chat")
         self._embed_batcher: Batcher[EmbedItem, np.ndarray] | None = None
         if embedder is not None:
             self._embed_batcher = Batcher(self._embed_batch, window_s=BATCH_WINDOW_S,
@@ -143,7 +144,8 @@ class ModelServer(LoopbackServer):
         elif fmt.get("type") == "json_object":
             schema = fmt.get("schema") or {"type": "object"}
         chat_request = ChatRequest(
-            messages=tuple({"role": m["role"], "content": _text(m.get("content"))} for m in request["messages"]),
+            messages=tuple({"role": m["role"], "content": _text(m.get("content"))}
+                           for m in request["messages"]),
             stage="served", prompt_id="external", json_schema=schema,
             max_tokens=int(request.get("max_tokens") or request.get("max_completion_tokens") or 512),
             temperature=float(request.get("temperature") or 0.0), top_p=float(request.get("top_p") or 1.0),

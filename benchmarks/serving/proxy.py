@@ -96,12 +96,13 @@ class LoggingProxy(LoopbackServer):
         return body, data, tags
 
     def record(self, route: str, request: dict[str, Any], started: float, in_flight: int, status: int,
-               usage: dict[str, Any] | None, finish: str | None, error: str | None, tags: dict[str, Any]) -> None:
+               usage: dict[str, Any] | None, finish: str | None, error: str | None,
+               tags: dict[str, Any]) -> None:
         usage = usage or {}
         details = usage.get("prompt_tokens_details") or {}
         self.call_log.add(CallRecord(
-            id=self.call_log.next_id(), stage=ROUTES[route], prompt_id=f"external:{route.strip('/')}", prompt_version=0,
-            wave=0, level=0, start=started, end=time.time(),
+            id=self.call_log.next_id(), stage=ROUTES[route], prompt_id=f"external:{route.strip('/')}",
+            prompt_version=0, wave=0, level=0, start=started, end=time.time(),
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             cached_prompt_tokens=int(details.get("cached_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
@@ -179,7 +180,8 @@ def _handler_for(proxy: LoggingProxy) -> type[BaseHTTPRequestHandler]:
         def _passthrough(self, method: str, route: str, body: bytes) -> None:
             try:
                 resp = proxy._client.request(method, proxy.target(route), content=body or None)
-                self._reply(resp.status_code, resp.content, resp.headers.get("content-type", "application/json"))
+                self._reply(resp.status_code, resp.content,
+                            resp.headers.get("content-type", "application/json"))
             except httpx.HTTPError as exc:
                 self._reply(502, json.dumps({"error": {"message": str(exc)}}).encode(), "application/json")
 

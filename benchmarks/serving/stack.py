@@ -27,8 +27,9 @@ from memforest.llm.calllog import CallLog
 class ServingStack:
     def __init__(self, call_log: CallLog, system: str, *, llm_model: str, llm_base_url: str | None = None,
                  chat: ChatModel | None = None, gguf_path: str | None = None, n_ctx: int = 4096,
-                 threads: int = 1, seed: int = 0, embedder: Embedder | None = None, embed_base_url: str | None = None,
-                 max_tokens_cap: int | None = None, log_dir: str | Path | None = None) -> None:
+                 threads: int = 1, seed: int = 0, embedder: Embedder | None = None,
+                 embed_base_url: str | None = None, max_tokens_cap: int | None = None,
+                 log_dir: str | Path | None = None) -> None:
         if llm_base_url is None and chat is None and gguf_path is None:
             from memforest.llm.llamacpp import packaged_gguf_path
 
@@ -36,7 +37,8 @@ class ServingStack:
         if embed_base_url is None and embedder is None:
             raise ValueError("ServingStack needs an embeddings URL or an Embedder to serve")
         self.call_log, self.system = call_log, system
-        self.llm_model, self.llm_base_url, self.chat, self.gguf_path = llm_model, llm_base_url, chat, gguf_path
+        self.llm_model, self.llm_base_url, self.chat, self.gguf_path = (llm_model, llm_base_url, chat,
+                                                                        gguf_path)
         self.n_ctx, self.threads, self.seed = n_ctx, threads, seed
         self.embedder, self.embed_base_url = embedder, embed_base_url
         self.max_tokens_cap = max_tokens_cap

@@ -17,7 +17,8 @@ def open_forest(system: Any, path: Path) -> MemForest:
     """A MemForest at `path` with the run's method configuration, models and call log."""
     needed = ("config", "llm", "embedder", "log")
     if not all(hasattr(system, n) for n in needed) or getattr(system, "generate", True) is False:
-        raise SystemUnavailable("this task needs a MemForest method with a chat model (e.g. method=memforest_embed)")
+        raise SystemUnavailable("this task needs a MemForest method with a chat model (e.g. "
+                                "method=memforest_embed)")
     return MemForest(path, system.config, llm=system.llm, embedder=system.embedder, call_log=system.log)
 
 
@@ -26,7 +27,8 @@ def payload(instance: Instance, prefix: str) -> list[dict[str, Any]]:
     haystacks share sessions stay distinct; turns without text are left out."""
     out = []
     for s in instance.sessions:
-        turns = [{"role": t.role, "content": t.content, "timestamp": t.timestamp.isoformat() if t.timestamp else None}
+        turns = [{"role": t.role, "content": t.content,
+                  "timestamp": t.timestamp.isoformat() if t.timestamp else None}
                  for t in s.turns if t.content.strip()]
         if turns:
             sid = _UNSAFE.sub("_", f"{prefix}{s.session_id}")[:120]

@@ -55,7 +55,8 @@ def run_migration(h: Any) -> dict[str, Any]:
                 merge_s = time.perf_counter() - t
                 seq, mer = forest.snapshot("sequential").state, forest.snapshot(f"merged{n}").state
                 row = {"n": n, "sources_build_s": round(sources_s, 3), "sequential_s": round(sequential_s, 3),
-                       "merge_s": round(merge_s, 3), "speedup": round(sequential_s / merge_s, 3) if merge_s else None,
+                       "merge_s": round(merge_s, 3),
+                       "speedup": round(sequential_s / merge_s, 3) if merge_s else None,
                        "merge_llm_calls": len(forest.log) - mark, "sequential_llm_calls": sequential_calls,
                        "facts_sequential": len(seq.facts), "facts_merged": len(mer.facts),
                        "trees_sequential": len(seq.trees), "trees_merged": len(mer.trees),
@@ -80,6 +81,7 @@ def markdown(rows: list[dict[str, Any]], simulated: bool) -> str:
     lines = ["## migration: merge N forests vs sequential write" + (" [simulated]" if simulated else ""), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        lines.append(f"| {r['n']} | {r['sequential_s']} | {r['merge_s']} | {r['speedup']} | {r['merge_llm_calls']} "
-                     f"| {r['facts_merged']} / {r['facts_sequential']} | {r['trees_merged']} / {r['trees_sequential']} |")
+        lines.append(f"| {r['n']} | {r['sequential_s']} | {r['merge_s']} | {r['speedup']} | "
+                     f"{r['merge_llm_calls']} | {r['facts_merged']} / {r['facts_sequential']} | "
+                     f"{r['trees_merged']} / {r['trees_sequential']} |")
     return "\n".join(lines) + "\n"

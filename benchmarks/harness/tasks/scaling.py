@@ -93,9 +93,11 @@ def run_scaling(h: Any) -> dict[str, Any]:
                 row = {"instance_id": instance.instance_id, **structure,
                        "eager_over_batched": round(structure["eager_calls"] / structure["batched_calls"], 3)
                        if structure["batched_calls"] else None,
-                       "refresh_calls": len(calls), "refresh_call_seconds": round(sum(c.latency for c in calls), 3),
+                       "refresh_calls": len(calls),
+                       "refresh_call_seconds": round(sum(c.latency for c in calls), 3),
                        "measured_refresh_wall_s": report.timings.get("refresh"),
-                       "refresh_s": times, "speedup": {p: round(base / t, 3) if t else None for p, t in times.items()},
+                       "refresh_s": times,
+                       "speedup": {p: round(base / t, 3) if t else None for p, t in times.items()},
                        "concurrency": int(h.system.config.llm.concurrency), "simulated": is_simulated(h.cfg)}
                 out.write(row)
                 rows.append(row)
