@@ -24,7 +24,8 @@ class ArtifactsFailed(RuntimeError):
     """Some artifacts could not be made; the others were written."""
 
 
-def generate(results_dir: str | Path, out: str | Path, only: Sequence[str] = ARTIFACTS) -> dict[str, list[Path]]:
+def generate(results_dir: str | Path, out: str | Path,
+             only: Sequence[str] = ARTIFACTS) -> dict[str, list[Path]]:
     """Write every artifact of `only` into `out`; the paths written, by artifact. An artifact that fails
     is reported (log, index.md) and the others are still made; then ArtifactsFailed is raised."""
     results = Results.scan(results_dir)
@@ -40,12 +41,14 @@ def generate(results_dir: str | Path, out: str | Path, only: Sequence[str] = ART
             log.exception("%s failed", name)
             failed[name] = f"{type(exc).__name__}: {exc}"
     lines = [f"# Paper artifacts from {results_dir}", "",
-             f"{len(results.run_dirs)} run directories, {len(results.bench_files)} microbenchmark records.", ""]
+             f"{len(results.run_dirs)} run directories, {len(results.bench_files)} microbenchmark records.",
+             ""]
     lines += [f"- {name}: " + ", ".join(p.name for p in paths) for name, paths in written.items()]
     lines += [f"- {name}: FAILED ({reason})" for name, reason in failed.items()]
     (out / "index.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     if failed:
-        raise ArtifactsFailed(f"{len(failed)} artifact(s) failed: {', '.join(failed)} (see {out / 'index.md'})")
+        raise ArtifactsFailed(f"{len(failed)} artifact(s) failed: {', '.join(failed)} (see "
+                              f"{out / 'index.md'})")
     return written
 
 

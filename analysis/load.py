@@ -101,12 +101,14 @@ def build_row(build: Mapping[str, Any]) -> dict[str, Any]:
     row = {
         "instance_id": str(build["instance_id"]), "turns": build.get("turns"),
         "sessions": build.get("sessions"), "build_seconds": build.get("build_seconds"),
-        "build_cpu_seconds": build.get("build_cpu_seconds"), "turns_per_second": build.get("turns_per_second"),
-        "llm_calls": llm.get("calls", 0), "embedding_calls": llm.get("embedding_calls", 0),
-        "waves": llm.get("waves", 0), "critical_path_seconds": llm.get("critical_path_seconds", 0.0),
+        "build_cpu_seconds": build.get("build_cpu_seconds"),
+        "turns_per_second": build.get("turns_per_second"), "llm_calls": llm.get("calls", 0),
+        "embedding_calls": llm.get("embedding_calls", 0), "waves": llm.get("waves", 0),
+        "critical_path_seconds": llm.get("critical_path_seconds", 0.0),
         "call_seconds": llm.get("call_seconds", 0.0), "prompt_tokens": prompt, "cached_prompt_tokens": cached,
         "uncached_prompt_tokens": prompt - cached, "completion_tokens": int(llm.get("completion_tokens", 0)),
-        "derived_waves": derived.get("waves"), "derived_critical_path_seconds": derived.get("critical_path_seconds"),
+        "derived_waves": derived.get("waves"),
+        "derived_critical_path_seconds": derived.get("critical_path_seconds"),
         "busy_seconds": derived.get("busy_seconds"), "max_in_flight": derived.get("max_in_flight"),
         "facts": system.get("new_facts"), "trees": system.get("trees_touched"),
         "error": build.get("error"),
@@ -159,7 +161,8 @@ def verdict_row(verdict: Mapping[str, Any]) -> dict[str, Any]:
 def call_row(call: Mapping[str, Any]) -> dict[str, Any]:
     tags = call.get("tags") or {}
     row = {key: call.get(key) for key in ("id", "stage", "prompt_id", "wave", "level", "start", "end",
-                                         "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "error")}
+                                         "prompt_tokens", "cached_prompt_tokens", "completion_tokens",
+                                          "error")}
     row["latency"] = float(call.get("end", 0.0)) - float(call.get("start", 0.0))
     row["phase"] = tags.get("phase")
     row["instance_id"] = tags.get("instance")

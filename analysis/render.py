@@ -56,7 +56,8 @@ def fmt(value: Any, digits: int = 2, pct: bool = False) -> str:
 
 def markdown(table: Table) -> str:
     head = [str(c) for c in table.frame.columns]
-    lines = [f"**{table.caption}**", "", "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines = [f"**{table.caption}**", "", "| " + " | ".join(head) + " |",
+             "|" + "|".join("---" for _ in head) + "|"]
     for row in table.frame.itertuples(index=False):
         lines.append("| " + " | ".join(str(cell) for cell in row) + " |")
     if table.frame.empty:
@@ -122,7 +123,8 @@ def finish_figure(fig: Any, name: str, out: Path, title: str, simulated: bool = 
     for path in paths:
         fig.savefig(path, dpi=150, bbox_inches="tight")  # legends placed outside the axes stay whole
     paths.append(out / f"{name}.series.json")
-    paths[-1].write_text(json.dumps(describe(fig, title, simulated, empty), indent=1) + "\n", encoding="utf-8")
+    paths[-1].write_text(json.dumps(describe(fig, title, simulated, empty), indent=1) + "\n",
+                         encoding="utf-8")
     plt.close(fig)
     return paths
 
@@ -133,9 +135,11 @@ def describe(fig: Any, title: str, simulated: bool, empty: bool) -> dict[str, An
     for ax in fig.axes:
         handles = ax.get_legend()
         series = [text.get_text() for text in handles.get_texts()] if handles is not None else []
-        axes.append({"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(), "series": series})
+        axes.append({"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
+                     "series": series})
     legends = [text.get_text() for legend_ in fig.legends for text in legend_.get_texts()]
-    return {"title": title, "simulated": simulated, "no_runs_of_ours": empty, "axes": axes, "figure_legend": legends}
+    return {"title": title, "simulated": simulated, "no_runs_of_ours": empty, "axes": axes,
+            "figure_legend": legends}
 
 
 def legend(ax: Any, patches: Sequence[tuple[str, str, str]] = (), **kwargs: Any) -> None:

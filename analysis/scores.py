@@ -25,7 +25,8 @@ def accuracy(verdicts: pd.DataFrame, keys: Sequence[str], by_category: bool = Fa
     q = per_question(verdicts, keys)
     q["pass1"] = q["c"] / q["n"]
     group = [*keys, "category"] if by_category else list(keys)
-    return q.groupby(group, dropna=False).agg(accuracy=("pass1", "mean"), questions=("pass1", "size")).reset_index()
+    return q.groupby(group, dropna=False).agg(accuracy=("pass1", "mean"),
+                                              questions=("pass1", "size")).reset_index()
 
 
 def pass_curve(verdicts: pd.DataFrame, keys: Sequence[str], max_k: int = 8) -> pd.DataFrame:

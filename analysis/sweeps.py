@@ -49,6 +49,7 @@ def record_means(results: Results, settings: dict[str, str], columns: Sequence[s
     keys = ["setting", "method", "backbone", "simulated"]
     if r.empty:
         return pd.DataFrame(columns=[*keys, *columns])
-    r = r.sort_values("attempt").drop_duplicates(["run_id", "question_id"]).assign(setting=r["run_id"].map(settings))
+    r = r.sort_values("attempt").drop_duplicates(["run_id",
+                                                  "question_id"]).assign(setting=r["run_id"].map(settings))
     present = [c for c in columns if c in r]
     return r.groupby(keys, dropna=False)[present].mean().reset_index()

@@ -65,15 +65,16 @@ def figure(ab: Ablation, acc: pd.DataFrame, out: Path) -> list[Path]:
         xs = np.arange(len(order)) + (i - (len(series) - 1) / 2) * width
         heights = [100 * values.get(s, np.nan) for s in order]
         ax.bar(xs, heights, width, hatch="//" if simulated else "",
-               label=f"ours: {system_name(method)}, {dataset} ({questions} questions), {backbone_name(backbone)}, "
-                     f"{judge}, pass@{n}"
+               label=f"ours: {system_name(method)}, {dataset} ({questions} questions), "
+                     f"{backbone_name(backbone)}, {judge}, pass@{n}"
                + (" (simulated)" if simulated else ""))
         for x, h in zip(xs, heights):  # values inside the bars, clear of the paper's markers
             if np.isnan(h):
                 ax.text(x, 0, "missing", ha="center", va="bottom", fontsize=6, rotation=90)
             else:
                 ax.text(x, max(h - 1.5, 1), f"{h:.0f}", ha="center", va="top" if h > 8 else "bottom",
-                        fontsize=6, color="white" if h > 8 else "black", rotation=90 if len(series) > 2 else 0)
+                        fontsize=6, color="white" if h > 8 else "black",
+                        rotation=90 if len(series) > 2 else 0)
     paper = dict(zip(pub["setting"], pub["accuracy_pct"]))
     ax.plot(range(len(order)), [paper.get(s, np.nan) for s in order], "k_", markersize=18, markeredgewidth=2,
             label="paper: 60-question LongMemEval-S subset, Qwen3-30B-A3B, pass@8")

@@ -17,8 +17,8 @@ def spec() -> ablation.Ablation:
     pub = published("ablation_retrieval").rename(columns={"mode": "setting"})
     return ablation.Ablation(
         name="ablation_retrieval", title="Retrieval ablation", experiments=EXPERIMENTS,
-        key="method.memforest.query.mode", published=pub, label=lambda v: str(v or "embed"), display=QUERY_MODES,
-        default="embed")
+        key="method.memforest.query.mode", published=pub, label=lambda v: str(v or "embed"),
+        display=QUERY_MODES, default="embed")
 
 
 def make(results: Results, out: Path) -> list[Path]:

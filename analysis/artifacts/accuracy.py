@@ -27,7 +27,8 @@ from analysis.render import Table, finish_figure, fmt, legend, new_figure, write
 from analysis.scores import accuracy
 
 EXPERIMENTS = ("accuracy", "main")
-SHORT = {"single-session-user": "single-session\nuser", "single-session-preference": "single-session\npreference",
+SHORT = {"single-session-user": "single-session\nuser",
+         "single-session-preference": "single-session\npreference",
          "single-session-assistant": "single-session\nassistant", "knowledge-update": "knowledge\nupdate",
          "multi-session": "multi-\nsession", "temporal-reasoning": "temporal\nreasoning",
          "adversarial": "c5 adversarial\n(apart)"}
@@ -58,7 +59,8 @@ def scored(results: Results) -> pd.DataFrame:
                  kind=v.apply(lambda r: paper_dataset(r["kind"], r["dataset"]), axis=1))
     by_cat = accuracy(v, KEYS, by_category=True)
     main = v[~((v["kind"] == "locomo") & (v["category"] == "adversarial"))]
-    overall = accuracy(main, KEYS).assign(category=lambda d: np.where(d["kind"] == "locomo", "cat1-4", "overall"))
+    overall = accuracy(main,
+                       KEYS).assign(category=lambda d: np.where(d["kind"] == "locomo", "cat1-4", "overall"))
     return pd.concat([by_cat, overall], ignore_index=True)
 
 
@@ -85,7 +87,8 @@ def table(scores: pd.DataFrame, kind: str, judge: str) -> Table:
         count = dict(zip(group["category"], group["questions"]))
         rows.append({"system": system_name(method), "backbone": backbone_name(backbone),
                      "source": "ours, simulated" if simulated else "ours",
-                     **{heading(kind, c): (fmt(acc.get(c), pct=True) + f" (n={count[c]})" if c in acc else "missing")
+                     **{heading(kind, c): (fmt(acc.get(c), pct=True) + f" (n={count[c]})" if c in acc
+                                           else "missing")
                         for c in columns(kind)}})
         rows.append({"system": system_name(method), "backbone": published_backbone(backbone),
                      "source": f"paper ({pub_judge} judge)",
@@ -97,16 +100,19 @@ def table(scores: pd.DataFrame, kind: str, judge: str) -> Table:
                 continue
             rows.append({"system": system_name(method), "backbone": backbone, "source": "ours: missing",
                          **{heading(kind, c): "missing" for c in columns(kind)}})
-            rows.append({"system": system_name(method), "backbone": backbone, "source": f"paper ({pub_judge} judge)",
+            rows.append({"system": system_name(method), "backbone": backbone,
+                         "source": f"paper ({pub_judge} judge)",
                          **paper_row(pub, kind, method, backbone, pub_judge)})
     title = "LongMemEval-S" if kind == "longmemeval_s" else "LoCoMo"
     notes = [f"pass@1 (%) judged by {judge}; n = questions judged.",
              f"Paper: revision Tables 6-7 (judge deepseek-v4-flash, {pub_judge} prompts); source "
              "analysis/published/accuracy.csv."]
     if kind == "locomo":
-        notes.append("Categories by their official LoCoMo names (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop);"
-                     " c1-4 excludes category 5 (adversarial), reported apart (paper: strict judge).")
-    frame = pd.DataFrame(rows, columns=["system", "backbone", "source", *[heading(kind, c) for c in columns(kind)]])
+        notes.append("Categories by their official LoCoMo names (1 multi-hop, 2 temporal, 3 "
+                     "open-domain, 4 single-hop); c1-4 excludes category 5 (adversarial), reported apart "
+                     "(paper: strict judge).")
+    frame = pd.DataFrame(rows,
+                         columns=["system", "backbone", "source", *[heading(kind, c) for c in columns(kind)]])
     return Table(f"accuracy_{kind}_{slug(judge)}", frame, f"{title} accuracy, judge {judge}", notes)
 
 
@@ -124,17 +130,20 @@ def figure(scores: pd.DataFrame, kind: str, out: Path) -> list[Path]:
     for i, ((method, backbone, simulated, judge), group) in enumerate(series):
         acc = dict(zip(group["category"], group["accuracy"]))
         xs = np.arange(len(cols)) + (i - (len(series) - 1) / 2) * width
-        label = f"ours: {system_name(method)}, {backbone_name(backbone)}, {judge}" + (" (simulated)" if simulated else "")
+        label = (f"ours: {system_name(method)}, {backbone_name(backbone)}, {judge}"
+                 + (" (simulated)" if simulated else ""))
         heights = [100 * acc.get(c, np.nan) for c in cols]
         ax.bar(xs, heights, width, label=label, hatch="//" if simulated else "")
         for x, h in zip(xs, heights):
-            ax.text(x, 0 if np.isnan(h) else h, "n/a" if np.isnan(h) else f"{h:.0f}", ha="center", va="bottom",
-                    fontsize=6, rotation=90 if len(series) > 2 else 0)
-        p = paper_row(pub, kind, method, published_backbone(backbone), PUBLISHED_JUDGE.get(judge.split(" ")[0], "public"))
+            ax.text(x, 0 if np.isnan(h) else h, "n/a" if np.isnan(h) else f"{h:.0f}", ha="center",
+                    va="bottom", fontsize=6, rotation=90 if len(series) > 2 else 0)
+        p = paper_row(pub, kind, method, published_backbone(backbone),
+                      PUBLISHED_JUDGE.get(judge.split(" ")[0], "public"))
         values = [float(p[heading(kind, c)]) if p[heading(kind, c)] != "missing" else np.nan for c in cols]
         ax.plot(xs, values, "k_", markersize=12, markeredgewidth=2,
                 label="paper (same system, published backbone)" if i == 0 else None)
-    ax.set_xticks(range(len(cols)), [SHORT.get(c, heading(kind, c).replace(" ", "\n", 1)) for c in cols], fontsize=7)
+    ax.set_xticks(range(len(cols)), [SHORT.get(c, heading(kind, c).replace(" ", "\n", 1)) for c in cols],
+                  fontsize=7)
     ax.set_ylim(0, 105)
     if kind == "locomo":
         ax.axvline(len(cols) - 1.5, color="grey", linestyle=":", linewidth=1)
@@ -150,7 +159,8 @@ def make(results: Results, out: Path) -> list[Path]:
     scores = scored(results)
     paths: list[Path] = []
     for kind in ("longmemeval_s", "locomo"):
-        judges = sorted(set(scores[scores["kind"] == kind]["judge"])) or [f"{'locomo-generous' if kind == 'locomo' else 'longmemeval'} (none run)"]
+        judges = (sorted(set(scores[scores["kind"] == kind]["judge"]))
+                  or [f"{'locomo-generous' if kind == 'locomo' else 'longmemeval'} (none run)"])
         for judge in judges:
             paths += write_table(table(scores, kind, judge), out)
         paths += figure(scores, kind, out)

@@ -32,7 +32,8 @@ def position(label: str) -> int:
 def throughput(results: Results, settings: dict[str, str]) -> pd.DataFrame:
     b = results.builds
     b = b[b["run_id"].isin(settings) & b["error"].isna()] if len(b) else b
-    cols = ["setting", "backbone", "simulated", "facts_per_second", "tokens_per_fact", "gold_span_kept", "gold_turn"]
+    cols = ["setting", "backbone", "simulated", "facts_per_second", "tokens_per_fact", "gold_span_kept",
+            "gold_turn"]
     if b.empty:
         return pd.DataFrame(columns=cols)
     stages = results.build_stages
@@ -48,14 +49,17 @@ def throughput(results: Results, settings: dict[str, str]) -> pd.DataFrame:
     kept = results.measurements("chunk_size")
     if len(kept) and "gold_span_kept" in kept:
         kept = kept.assign(setting=kept["run_id"].map(settings), gold=kept["gold_span_kept"].astype(float))
-        out = out.merge(kept.groupby("setting")["gold"].mean().rename("gold_span_kept").reset_index(), on="setting", how="left")
+        out = out.merge(kept.groupby("setting")["gold"].mean().rename("gold_span_kept").reset_index(),
+                        on="setting", how="left")
     else:
         out["gold_span_kept"] = float("nan")
     recs = results.records
     recs = recs[recs["run_id"].isin(settings) & (recs["attempt"] == 0)] if len(recs) else recs
     if len(recs) and recs["gold_turn_retrieved"].notna().any():
-        hits = recs.assign(setting=recs["run_id"].map(settings), hit=recs["gold_turn_retrieved"].astype(float))
-        out = out.merge(hits.groupby("setting")["hit"].mean().rename("gold_turn").reset_index(), on="setting", how="left")
+        hits = recs.assign(setting=recs["run_id"].map(settings),
+                           hit=recs["gold_turn_retrieved"].astype(float))
+        out = out.merge(hits.groupby("setting")["hit"].mean().rename("gold_turn").reset_index(), on="setting",
+                        how="left")
     else:
         out["gold_turn"] = float("nan")
     return out[cols].sort_values("setting", key=lambda s: s.map(position))
@@ -71,7 +75,8 @@ def table(ours: pd.DataFrame, acc: pd.DataFrame) -> Table:
             a = acc[acc["setting"] == chunk]
             rows.append({
                 "turns per chunk": chunk, "source": ("ours" + (", simulated" if r.get("simulated") else "")
-                                                     + f" ({backbone_name(r.get('backbone'))})") if r else "missing",
+                                                     + f" ({backbone_name(r.get('backbone'))})") if r
+                                              else "missing",
                 "gold span kept %": fmt(r.get("gold_span_kept"), pct=True) if r else "missing",
                 "gold turn retrieved %": fmt(r.get("gold_turn"), pct=True) if r else "missing",
                 "facts/s": fmt(r.get("facts_per_second")) if r else "missing",
@@ -101,10 +106,11 @@ def figure(ours: pd.DataFrame, out: Path) -> list[Path]:
         if group["gold_turn"].notna().any():
             ax_kept.plot(xs, 100 * group["gold_turn"], "s--", label=f"{label}: gold turn retrieved")
     ax_rate.plot(px, pub["facts_per_second"], "k^--", label="paper (Qwen3-30B-A3B)")
-    ax_kept.plot(px, pub["gold_span_kept_pct"], "k^--", label="paper (Qwen3-30B-A3B): gold span kept (Ent-GR)")
+    ax_kept.plot(px, pub["gold_span_kept_pct"], "k^--",
+                 label="paper (Qwen3-30B-A3B): gold span kept (Ent-GR)")
     if ours.empty or ours["gold_span_kept"].isna().all():
-        ax_kept.text(0.5, 0.3, "ours: gold-span retention not measured (missing)", transform=ax_kept.transAxes,
-                     ha="center", fontsize=8, color="grey")
+        ax_kept.text(0.5, 0.3, "ours: gold-span retention not measured (missing)",
+                     transform=ax_kept.transAxes, ha="center", fontsize=8, color="grey")
     ax_rate.set_yscale("log")
     ax_rate.set_ylabel("extraction throughput (facts / s, log scale)")
     ax_kept.set_ylabel("questions (%)")

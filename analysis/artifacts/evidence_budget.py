@@ -21,23 +21,26 @@ KEY = "method.memforest.query.final_units"
 
 def table(acc: pd.DataFrame, means: pd.DataFrame) -> Table:
     rows = []
-    for r in acc.sort_values(["method", "judge", "setting"], key=lambda s: s.map(_num) if s.name == "setting" else s).itertuples():
-        m = means[(means["setting"] == r.setting) & (means["method"] == r.method) & (means["backbone"] == r.backbone)]
+    for r in acc.sort_values(["method", "judge", "setting"],
+                             key=lambda s: s.map(_num) if s.name == "setting" else s).itertuples():
+        m = means[(means["setting"] == r.setting) & (means["method"] == r.method)
+                  & (means["backbone"] == r.backbone)]
         rows.append({"system": system_name(r.method), "backbone": backbone_name(r.backbone),
                      "source": "ours, simulated" if r.simulated else "ours", "judge": r.judge, "k": r.setting,
                      "questions": fmt(r.questions), "pass@1 %": fmt(r.pass1, pct=True),
                      "evidence items": fmt(m["evidence_items"].iloc[0] if len(m) else None, 1),
                      "retrieval s": fmt(m["retrieve_seconds"].iloc[0] if len(m) else None, 3)})
-    rows.append({"system": system_name("memforest"), "backbone": "Qwen3-30B-A3B", "source": "paper", "judge": "missing",
-                 "k": "5..100", "questions": "missing", "pass@1 %": "missing (not released)",
-                 "evidence items": "missing", "retrieval s": "missing"})
+    rows.append({"system": system_name("memforest"), "backbone": "Qwen3-30B-A3B", "source": "paper",
+                 "judge": "missing", "k": "5..100", "questions": "missing",
+                 "pass@1 %": "missing (not released)", "evidence items": "missing", "retrieval s": "missing"})
     for p in published("evidence_budget").itertuples():
-        rows.append({"system": system_name(p.system), "backbone": p.backbone, "source": "paper (fixed-store control)",
-                     "judge": f"{p.judge} (deepseek-v4-flash)", "k": str(p.k), "questions": "500",
-                     "pass@1 %": fmt(p.accuracy_pct, 1), "evidence items": "missing", "retrieval s": "missing"})
+        rows.append({"system": system_name(p.system), "backbone": p.backbone,
+                     "source": "paper (fixed-store control)", "judge": f"{p.judge} (deepseek-v4-flash)",
+                     "k": str(p.k), "questions": "500", "pass@1 %": fmt(p.accuracy_pct, 1),
+                     "evidence items": "missing", "retrieval s": "missing"})
     notes = ["k = units in the final context (method.memforest.query.final_units).",
-             "Paper: MemForest's evidence-budget study was not released (missing); the Mem0 rows are the revision's "
-             "fixed-store control on LongMemEval-S (Qwen3-30B-A3B), a different system."]
+             "Paper: MemForest's evidence-budget study was not released (missing); the Mem0 rows "
+             "are the revision's fixed-store control on LongMemEval-S (Qwen3-30B-A3B), a different system."]
     return Table(NAME, pd.DataFrame(rows), "Evidence budget: accuracy versus k", notes)
 
 
@@ -50,9 +53,11 @@ def _num(text: object) -> float:
 
 def figure(acc: pd.DataFrame, means: pd.DataFrame, out: Path) -> list[Path]:
     fig, (ax_acc, ax_lat) = new_figure(ncols=2, width=4.6, height=4.2)
-    for (method, backbone, simulated, judge), group in acc.groupby(["method", "backbone", "simulated", "judge"]):
+    for (method, backbone, simulated,
+         judge), group in acc.groupby(["method", "backbone", "simulated", "judge"]):
         group = group.assign(k=group["setting"].map(_num)).sort_values("k")
-        label = f"ours: {system_name(method)}, {backbone_name(backbone)}, {judge}" + (" (simulated)" if simulated else "")
+        label = (f"ours: {system_name(method)}, {backbone_name(backbone)}, {judge}"
+                 + (" (simulated)" if simulated else ""))
         ax_acc.plot(group["k"], 100 * group["pass1"], "o-", label=label)
     for judge, group in published("evidence_budget").groupby("judge"):
         ax_acc.plot(group["k"], group["accuracy_pct"], "k^--" if judge == "strict" else "kv:",
@@ -60,9 +65,10 @@ def figure(acc: pd.DataFrame, means: pd.DataFrame, out: Path) -> list[Path]:
     for (method, backbone, simulated), group in means.groupby(["method", "backbone", "simulated"]):
         group = group.assign(k=group["setting"].map(_num)).sort_values("k")
         ax_lat.plot(group["k"], 1000 * group["retrieve_seconds"], "o-",
-                    label=f"ours: {system_name(method)}, {backbone_name(backbone)}" + (" (simulated)" if simulated else ""))
-    ax_acc.text(0.02, 0.97, "paper: MemForest's budget study not released (missing)", transform=ax_acc.transAxes,
-                va="top", fontsize=7, color="grey")
+                    label=f"ours: {system_name(method)}, {backbone_name(backbone)}"
+                        + (" (simulated)" if simulated else ""))
+    ax_acc.text(0.02, 0.97, "paper: MemForest's budget study not released (missing)",
+                transform=ax_acc.transAxes, va="top", fontsize=7, color="grey")
     ax_acc.set_ylabel("accuracy, pass@1 (%)")
     ax_acc.set_ylim(0, 105)
     ax_lat.set_ylabel("retrieval latency per question (ms)")

@@ -41,7 +41,8 @@ def refresh_calls(results: Results) -> pd.DataFrame:
     df = source(results, "refresh_calls")
     task = scaling_rows(results)
     if len(task):  # a whole memory: trees of every fan-out
-        task = task.assign(fanout="memory", facts=task["leaves"])[["fanout", "facts", "eager_calls", "batched_calls",
+        task = task.assign(fanout="memory",
+                           facts=task["leaves"])[["fanout", "facts", "eager_calls", "batched_calls",
                                                                     "simulated"]]
         df = pd.concat([df, task], ignore_index=True) if len(df) else task
     if df.empty:
@@ -79,19 +80,24 @@ def tables(calls: pd.DataFrame, parallel: pd.DataFrame) -> list[Table]:
     pub_calls, pub_par = published("refresh_calls"), published("level_parallel")
     rows = []
     for r in calls.itertuples():
-        p = pub_calls[(pub_calls["fanout"].astype(str) == r.fanout) & (pub_calls["facts_per_tree"] == r.facts)]
-        rows.append({"fan-out k": "every tree of a built memory" if r.fanout == "memory" else r.fanout, "facts (tree or memory)": fmt(int(r.facts)),
-                     "eager calls": fmt(int(r.eager_calls)), "batched calls": fmt(int(r.batched_calls)),
+        p = pub_calls[(pub_calls["fanout"].astype(str) == r.fanout)
+                      & (pub_calls["facts_per_tree"] == r.facts)]
+        rows.append({"fan-out k": "every tree of a built memory" if r.fanout == "memory" else r.fanout,
+                     "facts (tree or memory)": fmt(int(r.facts)), "eager calls": fmt(int(r.eager_calls)),
+                     "batched calls": fmt(int(r.batched_calls)),
                      "eager / batched": f"{r.ratio:.1f}×",
-                     "paper eager / batched": f"{p['eager_over_batched'].iloc[0]:.0f}×" if len(p) else "missing"})
+                     "paper eager / batched": f"{p['eager_over_batched'].iloc[0]:.0f}×" if len(p)
+                         else "missing"})
     for p in pub_calls.itertuples():
         if not ((calls["fanout"] == str(p.fanout)) & (calls["facts"] == p.facts_per_tree)).any():
             rows.append({"fan-out k": str(p.fanout), "facts (tree or memory)": fmt(int(p.facts_per_tree)),
                          "eager calls": "missing", "batched calls": "missing", "eager / batched": "missing",
                          "paper eager / batched": f"{p.eager_over_batched:.0f}×"})
-    first = Table("mechanism_refresh_calls", pd.DataFrame(rows), "Summary-refresh calls: eager per-insert versus batched",
-                  ["Calls = internal nodes re-summarised: after every insert (eager) or once after all inserts "
-                   "(batched); for a built memory, summed over its trees, facts = its leaves.",
+    first = Table("mechanism_refresh_calls", pd.DataFrame(rows),
+                  "Summary-refresh calls: eager per-insert versus batched",
+                  ["Calls = internal nodes re-summarised: after every insert (eager) or once "
+                   "after all inserts (batched); for a built memory, summed over its trees, "
+                   "facts = its leaves.",
                    "Paper: submission Figure 6a, values read off the plot (approximate)."])
     rows = []
     for r in parallel.itertuples():
@@ -101,11 +107,13 @@ def tables(calls: pd.DataFrame, parallel: pd.DataFrame) -> list[Table]:
                      "run": r.basis + (", simulated" if r.simulated else ""),
                      "paper speedup": f"{p['speedup'].iloc[0]:.1f}×" if len(p) else "missing"})
     for p in pub_par.itertuples():
-        if not ((parallel["facts"] == p.facts_per_tree) & (parallel["parallel"] == p.parallel_requests)).any():
-            rows.append({"facts (tree or memory)": fmt(int(p.facts_per_tree)), "parallel requests P": str(p.parallel_requests),
-                         "refresh s": "missing", "speedup vs P=1": "missing", "run": "missing",
-                         "paper speedup": f"{p.speedup:.1f}×"})
-    second = Table("mechanism_level_parallel", pd.DataFrame(rows), "Level-parallel refresh: speedup versus parallel requests",
+        if not ((parallel["facts"] == p.facts_per_tree)
+                & (parallel["parallel"] == p.parallel_requests)).any():
+            rows.append({"facts (tree or memory)": fmt(int(p.facts_per_tree)),
+                         "parallel requests P": str(p.parallel_requests), "refresh s": "missing",
+                         "speedup vs P=1": "missing", "run": "missing", "paper speedup": f"{p.speedup:.1f}×"})
+    second = Table("mechanism_level_parallel", pd.DataFrame(rows),
+                   "Level-parallel refresh: speedup versus parallel requests",
                    ["Speedup = refresh time at P=1 / at P, same tree or memory; for a built memory the times "
                     "list-schedule its recorded summary calls level by level on P slots.",
                     "Paper: submission Figure 6c (fan-out 10), plateaus read off the plot (approximate)."])
@@ -142,7 +150,8 @@ def figure(calls: pd.DataFrame, parallel: pd.DataFrame, out: Path) -> list[Path]
     for ax in (ax_calls, ax_par):
         legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=1)
     simulated = bool(len(parallel) and parallel["simulated"].any())
-    return finish_figure(fig, NAME, out, "Mechanism scaling", simulated=simulated, empty=calls.empty and parallel.empty)
+    return finish_figure(fig, NAME, out, "Mechanism scaling", simulated=simulated,
+                         empty=calls.empty and parallel.empty)
 
 
 def make(results: Results, out: Path) -> list[Path]:

@@ -64,8 +64,8 @@ def table(ours: pd.DataFrame) -> Table:
                 "trees seq / merged": pair(get("trees_sequential"), get("trees_merged")),
                 "paper trees": pair(*(p[c].iloc[0] if len(p) else None for c in COUNTS[2:])),
             })
-    notes = ["Sequential = cumulative time writing every instance's sessions into one forest; merge = composing "
-             "the N materialised forests. Speedup = sequential / merge.",
+    notes = ["Sequential = cumulative time writing every instance's sessions into one forest; "
+             "merge = composing the N materialised forests. Speedup = sequential / merge.",
              "Paper: submission Figure 5 (speedups) and Table 10 (facts, trees), LongMemEval instances, "
              "Qwen3-30B-A3B; no QA was run on merged states."]
     return Table(NAME, pd.DataFrame(out), "Migration: merging N forests versus sequential write", notes)
@@ -78,7 +78,8 @@ def run_label(row: dict) -> str:
 
 
 def pair(a: Any, b: Any) -> str:
-    return "missing" if a is None or b is None or pd.isna(a) or pd.isna(b) else f"{fmt(int(a))} / {fmt(int(b))}"
+    return ("missing" if a is None or b is None or pd.isna(a) or pd.isna(b)
+            else f"{fmt(int(a))} / {fmt(int(b))}")
 
 
 def figure(ours: pd.DataFrame, out: Path) -> list[Path]:

@@ -43,10 +43,10 @@ def table(ours: pd.DataFrame) -> Table:
         rows.append({"system": system_name(system), "dataset": dataset, "backbone": backbone,
                      "judge": f"{judge} (deepseek-v4-flash)", "source": "paper", "questions": "500",
                      **{f"pass@{k}": fmt(acc.get(k), 1) for k in range(1, MAX_K + 1)}})
-    notes = ["Unbiased pass@k from n attempts per question (attempt 0 greedy, then sampled); a k above the fewest "
-             "attempts of any question is left out (missing).",
-             "Paper: revision corrected-Mem0 8-sample run (temperature 0.7, top_p 0.95); MemForest's pass@k was "
-             "published as curves only (Appendix F)."]
+    notes = ["Unbiased pass@k from n attempts per question (attempt 0 greedy, then sampled); a k "
+             "above the fewest attempts of any question is left out (missing).",
+             "Paper: revision corrected-Mem0 8-sample run (temperature 0.7, top_p 0.95); "
+             "MemForest's pass@k was published as curves only (Appendix F)."]
     frame = pd.DataFrame(rows, columns=["system", "dataset", "backbone", "judge", "source", "questions", *ks])
     return Table(NAME, frame, "pass@k, k = 1..8 (%)", notes)
 
@@ -54,11 +54,13 @@ def table(ours: pd.DataFrame) -> Table:
 def figure(ours: pd.DataFrame, out: Path) -> list[Path]:
     fig, ax = new_figure(width=6.4, height=4.4)
     for (dataset, method, backbone, simulated, judge), group in ours.groupby(KEYS, dropna=False):
-        label = f"ours: {system_name(method)}, {dataset}, {backbone_name(backbone)}, {judge}" + (" (simulated)" if simulated else "")
+        label = (f"ours: {system_name(method)}, {dataset}, {backbone_name(backbone)}, {judge}"
+                 + (" (simulated)" if simulated else ""))
         ax.plot(group["k"], 100 * group["accuracy"], "o-", label=label)
     pub = published("passk")
     for (dataset, system, backbone, judge), group in pub.groupby(["dataset", "system", "backbone", "judge"]):
-        ax.plot(group["k"], group["accuracy_pct"], "k^--", label=f"paper: {system_name(system)}, {dataset}, {backbone}, {judge}")
+        ax.plot(group["k"], group["accuracy_pct"], "k^--",
+                label=f"paper: {system_name(system)}, {dataset}, {backbone}, {judge}")
     ax.set_xticks(range(1, MAX_K + 1))
     ax.set_xlabel("k (answers sampled per question)")
     ax.set_ylabel("pass@k (%)")

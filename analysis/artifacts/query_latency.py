@@ -54,10 +54,12 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows.assign(total=rows["retrieve_seconds"].fillna(0) + rows["answer_seconds"].fillna(0))
     keys = ["method", "mode", "backbone", "simulated", "forests"]
     return rows.groupby(keys, dropna=False).agg(
-        questions=("question_id", "count"), retrieve=("retrieve_seconds", "mean"), answer=("answer_seconds", "mean"),
-        total=("total", "mean"), p95=("total", lambda s: float(np.percentile(s, 95))),
+        questions=("question_id", "count"), retrieve=("retrieve_seconds", "mean"),
+        answer=("answer_seconds", "mean"), total=("total", "mean"),
+        p95=("total", lambda s: float(np.percentile(s, 95))),
         retrieve_p50=("retrieve_seconds", "median"),
-        retrieve_p95=("retrieve_seconds", lambda s: float(np.percentile(s.dropna(), 95)) if s.notna().any() else np.nan),
+        retrieve_p95=("retrieve_seconds",
+                      lambda s: float(np.percentile(s.dropna(), 95)) if s.notna().any() else np.nan),
     ).reset_index()
 
 
@@ -71,25 +73,30 @@ def latency_table(ours: pd.DataFrame) -> Table:
     pub = published("query_latency")
     rows = []
     for r in ours.itertuples():
-        p = pub[(pub["system"] == paper_system(r.method, r.mode)) & (pub["backbone"] == published_backbone(r.backbone))]
+        p = pub[(pub["system"] == paper_system(r.method, r.mode))
+                & (pub["backbone"] == published_backbone(r.backbone))]
         rows.append({"system": label(r.method, r.mode), "backbone": backbone_name(r.backbone),
                      "run": "simulated" if r.simulated else "real", "forests": fmt(r.forests),
                      "questions": fmt(r.questions),
-                     "retrieval s": fmt(r.retrieve, 3), "answer s": fmt(r.answer, 3), "total s": fmt(r.total, 3),
+                     "retrieval s": fmt(r.retrieve, 3), "answer s": fmt(r.answer, 3),
+                     "total s": fmt(r.total, 3),
                      "total p95 s": fmt(r.p95, 3),
                      "paper retrieval s": fmt(p["retrieve_seconds"].iloc[0] if len(p) else None, 3),
                      "paper answer s": fmt(p["answer_seconds"].iloc[0] if len(p) else None, 3),
                      "paper total s": fmt(p["total_seconds"].iloc[0] if len(p) else None, 2)})
     seen = {paper_system(r.method, r.mode) for r in ours.itertuples()}
     for p in pub[~pub["system"].isin(seen)].itertuples():
-        rows.append({"system": system_name(p.system), "backbone": p.backbone, "run": "missing", "forests": "1",
-                     **{c: "missing" for c in ("questions", "retrieval s", "answer s", "total s", "total p95 s")},
-                     "paper retrieval s": fmt(p.retrieve_seconds, 3), "paper answer s": fmt(p.answer_seconds, 3),
-                     "paper total s": fmt(p.total_seconds, 2)})
-    notes = ["Per question, first attempt; retrieval = the system's retrieve call, answer = the answer call(s).",
+        rows.append({"system": system_name(p.system), "backbone": p.backbone, "run": "missing",
+                     "forests": "1",
+                     **{c: "missing"
+                            for c in ("questions", "retrieval s", "answer s", "total s", "total p95 s")},
+                     "paper retrieval s": fmt(p.retrieve_seconds, 3),
+                     "paper answer s": fmt(p.answer_seconds, 3), "paper total s": fmt(p.total_seconds, 2)})
+    notes = ["Per question, first attempt; retrieval = the system's retrieve call, answer = "
+             "the answer call(s).",
              "forests = instances' haystacks composed into one memory (dataset.compose).",
-             "Paper: submission Table 3 (LongMemEval-S, one instance per memory), same backbone when published, "
-             "else Qwen3-30B-A3B."]
+             "Paper: submission Table 3 (LongMemEval-S, one instance per memory), same backbone "
+             "when published, else Qwen3-30B-A3B."]
     return Table(NAME, pd.DataFrame(rows), "Query latency per question: retrieval versus answer", notes)
 
 
@@ -103,10 +110,11 @@ def scaling_table(rows: pd.DataFrame) -> Table:
                     **{f"{c.replace('.', ' ')}": fmt(r.get(c), 3) for c in SCALING_COLUMNS},
                     "paper root recall p95_ms": fmt(p["root_recall_p95_ms"].iloc[0] if len(p) else None, 3),
                     "run": "simulated" if r.get("simulated") else "real"})
-    notes = ["Top-10 embedding browse (recall + browse + assembly) and exact root-index recall, query embedding "
-             "excluded; milliseconds.",
-             "Paper (revision microbenchmark): 1,428 facts / 250 trees to 10,781 / 1,868; browse p50 37.6-39.2 ms, "
-             "p95 41.8-44.1 ms over 1-8 forests; root recall p95 0.114 -> 0.413 ms (only these are published)."]
+    notes = ["Top-10 embedding browse (recall + browse + assembly) and exact root-index recall, "
+             "query embedding excluded; milliseconds.",
+             "Paper (revision microbenchmark): 1,428 facts / 250 trees to 10,781 / 1,868; browse "
+             "p50 37.6-39.2 ms, p95 41.8-44.1 ms over 1-8 forests; root recall p95 0.114 -> 0.413 ms (only "
+             "these are published)."]
     return Table(SCALING, pd.DataFrame(out), "Retrieval latency over composed forests", notes)
 
 
@@ -115,8 +123,9 @@ def figure(ours: pd.DataFrame, scale: pd.DataFrame, out: Path) -> list[Path]:
     pub = published("query_latency")
     pub = pub[pub["backbone"] == "Qwen3-30B-A3B"]
     single = ours[ours["forests"] == 1] if len(ours) else ours
-    bars = [(f"{label(r.method, r.mode)}\n{backbone_name(r.backbone)}" + (" (simulated)" if r.simulated else ""),
-             r.retrieve, r.answer, False) for r in single.itertuples()]
+    bars = [(f"{label(r.method, r.mode)}\n{backbone_name(r.backbone)}"
+             + (" (simulated)" if r.simulated else ""), r.retrieve, r.answer, False)
+            for r in single.itertuples()]
     bars += [(f"{system_name(p.system)}\npaper, 30B", p.retrieve_seconds, p.answer_seconds, True)
              for p in pub.itertuples()]
     y = range(len(bars))
@@ -137,13 +146,16 @@ def figure(ours: pd.DataFrame, scale: pd.DataFrame, out: Path) -> list[Path]:
     if len(scale):
         for column, style in zip(SCALING_COLUMNS, ("o-", "o--", "s-", "s--")):
             if column in scale:
-                ax_line.plot(scale["forests"], scale[column], style, label=f"ours (microbenchmark): {column.replace('.', ' ')}")
-    for (method, mode, backbone, simulated), group in ours.groupby(["method", "mode", "backbone", "simulated"],
+                ax_line.plot(scale["forests"], scale[column], style,
+                             label=f"ours (microbenchmark): {column.replace('.', ' ')}")
+    for (method, mode, backbone,
+         simulated), group in ours.groupby(["method", "mode", "backbone", "simulated"],
                                                                    dropna=False) if len(ours) else []:
         if group["forests"].nunique() > 1:
             group = group.sort_values("forests")
             ax_line.plot(group["forests"], 1000 * group["retrieve_p50"], "D-",
-                         label=f"ours (harness): {label(method, mode)},\n{backbone_name(backbone)}, retrieve p50"
+                         label="ours (harness): "
+                               f"{label(method, mode)},\n{backbone_name(backbone)}, retrieve p50"
                          + (" (simulated)" if simulated else ""))
     fp = published("forest_scaling")
     ax_line.plot(fp["forests"], fp["root_recall_p95_ms"], "k^:", label="paper: root_recall p95_ms")
@@ -157,10 +169,12 @@ def figure(ours: pd.DataFrame, scale: pd.DataFrame, out: Path) -> list[Path]:
     ax_line.set_title("retrieval over 1/2/4/8 forests", fontsize=9)
     legend(ax_line, loc="center left", bbox_to_anchor=(1.02, 0.5))
     simulated = bool(len(ours) and ours["simulated"].any())
-    return finish_figure(fig, NAME, out, "Query latency", simulated=simulated, empty=ours.empty and scale.empty)
+    return finish_figure(fig, NAME, out, "Query latency", simulated=simulated,
+                         empty=ours.empty and scale.empty)
 
 
 def make(results: Results, out: Path) -> list[Path]:
     ours = summarise(per_question(results))
     scale = scaling(results)
-    return write_table(latency_table(ours), out) + write_table(scaling_table(scale), out) + figure(ours, scale, out)
+    return (write_table(latency_table(ours), out) + write_table(scaling_table(scale), out)
+            + figure(ours, scale, out))

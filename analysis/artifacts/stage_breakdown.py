@@ -23,8 +23,8 @@ STAGES = {  # paper stage -> the library's timing laps
     "persistence": ("commit",),
 }
 CALL_STAGES = {"extract": "extract", "dedup": "canonicalise_route", "summarize": "refresh_index"}
-LABELS = {"extract": "extract", "canonicalise_route": "canonicalise + route", "refresh_index": "refresh + index",
-          "persistence": "persistence", "other": "other"}
+LABELS = {"extract": "extract", "canonicalise_route": "canonicalise + route",
+          "refresh_index": "refresh + index", "persistence": "persistence", "other": "other"}
 COLORS = {"extract": "tab:blue", "canonicalise_route": "tab:orange", "refresh_index": "tab:green",
           "persistence": "tab:red", "other": "tab:grey"}
 
@@ -32,7 +32,8 @@ COLORS = {"extract": "tab:blue", "canonicalise_route": "tab:orange", "refresh_in
 def time_shares(builds: pd.DataFrame) -> pd.DataFrame:
     """Seconds per instance and share of the summed stage time, per (method, backbone, simulated, stage)."""
     rows = []
-    for (method, backbone, simulated), group in builds.groupby(["method", "backbone", "simulated"], dropna=False):
+    for (method, backbone, simulated), group in builds.groupby(["method", "backbone", "simulated"],
+                                                               dropna=False):
         seconds = {stage: sum(group[f"time_{lap}"].fillna(0).sum() for lap in laps if f"time_{lap}" in group)
                    for stage, laps in STAGES.items()}
         total = sum(seconds.values())
@@ -49,7 +50,8 @@ def token_shares(stages: pd.DataFrame) -> pd.DataFrame:
                        tokens=stages["prompt_tokens"].fillna(0) + stages["completion_tokens"].fillna(0))
     keys = ["method", "backbone", "simulated"]
     df["build"] = df["run_id"] + "/" + df["instance_id"]
-    out = df.groupby([*keys, "stage"], dropna=False).agg(calls=("calls", "sum"), tokens=("tokens", "sum")).reset_index()
+    out = df.groupby([*keys, "stage"], dropna=False).agg(calls=("calls", "sum"),
+                                                         tokens=("tokens", "sum")).reset_index()
     builds = df.groupby(keys, dropna=False)["build"].nunique().rename("builds").reset_index()
     out = out.merge(builds, on=keys)
     out["calls"] = out["calls"] / out["builds"]
@@ -70,13 +72,18 @@ def table(times: pd.DataFrame, tokens: pd.DataFrame) -> Table:
             rows.append({"system": system_name(method), "backbone": backbone_name(backbone),
                          "run": "simulated" if simulated else "real", "stage": LABELS[r.stage],
                          "s / instance": fmt(r.seconds, 3), "time share %": fmt(r.share, pct=True),
-                         "LLM calls / instance": "missing" if t is None else fmt(t["calls"].sum() if len(t) else 0.0, 1),
-                         "token share %": "missing" if t is None else fmt(t["token_share"].sum() if len(t) else 0.0, pct=True),
-                         "paper time share % (30B)": fmt(p["latency_share_pct"].iloc[0] if len(p) else None, 1),
-                         "paper token share % (30B)": fmt(p["token_share_pct"].iloc[0] if len(p) else None, 1)})
-    notes = ["Time share = the stage's wall time over the summed stage times of the build (library stage timings).",
-             "Calls and tokens per stage come from the call log's stage names; calls seen only by the logging proxy "
-             "(simulated runs) carry none, so their token shares are missing.",
+                         "LLM calls / instance": "missing" if t is None
+                             else fmt(t["calls"].sum() if len(t) else 0.0, 1),
+                         "token share %": "missing" if t is None
+                             else fmt(t["token_share"].sum() if len(t) else 0.0, pct=True),
+                         "paper "
+                         "time share % (30B)": fmt(p["latency_share_pct"].iloc[0] if len(p) else None, 1),
+                         "paper "
+                         "token share % (30B)": fmt(p["token_share_pct"].iloc[0] if len(p) else None, 1)})
+    notes = ["Time share = the stage's wall time over the summed stage times of the build "
+             "(library stage timings).",
+             "Calls and tokens per stage come from the call log's stage names; calls seen only by "
+             "the logging proxy (simulated runs) carry none, so their token shares are missing.",
              "Paper: submission Figure 7 (LongMemEval-S, Qwen3-30B-A3B); it folds persistence into its three "
              "stages ('Route' = canonicalisation + routing, 'TreeBuild' = summaries + index)."]
     return Table(NAME, pd.DataFrame(rows), "Write-path stage breakdown (MemForest)", notes)
@@ -86,7 +93,8 @@ def figure(times: pd.DataFrame, tokens: pd.DataFrame, out: Path) -> list[Path]:
     fig, (ax_time, ax_tok) = new_figure(ncols=2, width=4.8, height=3.8)
     pub = published("stage_breakdown")
     bars: list[tuple[str, dict[str, float], dict[str, float]]] = []
-    for (method, backbone, simulated), group in times.groupby(["method", "backbone", "simulated"], dropna=False):
+    for (method, backbone, simulated), group in times.groupby(["method", "backbone", "simulated"],
+                                                              dropna=False):
         tok = tokens[(tokens["method"] == method) & (tokens["backbone"] == backbone)]
         label = f"{system_name(method)}\n{backbone_name(backbone)}" + ("\n(simulated)" if simulated else "")
         attributed = set(tok["stage"]) - {"other"}
@@ -106,20 +114,22 @@ def figure(times: pd.DataFrame, tokens: pd.DataFrame, out: Path) -> list[Path]:
             left = [a + w for a, w in zip(left, widths)]
         for i, bar in enumerate(bars):
             if not (bar[1] if index == 1 else bar[2]):
-                ax.text(2, i, "missing (calls not attributed to stages)", va="center", fontsize=7, color="grey")
+                ax.text(2, i, "missing (calls not attributed to stages)", va="center", fontsize=7,
+                        color="grey")
         ax.set_yticks(range(len(bars)), [b[0] for b in bars], fontsize=7)
         ax.invert_yaxis()
         ax.set_xlim(0, 100)
         ax.set_xlabel(f"{title} (%)")
     simulated = bool(len(times) and times["simulated"].any())
     patches = [(LABELS[s], COLORS[s], "") for s in [*STAGES, "other"] if s in shown]
-    return finish_figure(fig, NAME, out, "MemForest write path by stage", simulated=simulated, empty=times.empty,
-                         patches=patches)
+    return finish_figure(fig, NAME, out, "MemForest write path by stage", simulated=simulated,
+                         empty=times.empty, patches=patches)
 
 
 def make(results: Results, out: Path) -> list[Path]:
     builds = results.builds
-    mine = builds[builds["experiment"].isin(EXPERIMENTS) & builds["method"].fillna("").str.startswith("memforest")
+    mine = builds[builds["experiment"].isin(EXPERIMENTS)
+                  & builds["method"].fillna("").str.startswith("memforest")
                   & builds["error"].isna()] if len(builds) else builds
     stages = results.build_stages
     stages = stages[stages["run_id"].isin(set(mine.get("run_id", [])))] if len(stages) else stages

@@ -37,7 +37,8 @@ def summarise(builds: pd.DataFrame) -> pd.DataFrame:
         cached=("cached_prompt_tokens", "mean"), uncached=("uncached_prompt_tokens", "mean"),
         output=("completion_tokens", "mean")).reset_index()
     out["turns_per_second"] = out["turns_total"] / out["seconds_total"]
-    slowest = out.groupby(["dataset", "backbone", "simulated"], dropna=False)["turns_per_second"].transform("min")
+    slowest = out.groupby(["dataset", "backbone", "simulated"],
+                          dropna=False)["turns_per_second"].transform("min")
     out["speedup"] = out["turns_per_second"] / slowest
     mem0 = out[out["method"] == "mem0"].set_index(["dataset", "backbone", "simulated"])["turns_per_second"]
     out["ratio_to_mem0"] = [r.turns_per_second / mem0.get((r.dataset, r.backbone, r.simulated), float("nan"))
@@ -48,7 +49,8 @@ def summarise(builds: pd.DataFrame) -> pd.DataFrame:
 def paper_rates() -> pd.DataFrame:
     pub = published("write_path")
     pub = pub[pub["turns_per_second"].notna()].copy()
-    pub["speedup"] = pub["turns_per_second"] / pub.groupby(["dataset", "backbone"])["turns_per_second"].transform("min")
+    pub["speedup"] = pub["turns_per_second"] / pub.groupby(["dataset",
+                                                            "backbone"])["turns_per_second"].transform("min")
     return pub
 
 
@@ -56,15 +58,18 @@ def table(ours: pd.DataFrame) -> Table:
     pub = paper_rates()
     rows = []
     for r in ours.itertuples():
-        match = pub[(pub["dataset"] == paper_dataset(r.kind, r.dataset)) & (pub["system"] == family(r.method))]
+        match = pub[(pub["dataset"] == paper_dataset(r.kind, r.dataset))
+                    & (pub["system"] == family(r.method))]
         p = match.iloc[0] if len(match) else None
         rows.append({
             "system": system_name(r.method), "dataset": r.dataset, "backbone": backbone_name(r.backbone),
             "run": "simulated" if r.simulated else "real", "instances": fmt(r.instances),
-            "turns / instance": fmt(r.turns, 1), "build s": fmt(r.build_seconds), "turns/s": fmt(r.turns_per_second, 3),
-            "LLM calls": fmt(r.llm_calls, 1), "waves": fmt(r.waves, 1), "critical path s": fmt(r.critical_path_seconds),
+            "turns / instance": fmt(r.turns, 1), "build s": fmt(r.build_seconds),
+            "turns/s": fmt(r.turns_per_second, 3), "LLM calls": fmt(r.llm_calls, 1), "waves": fmt(r.waves, 1),
+            "critical path s": fmt(r.critical_path_seconds),
             "max in flight": fmt(r.max_in_flight, 0),
-            "tokens cached": fmt(r.cached, 0), "tokens uncached": fmt(r.uncached, 0), "tokens output": fmt(r.output, 0),
+            "tokens cached": fmt(r.cached, 0), "tokens uncached": fmt(r.uncached, 0),
+            "tokens output": fmt(r.output, 0),
             "speedup vs slowest": f"{r.speedup:.2f}×",
             "ratio to Mem0": "missing" if pd.isna(r.ratio_to_mem0) else f"{r.ratio_to_mem0:.2f}×",
             "paper build s": fmt(p["build_seconds"] if p is not None else None),
@@ -72,19 +77,24 @@ def table(ours: pd.DataFrame) -> Table:
             "paper speedup": f"{p['speedup']:.2f}×" if p is not None else "missing",
         })
     for p in pub[~pub["system"].isin({family(m) for m in ours.get("method", [])})].itertuples():
-        rows.append({"system": system_name(p.system), "dataset": p.dataset, "backbone": p.backbone, "run": "missing",
-                     **{c: "missing" for c in ("instances", "turns / instance", "build s", "turns/s", "LLM calls",
-                                               "waves", "critical path s", "max in flight", "tokens cached", "tokens uncached",
-                                               "tokens output", "speedup vs slowest", "ratio to Mem0")},
+        rows.append({"system": system_name(p.system), "dataset": p.dataset, "backbone": p.backbone,
+                     "run": "missing",
+                     **{c: "missing"
+                            for c in ("instances", "turns / instance", "build s", "turns/s", "LLM calls",
+                                      "waves", "critical path s", "max in flight", "tokens cached",
+                                      "tokens uncached", "tokens output", "speedup vs slowest",
+                                      "ratio to Mem0")},
                      "paper build s": fmt(p.build_seconds), "paper turns/s": fmt(p.turns_per_second, 3),
                      "paper speedup": f"{p.speedup:.2f}×"})
     notes = ["Means per instance; turns/s = source dialogue turns / build wall seconds over all instances.",
-             "Waves and critical path from call timestamps when recorded (overlapping calls form one wave; the "
-             "critical path sums each wave's longest call), else from the library's own wave ids.",
-             "Speedup = write rate over the slowest system of the same dataset, backbone and real/simulated group; "
-             "ratio to Mem0 likewise over Mem0's rate (missing without a Mem0 run in the group).",
-             "Paper: revision write-rate table (Qwen3-30B-A3B, vLLM on one H100); its speedups are over its slowest "
-             "system (Zep Local). Source: analysis/published/write_path.csv."]
+             "Waves and critical path from call timestamps when recorded (overlapping calls "
+             "form one wave; the critical path sums each wave's longest call), else from the "
+             "library's own wave ids.",
+             "Speedup = write rate over the slowest system of the same dataset, backbone and "
+             "real/simulated group; ratio to Mem0 likewise over Mem0's rate (missing without a Mem0 "
+             "run in the group).",
+             "Paper: revision write-rate table (Qwen3-30B-A3B, vLLM on one H100); its speedups are "
+             "over its slowest system (Zep Local). Source: analysis/published/write_path.csv."]
     if len(ours) and ours["simulated"].any():
         notes.append("Rows marked simulated ran against the latency-model server: their times are modelled.")
     return Table(NAME, pd.DataFrame(rows), "Write path: build cost per memory instance", notes)
