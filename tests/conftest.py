@@ -29,12 +29,13 @@ def make_sessions(n_sessions: int, turns_per_session: int, start_day: int = 1) -
         turns = []
         for t in range(turns_per_session):
             if t % 2 == 0:
-                content = f"In session {s} I mention topic {t} about {places[(s + t) % len(places)]} and item{s}x{t}."
+                content = (f"In session {s} I mention topic {t} about {places[(s + t) % len(places)]} "
+                           f"and item{s}x{t}.")
                 turns.append({"role": "user", "content": content})
             else:
                 turns.append({"role": "assistant", "content": f"Noted the detail number {s}-{t} for you."})
-        out.append({"session_id": f"s{s:03d}", "timestamp": f"2023-{1 + s // 28:02d}-{1 + s % 28:02d}T10:00:00",
-                    "turns": turns})
+        out.append({"session_id": f"s{s:03d}",
+                    "timestamp": f"2023-{1 + s // 28:02d}-{1 + s % 28:02d}T10:00:00", "turns": turns})
     return out
 
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from memforest.store.validate import META_KEYS, TABLES
 
-HOSTILE = ["\x00", "\udce9", "\ud800", "\x1b[31m", "\u202e", "\ufeff", "\n", "\t", " ", "\x7f", "\x01", "é", "𝔘"]
+HOSTILE = ["\x00", "\udce9", "\ud800", "\x1b[31m", "\u202e", "\ufeff", "\n", "\t", " ", "\x7f", "\x01", "é",
+           "𝔘"]
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-(10**20), 10**20), st.floats(allow_nan=True),
                     st.text(max_size=12))
 texts = st.one_of(st.text(max_size=30), st.lists(st.one_of(st.text(max_size=5), st.sampled_from(HOSTILE)),
@@ -21,9 +22,9 @@ texts = st.one_of(st.text(max_size=30), st.lists(st.one_of(st.text(max_size=5), 
                   st.integers(0, 5000).map(lambda n: "word " * n))
 json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
                            | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=8)
-dates = st.one_of(st.sampled_from(["2023-01-01", "2023/05/30 (Tue) 23:40", "1:56 pm on 8 May, 2023", "", "tomorrow",
-                                   "2023-13-45", "0001-01-01", "9999-12-31", "1899-12-31", "2199-12-31T23:59",
-                                   "in 99999999999 days", "1e300"]), scalars)
+dates = st.one_of(st.sampled_from(["2023-01-01", "2023/05/30 (Tue) 23:40", "1:56 pm on 8 May, 2023", "",
+                                   "tomorrow", "2023-13-45", "0001-01-01", "9999-12-31", "1899-12-31",
+                                   "2199-12-31T23:59", "in 99999999999 days", "1e300"]), scalars)
 ids = st.one_of(st.sampled_from(["boston", "n1", "n2", "n3"]),
                 st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,12}", fullmatch=True), texts, scalars)
 turns = st.one_of(
@@ -40,10 +41,12 @@ mild_texts = st.one_of(st.from_regex(r"[A-Za-z][A-Za-z ,.'0-9]{0,60}", fullmatch
                        st.from_regex(r"I (live in|like|moved to) [A-Z][a-z]{2,9}\.", fullmatch=True),
                        st.tuples(st.text(min_size=1, max_size=20), st.sampled_from(HOSTILE)).map("".join))
 plausible = st.fixed_dictionaries({
-    "session_id": st.one_of(st.sampled_from(["n1", "n2", "boston"]), st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True)),
+    "session_id": st.one_of(st.sampled_from(["n1", "n2", "boston"]),
+                            st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True)),
     "timestamp": st.one_of(st.dates(date(1990, 1, 1), date(2030, 12, 31)).map(str),
                            st.sampled_from(["2023-05-01T10:00", "1:56 pm on 8 May, 2023"])),
-    "turns": st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]), "content": mild_texts}),
+    "turns": st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]),
+                                             "content": mild_texts}),
                       min_size=1, max_size=5)})
 payloads = st.one_of(st.lists(sessions, min_size=1, max_size=3), json_values,
                      st.lists(plausible, min_size=1, max_size=3), st.lists(plausible, min_size=1, max_size=2))
@@ -66,26 +69,28 @@ OPTION_KEYS = [
     "llm.model", "llm.instances", "llm.threads_per_instance", "llm.context_tokens", "llm.timeout_s",
     "llm.concurrency", "llm.max_retries", "llm.json_retries", "llm.backoff_s", "llm.seed", "llm.dtype",
     "embedder.dim", "embedder.batch_size", "embedder.model", "embedder.query_prefix", "chunk.max_turns",
-    "chunk.max_chars", "chunk.gap_hours", "extraction.max_items", "extraction.max_fact_chars", "canon.candidates",
-    "canon.min_cosine", "canon.max_llm_checks", "entity.min_facts", "entity.min_sessions", "entity.max_label_words",
-    "scene.assign", "scene.second_assign", "scene.spawn", "scene.merge", "scene.time_bonus",
-    "scene.time_window_days", "scene.max_size", "tree.fanout_session", "tree.fanout_entity", "tree.fanout_scene",
-    "tree.summary_words", "tree.summary_mode", "tree.leaf_words", "query.mode", "query.top_trees",
-    "query.fact_recall", "query.root_weight", "query.fact_weight", "query.beam", "query.final_units",
-    "query.complete_expansion", "query.candidates", "query.lexical_weight", "query.session_weight",
-    "query.date_weight", "query.repeat_penalty", "query.answer_max_tokens", "limits.turn_chars",
-    "limits.turns_per_session", "limits.sessions_per_call", "limits.lock_wait_s", "degraded_ok",
-    "llm.backend", "embedder.backend", "nonsense", "chunk.nonsense", "chunk", "llm.backend.x", "", ".", "a..b",
+    "chunk.max_chars", "chunk.gap_hours", "extraction.max_items", "extraction.max_fact_chars",
+    "canon.candidates", "canon.min_cosine", "canon.max_llm_checks", "entity.min_facts", "entity.min_sessions",
+    "entity.max_label_words", "scene.assign", "scene.second_assign", "scene.spawn", "scene.merge",
+    "scene.time_bonus", "scene.time_window_days", "scene.max_size", "tree.fanout_session",
+    "tree.fanout_entity", "tree.fanout_scene", "tree.summary_words", "tree.summary_mode", "tree.leaf_words",
+    "query.mode", "query.top_trees", "query.fact_recall", "query.root_weight", "query.fact_weight",
+    "query.beam", "query.final_units", "query.complete_expansion", "query.candidates", "query.lexical_weight",
+    "query.session_weight", "query.date_weight", "query.repeat_penalty", "query.answer_max_tokens",
+    "limits.turn_chars", "limits.turns_per_session", "limits.sessions_per_call", "limits.lock_wait_s",
+    "degraded_ok", "llm.backend", "embedder.backend", "nonsense", "chunk.nonsense", "chunk", "llm.backend.x",
+    "", ".", "a..b",
 ]
 OPTION_VALUES = st.one_of(
     st.sampled_from(["abc", "-1", "0", "1", "2", "3", "1e309", ".nan", "-.inf", "true", "maybe", "null", "~",
                      "[1, 2]", "{a: 1}", "[unclosed", "'quoted'", "0x10", "1_000", "99999999999999999999", "",
                      " ", "=", "a=b", "extractive", "planner", "teleport", "0.5", "-0.5", "1e-9"]),
     st.integers(-(10**6), 10**6).map(str), st.floats().map(str), st.text(max_size=10))
-PLAUSIBLE = ["chunk.max_turns=4", "chunk.max_turns=1", "chunk.max_chars=20", "chunk.gap_hours=0", "degraded_ok=true",
-             "tree.fanout_session=3", "tree.fanout_scene=3", "tree.summary_mode=extractive", "tree.leaf_words=0",
-             "tree.summary_words=1", "scene.assign=0.1", "scene.spawn=0.99", "scene.max_size=1", "canon.min_cosine=0",
-             "canon.candidates=0", "canon.max_llm_checks=0", "extraction.max_items=1", "extraction.max_fact_chars=1",
+PLAUSIBLE = ["chunk.max_turns=4", "chunk.max_turns=1", "chunk.max_chars=20", "chunk.gap_hours=0",
+             "degraded_ok=true", "tree.fanout_session=3", "tree.fanout_scene=3",
+             "tree.summary_mode=extractive", "tree.leaf_words=0", "tree.summary_words=1", "scene.assign=0.1",
+             "scene.spawn=0.99", "scene.max_size=1", "canon.min_cosine=0", "canon.candidates=0",
+             "canon.max_llm_checks=0", "extraction.max_items=1", "extraction.max_fact_chars=1",
              "entity.min_facts=1", "entity.min_sessions=1", "query.mode=planner", "query.top_trees=1",
              "query.final_units=1", "query.candidates=1", "query.beam=1", "query.complete_expansion=true",
              "limits.turn_chars=5", "limits.sessions_per_call=1", "limits.lock_wait_s=0", "llm.concurrency=1",

@@ -49,7 +49,8 @@ def report() -> dict[str, dict[str, int]]:
 
 def format_report() -> str:
     rows = report()
-    head = f"{'class':<18}{'cases':>8}{'ok':>8}{'refused':>9}{'tracebacks':>12}{'hangs':>7}{'changes':>9}{'leaks':>7}"
+    head = (f"{'class':<18}{'cases':>8}{'ok':>8}{'refused':>9}{'tracebacks':>12}{'hangs':>7}"
+            f"{'changes':>9}{'leaks':>7}")
     lines = [head]
     for kind, c in rows.items():
         lines.append(f"{kind:<18}{c['cases']:>8}{c['ok']:>8}{c['refused']:>9}{c['traceback']:>12}{c['hang']:>7}"
@@ -113,5 +114,6 @@ def fingerprint(root: Path) -> dict[str, str]:
     users = root / "users"
     out = {f"users/{p.name}": "folder" for p in users.iterdir()} if users.is_dir() else {}
     for db in sorted(root.rglob("memory.sqlite")):
-        out[str(db.relative_to(root))] = hashlib.sha256(db.read_bytes()).hexdigest() if db.is_file() else "dir"
+        out[str(db.relative_to(root))] = (hashlib.sha256(db.read_bytes()).hexdigest() if db.is_file()
+                                          else "dir")
     return out

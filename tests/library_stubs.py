@@ -36,7 +36,8 @@ class EmbeddingsResource:
 
     def create(self, **kwargs: Any) -> Any:
         self.recorder.embeddings.append(kwargs)
-        reply = types.SimpleNamespace(data=[types.SimpleNamespace(embedding=[0.1, 0.2]) for _ in kwargs["input"]])
+        reply = types.SimpleNamespace(data=[types.SimpleNamespace(embedding=[0.1, 0.2])
+                                            for _ in kwargs["input"]])
         if not self.asynchronous:
             return reply
 
@@ -62,7 +63,8 @@ def mem0_modules(recorder: Recorder) -> dict[str, types.ModuleType]:
                     FACT_RETRIEVAL_PROMPT=f"Extract facts. {TODAY}")
 
     class Memory:
-        """mem0.Memory: `from_config`, `add(messages, user_id=, metadata=)`, `search(query, user_id=, limit=)`."""
+        """mem0.Memory: `from_config`, `add(messages, user_id=, metadata=)`,
+        `search(query, user_id=, limit=)`."""
 
         def __init__(self, config: dict[str, Any]) -> None:
             self.config = config
@@ -76,7 +78,8 @@ def mem0_modules(recorder: Recorder) -> dict[str, types.ModuleType]:
         def from_config(cls, config: dict[str, Any]) -> Memory:
             return cls(config)
 
-        def add(self, messages: list[dict[str, str]], *, user_id: str, metadata: dict[str, Any]) -> dict[str, Any]:
+        def add(self, messages: list[dict[str, str]], *, user_id: str,
+                metadata: dict[str, Any]) -> dict[str, Any]:
             recorder.adds.append({"messages": messages, "user_id": user_id, "metadata": metadata,
                                   "prompt": utils.USER_MEMORY_EXTRACTION_PROMPT})
             self.embedding_model.client.embeddings.create(input=[m["content"] for m in messages], model="m")

@@ -33,17 +33,20 @@ def bench(out: Path, *overrides: str, sweep: bool = False) -> None:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}", "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     args = [sys.executable, "-m", "benchmarks.harness.app", *(["-m"] if sweep else []), *FAKE,
-            f"output_root={out}", f"hydra.run.dir={out}/hydra/run", f"hydra.sweep.dir={out}/hydra/sweep", *overrides]
+            f"output_root={out}", f"hydra.run.dir={out}/hydra/run", f"hydra.sweep.dir={out}/hydra/sweep",
+            *overrides]
     subprocess.run(args, check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
 
 
 def micro(name: str, rows: Any, seconds: float, **extra: Any) -> None:
     path = OUT / "bench" / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"suite": name, "seconds": round(seconds, 1), **extra, "result": rows}, indent=1) + "\n")
+    path.write_text(json.dumps({"suite": name, "seconds": round(seconds, 1), **extra, "result": rows},
+                               indent=1) + "\n")
 
 
-def refresh_call_counts(fanouts: tuple[int, ...] = (3, 8, 16), sizes: tuple[int, ...] = (100, 1000)) -> list[dict]:
+def refresh_call_counts(fanouts: tuple[int, ...] = (3, 8, 16),
+                        sizes: tuple[int, ...] = (100, 1000)) -> list[dict]:
     """Summary refreshes (dirty internal nodes; leaves need none) when every insert refreshes its dirty
     path (eager) versus one refresh of the union of dirty nodes after all inserts (batched); pure
     MemTree, no model."""
@@ -72,7 +75,8 @@ def microbenchmarks() -> None:
     from benchmarks.micro import retrieval_latency
 
     t = time.perf_counter()
-    micro("retrieval_latency", retrieval_latency.main(["--forests", "1,2,4,8", "--queries", "30"]), time.perf_counter() - t)
+    micro("retrieval_latency", retrieval_latency.main(["--forests", "1,2,4,8", "--queries", "30"]),
+          time.perf_counter() - t)
     t = time.perf_counter()
     micro("refresh_calls", refresh_call_counts(), time.perf_counter() - t)
 
@@ -91,11 +95,12 @@ def experiments() -> None:
     bench(OUT, "experiment=passk", "method=memforest_embed", *LOCOMO)
     bench(OUT, "experiment=migration", "method=memforest_embed", "task_options.max_n=4")
     bench(OUT, "experiment=scaling", "method=memforest_embed", "task_options.parallelism=[1,2,4,8,16]")
-    bench(OUT, "experiment=evidence_budget", "method.memforest.query.final_units=5,10,20", small, stores, sweep=True)
+    bench(OUT, "experiment=evidence_budget", "method.memforest.query.final_units=5,10,20", small, stores,
+          sweep=True)
     bench(OUT, "experiment=chunk_size", "method.memforest.chunk.max_turns=1,2,0", small, sweep=True)
     subset = ["dataset.subset=null", "dataset.limit=3", "attempts=2"]  # the sample holds none of the 60 ids
-    bench(OUT, "experiment=ablation_families", "method.memforest.tree.families=[session],[entity],[session,entity,scene]",
-          *subset, sweep=True)
+    bench(OUT, "experiment=ablation_families",
+          "method.memforest.tree.families=[session],[entity],[session,entity,scene]", *subset, sweep=True)
     bench(OUT, "experiment=ablation_retrieval", *subset, stores, sweep=True)
 
 

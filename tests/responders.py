@@ -22,7 +22,8 @@ def harness_responder(request: ChatRequest) -> Any:
         gold = re.search(r"(?:Reference answer|Gold answer|Rubric|Note): (.*)", text)
         response = re.search(r"Response to grade: (.*)", text)
         words = set(re.findall(r"\w+", (gold.group(1) if gold else "").lower()))
-        hit = bool(words) and words <= set(re.findall(r"\w+", (response.group(1) if response else "").lower()))
+        hit = (bool(words)
+               and words <= set(re.findall(r"\w+", (response.group(1) if response else "").lower())))
         if request.json_schema is not None:
             return {"reason": "scripted", "label": "CORRECT" if hit else "WRONG"}
         return "yes" if hit else "no"

@@ -15,7 +15,8 @@ def session(i: int) -> dict:
     turns = []
     for t in range(6):
         role = "user" if t % 2 == 0 else "assistant"
-        turns.append({"role": role, "content": f"Worker session {i} line {t} mentions Lisbon and item{i}x{t}."})
+        turns.append({"role": role,
+                      "content": f"Worker session {i} line {t} mentions Lisbon and item{i}x{t}."})
     return {"session_id": f"w{i:04d}", "timestamp": f"2023-01-01T{i % 24:02d}:00:00", "turns": turns}
 
 

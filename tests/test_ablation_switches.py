@@ -20,7 +20,8 @@ def test_defaults_are_unchanged():
     assert cfg.query.mode == "embed" and cfg.chunk.max_turns == 2 and cfg.query.final_units == 10
 
 
-@pytest.mark.parametrize("families", [["session"], ["entity"], ["scene"], ["entity", "scene"], ["session", "scene"]])
+@pytest.mark.parametrize("families",
+                         [["session"], ["entity"], ["scene"], ["entity", "scene"], ["session", "scene"]])
 def test_tree_families_build_only_the_selected(scripted_forest, families):
     forest = scripted_forest(tree__families=families)
     forest.ingest_sessions("bob", RESIDENCE)
@@ -98,7 +99,8 @@ def test_evidence_budget_k_bounds_the_context(scripted_forest, k):
 @pytest.mark.parametrize(("max_turns", "cells"), [(1, 12), (2, 6), (5, 3), (64, 1), (0, 1)])
 def test_chunk_size_sets_the_cells_per_session(max_turns, cells):
     session = parse_sessions(make_sessions(1, 12), LimitsConfig())[0]
-    cfg = with_overrides(MemForestConfig(), {"chunk": {"max_turns": max_turns, "max_chars": 100_000}}).validate()
+    cfg = with_overrides(MemForestConfig(),
+                         {"chunk": {"max_turns": max_turns, "max_chars": 100_000}}).validate()
     out = chunk_session(session, cfg.chunk)
     assert len(out) == cells
     assert sum(c.turn_hi - c.turn_lo + 1 for c in out) == 12

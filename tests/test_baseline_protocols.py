@@ -105,7 +105,8 @@ def memoryos_stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
         yield stub
 
 
-def run_memoryos(sessions: list[Session], tmp_path: Path, **settings: object) -> tuple[object, object, RecordingEmbedder]:
+def run_memoryos(sessions: list[Session], tmp_path: Path,
+                 **settings: object) -> tuple[object, object, RecordingEmbedder]:
     from baselines.memoryos import MemoryOSSystem
 
     system = MemoryOSSystem(endpoints(), query_prefix=PREFIX, **settings)  # type: ignore[arg-type]
@@ -124,26 +125,32 @@ def test_memoryos_pairs_by_role_with_the_paper_settings(memoryos_stub: object, t
     assert mos.settings["short_term_capacity"] == 7 and mos.settings["retrieval_queue_capacity"] == 10  # type: ignore[attr-defined]
     search = mos.retriever.calls[0]  # type: ignore[attr-defined]
     assert search["top_k_sessions"] == 5
-    assert {search[k] for k in ("segment_similarity_threshold", "page_similarity_threshold", "knowledge_threshold")} == {0.1}
+    assert {search[k]
+            for k in ("segment_similarity_threshold", "page_similarity_threshold",
+                      "knowledge_threshold")} == {0.1}
     pages = [(p["user_input"], p["agent_response"]) for p in mos.added]  # type: ignore[attr-defined]
     assert pages == [("I adopted a grey cat called Miso.", "Miso is a lovely name."),
                      ("She needs a vet.", "Try the clinic on Main Street."),
                      ("", "Welcome back!"),  # a reply with no open page keeps its own page
                      ("I moved to Lisbon for a new job.", "Lisbon is sunny.")]
-    assert [p["timestamp"] for p in mos.added] == ["2023-03-01 09:00:00"] * 2 + ["2023-04-02 09:00:00"] * 2  # type: ignore[attr-defined]
+    assert [p["timestamp"]
+            for p in mos.added] == ["2023-03-01 09:00:00"] * 2 + ["2023-04-02 "
+                                                                  "09:00:00"] * 2  # type: ignore[attr-defined]
     # The question alone is embedded as a query (with the run's instruction); pages as passages.
     assert [c for c in embedder.calls if c[1] == "query"] == [(["Where did I move?"], "query")]
     assert all("Where did I move?" not in c[0] for c in embedder.calls if c[1] == "passage")
     # The answer context keeps every retrieved page's meta_info, and all pages were flushed to mid-term.
     assert result.trace["pages"] == 4 and result.trace["pages_with_meta_info"] == 4  # type: ignore[attr-defined]
     assert "Conversation chain overview:(chain 0)" in result.context  # type: ignore[attr-defined]
-    assert result.evidence[0].session_ids == ["s1"] and result.evidence[0].turn_ids == ["s1:0", "s1:1"]  # type: ignore[attr-defined]
+    assert result.evidence[0].session_ids == ["s1"] and result.evidence[0].turn_ids == ["s1:0",
+                                                                                        "s1:1"]  # type: ignore[attr-defined]
 
 
 def test_memoryos_pairs_locomo_speakers_and_names_them_once(memoryos_stub: object, tmp_path: Path) -> None:
     mos, result, _ = run_memoryos(conversation(), tmp_path)
     pages = [(p["user_input"], p["agent_response"]) for p in mos.added]  # type: ignore[attr-defined]
-    assert pages[0] == ("My cat Miso turned two.", "Happy birthday to Miso!")  # Ana (speaker_a) opens, Bo replies
+    # Ana (speaker_a) opens, Bo replies
+    assert pages[0] == ("My cat Miso turned two.", "Happy birthday to Miso!")
     assert pages[1] == ("", "I got a job in Lisbon.") and pages[2] == ("", "I start next week.")
     assert pages[3] == ("Congratulations!", "")  # Ana twice in a row: two pages
     texts = [t for p in pages for t in p if t]
@@ -177,11 +184,14 @@ def run_mempalace(sessions: list[Session], tmp_path: Path, **settings: object) -
     return collection, result
 
 
-def test_mempalace_ranks_user_documents_and_answers_from_whole_sessions(mempalace_stub: object, tmp_path: Path) -> None:
+def test_mempalace_ranks_user_documents_and_answers_from_whole_sessions(mempalace_stub: object,
+                                                                        tmp_path: Path) -> None:
     collection, result = run_mempalace(chat(), tmp_path)
     indexed = [row[1] for row in collection.rows]  # type: ignore[attr-defined]
-    assert indexed == ["I adopted a grey cat called Miso.\nShe needs a vet.", "I moved to Lisbon for a new job."]
-    assert collection.queries == [{"texts": [PREFIX + "What is my cat's name?"], "n_results": 2}]  # type: ignore[attr-defined]
+    assert (indexed
+            == ["I adopted a grey cat called Miso.\nShe needs a vet.", "I moved to Lisbon for a new job."])
+    assert collection.queries == [{"texts": [PREFIX + "What is my cat's name?"],
+                                   "n_results": 2}]  # type: ignore[attr-defined]
     assert result.trace["top_k"] == 5 and result.evidence[0].session_ids == ["s1"]  # type: ignore[attr-defined]
     # The answer model reads both speakers, each turn once with its speaker once.
     assert "assistant: Miso is a lovely name." in result.context  # type: ignore[attr-defined]
@@ -226,8 +236,9 @@ def run_worker(system: object, sessions: list[Session], workdir: Path) -> tuple[
 def lightmem(checkout: Path, tmp_path: Path, **settings: object) -> object:
     from baselines.lightmem import lightmem_system
 
-    return lightmem_system(endpoints(), python=sys.executable, checkout=str(checkout), llmlingua_model_path="/m/llmlingua2",
-                           query_prefix=PREFIX, log_path=tmp_path / "worker.log", **settings)  # type: ignore[arg-type]
+    return lightmem_system(endpoints(), python=sys.executable, checkout=str(checkout),
+                           llmlingua_model_path="/m/llmlingua2", query_prefix=PREFIX,
+                           log_path=tmp_path / "worker.log", **settings)  # type: ignore[arg-type]
 
 
 def test_lightmem_runs_the_paper_config_on_the_shared_endpoint(record_file: Path, tmp_path: Path) -> None:
@@ -238,7 +249,8 @@ def test_lightmem_runs_the_paper_config_on_the_shared_endpoint(record_file: Path
     assert config["extract_threshold"] == 0.1 and config["topic_segment"] and config["pre_compress"]
     assert config["messages_use"] == "user_only" and config["update"] == "offline"
     assert config["text_embedder"] == {"model_name": "openai", "configs": {
-        "model": "embedder", "api_key": "local", "embedding_dims": 2, "openai_base_url": endpoints().base_url}}
+        "model": "embedder", "api_key": "local", "embedding_dims": 2,
+        "openai_base_url": endpoints().base_url}}
     assert config["memory_manager"]["configs"]["openai_base_url"] == endpoints().base_url
     assert config["embedding_retriever"]["configs"]["path"] == str((tmp_path / "w" / "qdrant").resolve())
     adds = [e for e in events if e["event"] == "add_memory"]
@@ -263,8 +275,10 @@ def test_lightmem_locomo_turns_carry_their_speakers(record_file: Path, tmp_path:
                      "speaker_name": "Ana", "time_stamp": "2023-05-08T13:56:00"}
     assert reply["role"] == "assistant" and reply["content"] == "" and reply["speaker_name"] == "Ana"
     assert adds[1]["messages"][0]["speaker_id"] == "speaker_b"
-    assert next(e for e in events if e["event"] == "search")["limit"] == 60 and stats["shape"] == "conversation"
-    assert result.context.startswith("[Memory recorded on: 08 May 2023, Mon]\nMy cat Miso turned two.")  # type: ignore[attr-defined]
+    assert (next(e for e in events if e["event"] == "search")["limit"] == 60
+            and stats["shape"] == "conversation")
+    assert result.context.startswith("[Memory recorded on: 08 May 2023, Mon]\nMy cat "
+                                     "Miso turned two.")  # type: ignore[attr-defined]
 
 
 def test_lightmem_refuses_another_layout(record_file: Path, tmp_path: Path) -> None:
@@ -272,7 +286,8 @@ def test_lightmem_refuses_another_layout(record_file: Path, tmp_path: Path) -> N
 
     with pytest.raises(SystemUnavailable, match=r"no LightMem checkout"):
         lightmem_system(endpoints())
-    with pytest.raises(SystemUnavailable, match=r"layout of github zjunlp/LightMem@8fc9a9179f91 .*missing src/lightmem"):
+    with pytest.raises(SystemUnavailable,
+                       match=r"layout of github zjunlp/LightMem@8fc9a9179f91 .*missing src/lightmem"):
         lightmem_system(endpoints(), python=sys.executable, checkout=str(tmp_path))
     with pytest.raises(SystemUnavailable, match="llmlingua_model_path"):
         lightmem_system(endpoints(), python=sys.executable, checkout=str(UPSTREAM / "lightmem"))
@@ -280,7 +295,8 @@ def test_lightmem_refuses_another_layout(record_file: Path, tmp_path: Path) -> N
     shutil.copytree(UPSTREAM / "lightmem", older)
     module = older / "src" / "lightmem" / "memory" / "lightmem.py"
     module.write_text(module.read_text().replace("force_segment=False, ", ""))
-    with pytest.raises(SystemUnavailable, match=r"not the layout the worker supports .*add_memory has no parameter force_segment"):
+    with pytest.raises(SystemUnavailable, match=r"not the layout the worker supports .*add_memory has no "
+                                                r"parameter force_segment"):
         lightmem(older, tmp_path)
 
 
@@ -294,9 +310,12 @@ def evermemos(checkout: Path, tmp_path: Path, **settings: object) -> object:
                             log_path=tmp_path / "worker.log", **settings)  # type: ignore[arg-type]
 
 
-def test_evermemos_messages_carry_staggered_times_and_current_fields(record_file: Path, tmp_path: Path) -> None:
+def test_evermemos_messages_carry_staggered_times_and_current_fields(record_file: Path,
+                                                                     tmp_path: Path) -> None:
     system = evermemos(UPSTREAM / "evermemos", tmp_path, reranker_base_url="http://127.0.0.1:7/v1/rerank")
-    assert system.info["private_models"] == {"rerank": "Qwen/Qwen3-Reranker-4B at http://127.0.0.1:7/v1/rerank"}  # type: ignore[attr-defined]
+    assert (system.info["private_models"]
+            == {"rerank": "Qwen/Qwen3-Reranker-4B at "
+                          "http://127.0.0.1:7/v1/rerank"})  # type: ignore[attr-defined]
     stats, result = run_worker(system, conversation(), tmp_path / "w")
     events = records(record_file)
     added = next(e for e in events if e["event"] == "add")
@@ -310,29 +329,35 @@ def test_evermemos_messages_carry_staggered_times_and_current_fields(record_file
     assert all((b - a).total_seconds() == 30 for a, b in zip(second, second[1:]))
     assert times[1] < times[2]  # 30 s fits in the first session's four minutes
     init = next(e for e in events if e["event"] == "init")["llm"]
-    assert init["base_url"] == endpoints().base_url and init["model"] == "backbone" and init["max_tokens"] == 2048
+    assert (init["base_url"] == endpoints().base_url and init["model"] == "backbone"
+            and init["max_tokens"] == 2048)
     embeds = [e for e in events if e["event"] == "embed"]
-    assert embeds == [{"event": "embed", "text": PREFIX + "Where did I move?", "base_url": endpoints().base_url,
-                       "model": "embedder"}]
+    assert (embeds
+            == [{"event": "embed", "text": PREFIX + "Where did I move?", "base_url": endpoints().base_url,
+                 "model": "embedder"}])
     assert stats["private_calls"] == {"rerank": 0} and result.trace["rerank_calls"] == 1  # type: ignore[attr-defined]
     assert next(e for e in events if e["event"] == "search")["response_top_k"] == 10  # upstream's
-    assert result.context.startswith("Episodes memories for conversation between Ana and Bo")  # type: ignore[attr-defined]
+    assert result.context.startswith("Episodes memories for conversation "
+                                     "between Ana and Bo")  # type: ignore[attr-defined]
 
 
 def test_evermemos_stagger_shrinks_to_the_next_session() -> None:
-    spec = importlib.util.spec_from_file_location("evermemos_worker", Path("baselines/evermemos/worker.py").resolve())
+    spec = importlib.util.spec_from_file_location("evermemos_worker",
+                                                  Path("baselines/evermemos/worker.py").resolve())
     assert spec is not None and spec.loader is not None
     worker = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(worker)
-    sessions = [{"timestamp": "2023-05-08T13:56:00", "turns": [{}] * 11}, {"timestamp": "2023-05-08T14:00:00", "turns": [{}]}]
+    sessions = [{"timestamp": "2023-05-08T13:56:00", "turns": [{}] * 11},
+                {"timestamp": "2023-05-08T14:00:00", "turns": [{}]}]
     first, second = worker.staggered(sessions)
-    assert (first[1] - first[0]).total_seconds() == pytest.approx(0.9 * 240 / 10)  # 30 s would overrun the gap
+    # 30 s would overrun the gap
+    assert (first[1] - first[0]).total_seconds() == pytest.approx(0.9 * 240 / 10)
     assert first[-1] < datetime(2023, 5, 8, 14, 0) and second == [datetime(2023, 5, 8, 14, 0)]
 
 
 def test_evermemos_chat_senders_and_reranker_off(record_file: Path, tmp_path: Path) -> None:
-    stats, _ = run_worker(evermemos(UPSTREAM / "evermemos", tmp_path, use_reranker=False, response_top_k=4), chat(),
-                          tmp_path / "w")
+    stats, _ = run_worker(evermemos(UPSTREAM / "evermemos", tmp_path, use_reranker=False, response_top_k=4),
+                          chat(), tmp_path / "w")
     events = records(record_file)
     names = [m["sender_name"] for m in next(e for e in events if e["event"] == "add")["messages"]]
     assert names[:2] == ["user_instance-1", "assistant_instance-1"]  # upstream's LongMemEval converter naming
@@ -347,7 +372,8 @@ def test_evermemos_refuses_the_old_layout_and_a_missing_reranker(tmp_path: Path)
     old = tmp_path / "old"
     (old / "evaluation" / "src" / "adapters").mkdir(parents=True)
     (old / "evaluation" / "src" / "adapters" / "evermemos_adapter.py").write_text("")
-    with pytest.raises(SystemUnavailable, match=r"layout of github EverMind-AI/EverMemOS@e37205f5077a .*methods/EverCore"):
+    with pytest.raises(SystemUnavailable,
+                       match=r"layout of github EverMind-AI/EverMemOS@e37205f5077a .*methods/EverCore"):
         evermemos_system(endpoints(), python=sys.executable, checkout=str(old))
     with pytest.raises(SystemUnavailable, match="reranker_base_url"):
         evermemos_system(endpoints(), python=sys.executable, checkout=str(UPSTREAM / "evermemos"))

@@ -105,8 +105,9 @@ def test_mem0_additive_without_an_interpreter_is_skipped_with_install_hint(tmp_p
     from benchmarks.harness import runner
     from benchmarks.harness.app import compose_config, plain
 
-    cfg = plain(compose_config(["method=mem0_additive", "llm.backend=scripted", "embedder.backend=hash", "embedder.dim=64",
-                                "dataset.limit=1", f"output_root={tmp_path}", "progress=false"]))
+    cfg = plain(compose_config(["method=mem0_additive", "llm.backend=scripted", "embedder.backend=hash",
+                                "embedder.dim=64", "dataset.limit=1", f"output_root={tmp_path}",
+                                "progress=false"]))
     reason = runner.run_benchmark(cfg)["skipped"]
     assert reason.startswith("mem0_additive: no interpreter configured (method.system.python)")
     assert 'pip install "mem0ai>=2,<3"' in reason and "method.system.python=" in reason
@@ -160,7 +161,8 @@ def test_proxied_system_tags_phases_and_restarts(tmp_path: Path) -> None:
     log = CallLog()
     stack = ServingStack(log, "mempalace", llm_model=MODEL, llm_base_url="http://127.0.0.1:9/v1",
                          embedder=HashEmbedder(dim=64))
-    system = ProxiedSystem("mempalace", lambda url: MemPalaceSystem(Endpoints(url, MODEL, "hash", 64, 8192)), stack)
+    system = ProxiedSystem("mempalace", lambda url: MemPalaceSystem(Endpoints(url, MODEL, "hash", 64, 8192)),
+                           stack)
     for round_ in range(2):  # the harness closes a system between instances
         system.reset(f"i{round_}", tmp_path / f"i{round_}")
         system.ingest(sessions())
@@ -168,7 +170,9 @@ def test_proxied_system_tags_phases_and_restarts(tmp_path: Path) -> None:
         system.close()
         assert not stack.running
     assert {r.tags["phase"] for r in log.records} == {"ingest", "query"}
-    broken = ProxiedSystem("broken", lambda url: FullContextSystem(8192, 256, count_tokens=lambda text: "x"),  # type: ignore[arg-type,return-value]
+    broken = ProxiedSystem("broken",
+                           lambda url: FullContextSystem(8192, 256,
+                                                         count_tokens=lambda text: "x"),  # type: ignore[arg-type,return-value]
                            stack)
     broken.reset("i", tmp_path / "b")
     broken.ingest(sessions())
@@ -194,7 +198,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingStack]:
     embedder.close()
 
 
-def run_system(stack: ServingStack, system: MemorySystem, workdir: Path) -> tuple[dict, Retrieval, list[CallRecord]]:
+def run_system(stack: ServingStack, system: MemorySystem,
+               workdir: Path) -> tuple[dict, Retrieval, list[CallRecord]]:
     assert stack.proxy is not None
     stack.proxy.system = system.name
     mark = len(stack.call_log)
@@ -264,7 +269,8 @@ def test_zep_local_on_kuzu(stack: ServingStack, tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(LLMClient._generate_response_with_retry.retry, "wait", tenacity.wait_none())
     system = ZepLocalSystem(endpoints(stack.base_url))
     stats, result, records = run_system(stack, system, tmp_path)
-    assert stats["episodes"] + stats["failed_episodes"] == 4 and isinstance(result, Retrieval)  # one per message
+    # one per message
+    assert stats["episodes"] + stats["failed_episodes"] == 4 and isinstance(result, Retrieval)
     assert set(result.trace["counts"]) == {"edges", "nodes"}
     assert_accounted(records, "ingest", "chat")
     assert_accounted(records, "query", "embed")
@@ -291,15 +297,18 @@ def test_memoryos(stack: ServingStack, tmp_path: Path) -> None:
 
 
 def mem0_additive_python() -> str:
-    """The interpreter named by MEMFOREST_MEM0_ADDITIVE_PYTHON, when it has mem0ai 2.x; else the test is skipped."""
+    """The interpreter named by MEMFOREST_MEM0_ADDITIVE_PYTHON, when it has mem0ai 2.x; else the test is
+    skipped."""
     python = os.environ.get("MEMFOREST_MEM0_ADDITIVE_PYTHON")
     if not python:
-        pytest.skip("MEMFOREST_MEM0_ADDITIVE_PYTHON is not set (the interpreter of an environment with mem0ai>=2,<3)")
+        pytest.skip("MEMFOREST_MEM0_ADDITIVE_PYTHON is not set (the interpreter of an environment "
+                    "with mem0ai>=2,<3)")
     probe = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('mem0ai'))"],
                            capture_output=True, text=True, timeout=60, check=False)
     version = probe.stdout.strip()
     if probe.returncode != 0 or not version.startswith("2."):
-        pytest.skip(f"MEMFOREST_MEM0_ADDITIVE_PYTHON={python} has no mem0ai 2.x ({version or probe.stderr.strip()[-200:]})")
+        pytest.skip(f"MEMFOREST_MEM0_ADDITIVE_PYTHON={python} has no mem0ai 2.x "
+                    f"({version or probe.stderr.strip()[-200:]})")
     return python
 
 
@@ -327,8 +336,8 @@ def long_context_stack(stack: ServingStack, tmp_path: Path) -> Iterator[ServingS
     """Mem0 2.x's extraction system prompt alone is about 8.6k SmolLM2 tokens: a 16k context, as
     configs/method/mem0_additive.yaml asks of the embedded model (past its 8k training length, which is
     fine for checking structure)."""
-    serving = ServingStack(CallLog(tmp_path / "calls.jsonl"), "tests", llm_model=MODEL, embedder=stack.embedder,
-                           n_ctx=16384, threads=1,
+    serving = ServingStack(CallLog(tmp_path / "calls.jsonl"), "tests", llm_model=MODEL,
+                           embedder=stack.embedder, n_ctx=16384, threads=1,
                            max_tokens_cap=64, log_dir=tmp_path / "serving")
     with serving:
         yield serving
@@ -355,7 +364,8 @@ def test_mem0_additive(long_context_stack: ServingStack, tmp_path: Path) -> None
     for payload in stored:
         sid = payload["session_id"]
         assert payload["session_date"] == days[sid] and payload["turn_ids"] == [f"{sid}:0", f"{sid}:1"]
-        assert payload["created_at"] == days[sid].replace(" ", "T") + ":00" and payload["user_id"] == "instance-1"
+        assert (payload["created_at"] == days[sid].replace(" ", "T") + ":00"
+                and payload["user_id"] == "instance-1")
     assert_accounted(records, "ingest", "chat")
     assert_accounted(records, "ingest", "embed")
     assert_accounted(records, "query", "embed")
@@ -367,6 +377,6 @@ def stored_memories(qdrant: Path) -> list[dict]:
     script = ("import json, sys\nfrom qdrant_client import QdrantClient\n"
               "points, _ = QdrantClient(path=sys.argv[1]).scroll('mem0', limit=10000, with_payload=True)\n"
               "print(json.dumps([p.payload for p in points]))")
-    done = subprocess.run([mem0_additive_python(), "-c", script, str(qdrant)], capture_output=True, text=True, timeout=120,
-                          check=True)
+    done = subprocess.run([mem0_additive_python(), "-c", script, str(qdrant)], capture_output=True, text=True,
+                          timeout=120, check=True)
     return json.loads(done.stdout)

@@ -48,7 +48,8 @@ def test_blockwise_candidates_equal_the_dense_matrix(seed: int, within_batch: bo
     emb = unit_rows(rng, n_new, dim, 3)
     pending = sorted(rng.choice(n_new, size=int(rng.integers(1, n_new + 1)), replace=False).tolist())
     ids = [f"f{j}" for j in range(n_old)]
-    cfg = CanonConfig(candidates=int(rng.integers(1, 10)), min_cosine=0.9, max_llm_checks=int(rng.integers(1, 6)))
+    cfg = CanonConfig(candidates=int(rng.integers(1, 10)), min_cosine=0.9,
+                      max_llm_checks=int(rng.integers(1, 6)))
     want = dense_pairs(pending, ids, existing, emb, cfg, within_batch)
     assert want or not within_batch or seed > 2  # the clustered inputs do produce pairs
     for block_cells in (1, 7, 64, 1000, 1 << 22):

@@ -51,7 +51,8 @@ def count(root: Path, table: str) -> int:
 
 
 DAMAGE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # statements, words the first finding holds
-    "meta dim wider": (("UPDATE meta SET value='256' WHERE key='dim'",), ("facts.embedding", "not 256-d", "64-d")),
+    "meta dim "
+    "wider": (("UPDATE meta SET value='256' WHERE key='dim'",), ("facts.embedding", "not 256-d", "64-d")),
     "meta dim 0": (("UPDATE meta SET value='0' WHERE key='dim'",), ("meta dim is '0'",)),
     "fact vectors narrower": (("UPDATE facts SET embedding = substr(embedding, 1, 128)",),
                               ("facts.embedding", "not 64-d", "32-d")),
@@ -96,12 +97,13 @@ def test_opening_a_store_of_wrong_widths_is_one_line(store: Path, capsys: pytest
     more = store.parent / "more.json"
     more.write_text(json.dumps(RESIDENCE[3:]))
     args = ["--store", str(store), "--user", "u", *FAKE]
-    for argv in (["ask", *args, "--no-answer", "where do I live?"], ["show", *args], ["ingest", *args, str(more)],
-                 ["delete-session", *args, "pizza"]):
+    for argv in (["ask", *args, "--no-answer", "where do I live?"], ["show", *args],
+                 ["ingest", *args, str(more)], ["delete-session", *args, "pizza"]):
         code = main(argv)
         err = capsys.readouterr().err
         lines = [line for line in err.splitlines() if line.strip()]
-        assert code == 2 and len(lines) == 1 and "internal error" not in err and "Traceback" not in err, (argv, err)
+        assert (code == 2 and len(lines) == 1 and "internal error" not in err
+                and "Traceback" not in err), (argv, err)
         assert "is damaged" in err or "embedder" in err, err
     assert (store / "users" / "u" / "memory.sqlite").read_bytes() == damaged
 

@@ -58,7 +58,8 @@ def test_every_combination_of_every_group_composes_and_resolves() -> None:
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3", job_name="compose-all"):
         for experiment in options("experiment"):
             def composed(*overrides: str, experiment: str = experiment) -> dict[str, Any]:
-                cfg = OmegaConf.to_container(compose("config", overrides=[f"experiment={experiment}", *overrides]))
+                cfg = OmegaConf.to_container(compose("config",
+                                                     overrides=[f"experiment={experiment}", *overrides]))
                 assert isinstance(cfg, dict)
                 return {str(k): v for k, v in cfg.items()}
 
@@ -80,7 +81,8 @@ def test_every_combination_of_every_group_composes_and_resolves() -> None:
                 assert cfg["judge"]["judge_id"] in JUDGE_IDS, (experiment, choice)
                 method, llm = cfg["method"]["name"], cfg["llm"]["name"]
                 # an experiment may name its variant (mode, k, chunk size...) between backbone and seed
-                assert re.search(rf"/{method}/{llm}(/[^/]+)*/seed{cfg['seed']}$", cfg["run_dir"]), (experiment, choice)
+                assert re.search(rf"/{method}/{llm}(/[^/]+)*/seed{cfg['seed']}$",
+                                 cfg["run_dir"]), (experiment, choice)
                 combos += 1
     assert combos == len(list(itertools.product(*(options(g) for g in GROUPS))))
 
@@ -94,7 +96,8 @@ def _resolve(scope: Any, keys: list[str]) -> dict[str, Any]:
     return out
 
 
-def _reached(group: str, node: dict[str, Any], top: dict[str, Any], nodes: dict[str, dict[str, Any]]) -> set[str]:
+def _reached(group: str, node: dict[str, Any], top: dict[str, Any],
+             nodes: dict[str, dict[str, Any]]) -> set[str]:
     """The groups a node's interpolations reach, directly or through other groups' nodes."""
     found: set[str] = set()
     frontier = references(node)
@@ -139,7 +142,8 @@ def test_a_query_mode_set_in_a_method_config_reaches_the_system(tmp_path: Path) 
                             (["method=memforest_embed", "method.memforest.query.mode=planner"], "planner"),
                             (["method=memforest_embed"], "embed")):
         cfg = config(tmp_path, *overrides)
-        models = systems.Models(testing.HashEmbedder(256), testing.ScriptedChatModel(), RunFiles(tmp_path).call_log)
+        models = systems.Models(testing.HashEmbedder(256), testing.ScriptedChatModel(),
+                                RunFiles(tmp_path).call_log)
         system = systems.build_system(cfg["method"], cfg["llm"], cfg["embedder"], models)
         assert system.config.query.mode == mode  # type: ignore[attr-defined]
         system.close()

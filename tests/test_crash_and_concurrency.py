@@ -22,7 +22,8 @@ def _reader(store):
 
 
 def _start(store, first, count, latency):
-    return subprocess.Popen([sys.executable, str(WORKER), str(store), "u", str(first), str(count), str(latency)],
+    return subprocess.Popen([sys.executable, str(WORKER), str(store), "u", str(first), str(count),
+                             str(latency)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

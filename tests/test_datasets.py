@@ -178,7 +178,8 @@ def test_resolve_prefers_path_then_cache(tmp_path: Path) -> None:
     assert resolve_file("locomo", cache_dir=tmp_path) == cached
 
 
-def test_downloads_are_pinned_to_a_revision_and_a_checksum(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_downloads_are_pinned_to_a_revision_and_a_checksum(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_ENDPOINT", "https://mirror.example")
     files = download_module.remote_files()
     assert files["locomo"].sha256 == "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4"

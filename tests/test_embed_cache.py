@@ -71,13 +71,15 @@ def test_processes_creating_one_cache_at_once_all_open_it(tmp_path: Path) -> Non
         for trial in range(25):
             errors = [e for e in pool.map(_open_and_embed, [str(tmp_path / str(trial))] * 6) if e]
             assert errors == []
-    assert sorted(p.name for p in (tmp_path / "0").iterdir() if not p.name.endswith(("-wal", "-shm"))) == [FILE_NAME]
+    assert (sorted(p.name for p in (tmp_path / "0").iterdir() if not p.name.endswith(("-wal", "-shm")))
+            == [FILE_NAME])
 
 
 def test_the_factory_wraps_when_a_cache_directory_is_set(tmp_path: Path) -> None:
     embedder = build_embedder(EmbedderConfig(backend="hash", dim=64, cache_dir=str(tmp_path / "c")))
     assert isinstance(embedder, CachedEmbedder)
-    assert embedder_settings(embedder) == {"model": "hash", "dim": 64, "cache": str(tmp_path / "c" / "vectors.sqlite")}
+    assert (embedder_settings(embedder)
+            == {"model": "hash", "dim": 64, "cache": str(tmp_path / "c" / "vectors.sqlite")})
     assert not isinstance(build_embedder(EmbedderConfig(backend="hash", dim=64)), CachedEmbedder)
 
 

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.slow
 
 
 def _cli(*args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "memforest.cli", *args], capture_output=True, text=True, timeout=900)
+    out = subprocess.run([sys.executable, "-m", "memforest.cli", *args], capture_output=True, text=True,
+                         timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout
 
@@ -49,7 +50,8 @@ def test_reopened_in_a_new_process_shows_identical_memory(built):
 
 def test_ask_json_is_well_formed(built):
     store, *_ = built
-    out = json.loads(_cli("ask", "--store", str(store), "--user", "demo", "--json", "--date", "2024-08-01", QUESTION))
+    out = json.loads(_cli("ask", "--store", str(store), "--user", "demo", "--json", "--date", "2024-08-01",
+                          QUESTION))
     assert isinstance(out["answer"], str) and out["answer"].strip()
     assert 0 < len(out["evidence"]) <= 10
     for e in out["evidence"]:

@@ -28,7 +28,8 @@ def view(fact: Fact) -> tuple:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["append", "copy", "drop", "drop_session", "read"]), st.integers(0, 40)),
+@given(st.lists(st.tuples(st.sampled_from(["append", "copy", "drop", "drop_session", "read"]),
+                          st.integers(0, 40)),
                 max_size=30))
 def test_fact_views_follow_every_change(steps: list[tuple[str, int]]) -> None:
     fact = Fact("f", "t", "t", "user", "state", [], [], [], "", None, None, "", "", "", [occurrence(99)])
@@ -63,8 +64,8 @@ def _store_after(was: list[Occurrence], removed: list[Occurrence], appended: lis
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.integers(0, 30), max_size=40), st.sets(st.integers(0, 6)), st.lists(st.integers(0, 40), max_size=4),
-       st.booleans())
+@given(st.lists(st.integers(0, 30), max_size=40), st.sets(st.integers(0, 6)),
+       st.lists(st.integers(0, 40), max_size=4), st.booleans())
 def test_an_occurrence_edit_turns_the_stored_occurrences_into_the_new_ones(
         said: list[int], dropped: set[int], new: list[int], copies: bool) -> None:
     """A fact's sessions deleted (its occurrences from them dropped, order kept) and occurrences

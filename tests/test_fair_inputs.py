@@ -109,7 +109,8 @@ def test_flat_rag_and_full_context(kind: str, tmp_path: Path) -> None:
     full = FullContextSystem(8192, 256)
     full.reset("i", tmp_path)
     full.ingest(sessions)
-    lines = [line for line in full.retrieve("Where?", None).context.splitlines() if line and not line.startswith("[")]
+    lines = [line for line in full.retrieve("Where?", None).context.splitlines()
+             if line and not line.startswith("[")]
     assert_each_turn_once(lines, [one_line(t) for t in turns], turns)
 
 
@@ -133,7 +134,8 @@ def test_memforest_gets_each_turn_once(kind: str, tmp_path: Path, monkeypatch: p
     system.reset("i", tmp_path)
     system.ingest(sessions)
     turns = turns_of(sessions)
-    assert_each_turn_once([t["content"] for s in received for t in s["turns"]], [named(t) for t in turns], turns)
+    assert_each_turn_once([t["content"] for s in received for t in s["turns"]], [named(t) for t in turns],
+                          turns)
     assert_no_gold(received)
 
 
@@ -142,7 +144,8 @@ def endpoints() -> Endpoints:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_mem0_gets_each_turn_once_per_store(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mem0_gets_each_turn_once_per_store(kind: str, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from baselines.mem0 import Mem0System
 
     recorder = Recorder()
@@ -162,7 +165,8 @@ def test_mem0_gets_each_turn_once_per_store(kind: str, tmp_path: Path, monkeypat
     assert all(TODAY not in a["prompt"] for a in recorder.adds)  # the session's date, never the import day
     questions = [e for e in recorder.embeddings if e["input"] == ["Where does Nadia sail?"]]
     assert len(questions) == len(stores) and all(e.get("extra_body") == QUERY for e in questions)
-    assert all("extra_body" not in e for e in recorder.embeddings if e not in questions)  # stored text: passages
+    # stored text: passages
+    assert all("extra_body" not in e for e in recorder.embeddings if e not in questions)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -186,7 +190,8 @@ def test_zep_gets_each_turn_once(kind: str, tmp_path: Path, monkeypatch: pytest.
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_mem0_2_worker_gets_each_turn_once_per_store(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mem0_2_worker_gets_each_turn_once_per_store(kind: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from baselines.mem0 import mem0_additive_system
 
     log = tmp_path / "mem0.jsonl"
@@ -227,6 +232,7 @@ def test_worker_systems_get_each_turn_once(kind: str, system_name: str, tmp_path
     finally:
         system.close()
     received = json.loads((tmp_path / "memory.json").read_text())
-    assert Counter(t["content"] for t in received if t["content"].strip()) == Counter(t.content for t in turns)
+    assert (Counter(t["content"] for t in received if t["content"].strip())
+            == Counter(t.content for t in turns))
     assert [t["speaker"] for t in received if t["content"].strip()] == [t.speaker for t in turns]
     assert_no_gold(received)

@@ -49,7 +49,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A store holding RESIDENCE for user `u` (scripted model, 64-d hash embedder), checkpointed; in
     memory when the machine has /dev/shm (the cases copy it thousands of times and fsync every commit)."""
     shm = Path("/dev/shm")
-    base = Path(tempfile.mkdtemp(prefix="memforest-fuzz-", dir=shm)) if shm.is_dir() else tmp_path_factory.mktemp("fuzz")
+    base = (Path(tempfile.mkdtemp(prefix="memforest-fuzz-", dir=shm)) if shm.is_dir()
+            else tmp_path_factory.mktemp("fuzz"))
     root = base / "template"
     data = base / "residence.json"
     data.write_text(json.dumps(RESIDENCE[:4]))
@@ -105,19 +106,21 @@ def test_session_files(template: Path, content: bytes, user: str, tight: bool) -
 
 # ---------------------------------------------------------------- command lines
 
-COMMANDS = ["ingest", "show", "ask", "delete-session", "correct-session", "check", "refresh", "merge", "calls",
-            "bogus", ""]
+COMMANDS = ["ingest", "show", "ask", "delete-session", "correct-session", "check", "refresh", "merge",
+            "calls", "bogus", ""]
 
 
 def argument_items(root: Path) -> st.SearchStrategy[list[str]]:
     store = str(root / "store")
     paths = st.sampled_from([store, str(root / "fresh.json"), str(root / "missing"), str(root), "",
-                             str(root / "fresh.json" / "x"), str(root / "store" / "users" / "u" / "memory.sqlite")])
+                             str(root / "fresh.json" / "x"),
+                             str(root / "store" / "users" / "u" / "memory.sqlite")])
     return st.one_of(
         st.tuples(st.just("--store"), paths), st.tuples(st.just("--user"), st.one_of(st.just("u"), texts)),
         st.tuples(st.just("--from"), st.one_of(st.just("u"), texts)), st.tuples(st.just("--to"), texts),
         st.tuples(st.just("--from-store"), paths), st.tuples(st.just("--config"), paths),
-        st.tuples(st.just("--calls"), st.sampled_from([str(root / "calls.jsonl"), str(root), str(root / "x" / "y")])),
+        st.tuples(st.just("--calls"),
+                  st.sampled_from([str(root / "calls.jsonl"), str(root), str(root / "x" / "y")])),
         st.tuples(st.sampled_from(["--tree", "--mode", "--date"]), texts),
         st.tuples(st.just("-o"), overrides.map(lambda o: o[0] if o else "")),
         st.sampled_from([("--json",), ("--no-answer",), ("--help",), ("-o",), ("--store",)]),
@@ -130,10 +133,12 @@ def well_formed(command: str, root: Path) -> list[str]:
     store = ["--store", str(root / "store")]
     fresh = str(root / "fresh.json")
     return {"ingest": [*store, "--user", "u", fresh], "show": [*store, "--user", "u"],
-            "ask": [*store, "--user", "u", "--no-answer", "where do I live?"], "check": [*store, "--user", "u"],
-            "delete-session": [*store, "--user", "u", "boston"], "refresh": [*store, "--user", "u"],
+            "ask": [*store, "--user", "u", "--no-answer", "where do I live?"],
+            "check": [*store, "--user", "u"], "delete-session": [*store, "--user", "u", "boston"],
+            "refresh": [*store, "--user", "u"],
             "correct-session": [*store, "--user", "u", str(root / "one.json")],
-            "merge": [*store, "--from", "u", "--to", "v"], "calls": [str(root / "calls.jsonl")]}.get(command, [])
+            "merge": [*store, "--from", "u", "--to", "v"],
+            "calls": [str(root / "calls.jsonl")]}.get(command, [])
 
 
 @fuzz_settings(2000, 40)
@@ -162,14 +167,15 @@ def test_real_exit_codes_in_a_subprocess(template: Path) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])}
 
         def run(*argv: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([sys.executable, "-m", "memforest.cli", *argv], capture_output=True, text=True,
-                                  env=env, timeout=120)
+            return subprocess.run([sys.executable, "-m", "memforest.cli", *argv], capture_output=True,
+                                  text=True, env=env, timeout=120)
 
         done = run("ingest", "--store", store, "--user", "u", *FAKE, str(root / "fresh.json"))
         again = run("ingest", "--store", store, "--user", "u", *FAKE, str(root / "fresh.json"))
         (root / "store" / "users" / "u" / "memory.sqlite").write_bytes(b"")
         checked = run("check", "--store", store, "--user", "u", *FAKE)
-        assert (done.returncode, again.returncode, checked.returncode) == (0, 2, 1), (again.stderr, checked.stderr)
+        assert (done.returncode, again.returncode, checked.returncode) == (0, 2, 1), \
+            (again.stderr, checked.stderr)
         assert again.stderr.startswith("memforest: error: ") and len(again.stderr.splitlines()) == 1
         assert "0 bytes" in json.loads(checked.stdout)["problems"][0] and "Traceback" not in checked.stderr
 
@@ -190,7 +196,8 @@ def test_config_overrides(template: Path, items: list[str], config: Any, as_yaml
         argv += FAKE[:4]  # the test models stay selected
         if config is not None:
             path = root / "c.yaml"
-            path.write_text(yaml.safe_dump(config) if as_yaml else json.dumps(config) if not isinstance(config, str)
+            path.write_text(yaml.safe_dump(config) if as_yaml else json.dumps(config)
+                            if not isinstance(config, str)
                             else config, encoding="utf-8", errors="surrogateescape")
             argv += ["--config", str(path)]
         argv += [str(root / "fresh.json")] if op == "ingest" else ["--no-answer", "where do I live?"]
@@ -221,9 +228,10 @@ def test_damaged_stores(template: Path, how: list[tuple[Any, ...]], op: str) -> 
             assert report["ok"] == (code == 0)
         if result in ("ok", "refused"):
             args = ["--store", str(store), "--user", "u", *FAKE]
-            argv = {"ingest": ["ingest", *args, str(root / "fresh.json")], "ask": ["ask", *args, "where do I live?"],
-                    "show": ["show", *args], "delete-session": ["delete-session", *args, "boston"],
-                    "refresh": ["refresh", *args], "correct-session": ["correct-session", *args, str(root / "one.json")],
+            argv = {"ingest": ["ingest", *args, str(root / "fresh.json")],
+                    "ask": ["ask", *args, "where do I live?"], "show": ["show", *args],
+                    "delete-session": ["delete-session", *args, "boston"], "refresh": ["refresh", *args],
+                    "correct-session": ["correct-session", *args, str(root / "one.json")],
                     "merge": ["merge", "--store", str(store), "--from", "u", "--to", "v", *FAKE]}[op]
             (root / "one.json").write_text(json.dumps(RESIDENCE[0]))
             code, _, err = cli(argv)
@@ -272,7 +280,8 @@ def test_model_faults(template: Path, plan: dict[str, Any], degraded: bool, op: 
         store = root / "store"
         cfg = MemForestConfig(degraded_ok=degraded)
         cfg.llm.max_retries, cfg.llm.json_retries, cfg.llm.backoff_s, cfg.limits.lock_wait_s = 1, 1, 0.0, 0.05
-        forest = MemForest(store, cfg, llm=ScriptedChatModel(planned_responder(plan)), embedder=HashEmbedder(64))
+        forest = MemForest(store, cfg, llm=ScriptedChatModel(planned_responder(plan)),
+                           embedder=HashEmbedder(64))
         before = fingerprint(store)
         result, detail = "ok", ""
         try:
@@ -283,7 +292,8 @@ def test_model_faults(template: Path, plan: dict[str, Any], degraded: bool, op: 
             if fingerprint(store) != before:
                 result = "changed"
         except Exception as e:  # noqa: BLE001 - anything else is a crash
-            result, detail = ("hang" if type(e).__name__ == "Hang" else "traceback"), f"{type(e).__name__}: {e}"
+            result, detail = (("hang" if type(e).__name__ == "Hang" else "traceback"),
+                              f"{type(e).__name__}: {e}")
         finally:
             forest.close()
         if result == "ok" and op in ("ingest", "correct", "refresh"):
@@ -340,15 +350,17 @@ def leaky_responder(request: Any) -> Any:
 
 @fuzz_settings(500, 20)
 @given(secret=secrets, degraded=st.booleans())
-def test_secrets(template: Path, secret: tuple[str, str], degraded: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_secrets(template: Path, secret: tuple[str, str], degraded: bool,
+                 monkeypatch: pytest.MonkeyPatch) -> None:
     token, shape = secret
     monkeypatch.setenv("MEMFOREST_FUZZ_ECHO", shape.format(s=token))
     with case(template) as root:
         store, log = root / "store", root / "calls.jsonl"
         before = fingerprint(store)
         code, out, err = cli(["ingest", "--store", str(store), "--user", "u", *FAKE, "--calls", str(log),
-                              "-o", "llm.responder=test_fuzz_classes:leaky_responder", "-o", "llm.max_retries=0",
-                              "-o", f"degraded_ok={str(degraded).lower()}", str(root / "fresh.json")])
+                              "-o", "llm.responder=test_fuzz_classes:leaky_responder", "-o",
+                              "llm.max_retries=0", "-o", f"degraded_ok={str(degraded).lower()}",
+                              str(root / "fresh.json")])
         written = log.read_text() if log.exists() else ""
         result = settle_secret(code, err, store, before)
         if token in out + err + written:

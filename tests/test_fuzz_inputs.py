@@ -11,8 +11,8 @@ from memforest.errors import MemForestError
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=True),
                     st.text(max_size=12))
-dates = st.one_of(st.sampled_from(["2023-01-01", "2023/05/30 (Tue) 23:40", "1:56 pm on 8 May, 2023", "", "tomorrow",
-                                   "2023-13-45", "9999-99-99T99:99"]), scalars)
+dates = st.one_of(st.sampled_from(["2023-01-01", "2023/05/30 (Tue) 23:40", "1:56 pm on 8 May, 2023", "",
+                                   "tomorrow", "2023-13-45", "9999-99-99T99:99"]), scalars)
 turns = st.one_of(
     st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "system", "", None]),
                            "content": st.one_of(st.text(max_size=40), scalars)},
@@ -20,7 +20,8 @@ turns = st.one_of(
     scalars, st.lists(scalars, max_size=2),
 )
 sessions = st.one_of(
-    st.fixed_dictionaries({"session_id": st.one_of(st.from_regex(r"[A-Za-z0-9_./-]{0,10}", fullmatch=True), scalars),
+    st.fixed_dictionaries({"session_id": st.one_of(st.from_regex(r"[A-Za-z0-9_./-]{0,10}", fullmatch=True),
+                                                   scalars),
                            "timestamp": dates, "turns": st.one_of(st.lists(turns, max_size=4), scalars)}),
     scalars,
 )
@@ -33,7 +34,8 @@ def forest(tmp_path_factory):
     from memforest.config import MemForestConfig
     from memforest.llm.testing import HashEmbedder, ScriptedChatModel
 
-    f = MemForest(tmp_path_factory.mktemp("fuzz"), MemForestConfig(), llm=ScriptedChatModel(), embedder=HashEmbedder())
+    f = MemForest(tmp_path_factory.mktemp("fuzz"), MemForestConfig(), llm=ScriptedChatModel(),
+                  embedder=HashEmbedder())
     f.ingest_sessions("u", [{"session_id": "seed", "timestamp": "2023-01-01",
                              "turns": [{"role": "user", "content": "I like green tea."}]}])
     yield f
@@ -56,7 +58,8 @@ def test_ingest_inputs(forest, payload, user):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(question=st.one_of(st.text(max_size=30), scalars), date=dates, mode=st.one_of(st.none(), st.text(max_size=8)))
+@given(question=st.one_of(st.text(max_size=30), scalars), date=dates,
+       mode=st.one_of(st.none(), st.text(max_size=8)))
 def test_query_inputs(forest, question, date, mode):
     try:
         result = forest.query("u", question, date=date, mode=mode, answer=False)

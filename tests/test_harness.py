@@ -42,7 +42,8 @@ def test_full_run_on_the_sample_writes_every_file(tmp_path: Path) -> None:
     run = json.loads((out / "run.json").read_text())
     assert run["schema_version"] == 1 and len(run["dataset"]["sha256"]) == 64
     assert run["config"]["llm"]["backend"] == "scripted" and "numpy" in run["packages"]
-    records, verdicts, builds = (read_jsonl(out / f) for f in ("records.jsonl", "judgments.jsonl", "builds.jsonl"))
+    records, verdicts, builds = (read_jsonl(out / f)
+                                 for f in ("records.jsonl", "judgments.jsonl", "builds.jsonl"))
     assert len(records) == 6 and len(verdicts) == 6 and len(builds) == 6
     assert all(r["response"] and r["retrieved_session_ids"] for r in records)
     assert all(b["llm"]["calls"] > 0 and b["turns_per_second"] > 0 for b in builds)
@@ -130,7 +131,8 @@ def test_rejudging_writes_new_verdicts_without_touching_memory(tmp_path: Path,
     assert "strict (scripted)" in (out / "summary.md").read_text()
 
 
-def test_generator_free_method_runs_without_a_chat_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_generator_free_method_runs_without_a_chat_model(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     def no_chat_model(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("no chat model may be built")
 
@@ -142,7 +144,8 @@ def test_generator_free_method_runs_without_a_chat_model(tmp_path: Path, monkeyp
     records = read_jsonl(out / "records.jsonl")
     assert len(records) == 6 and not any("response" in r for r in records)
     assert not (out / "llm_calls.jsonl").read_text().strip()
-    assert all(b["llm"]["calls"] == 0 and b["system"]["new_facts"] == 0 for b in read_jsonl(out / "builds.jsonl"))
+    assert all(b["llm"]["calls"] == 0 and b["system"]["new_facts"] == 0
+               for b in read_jsonl(out / "builds.jsonl"))
     assert summary["retrieval"]["session"]["questions"] == 5  # the abstention question has no gold
     assert summary["judges"] == {}
 
@@ -180,15 +183,18 @@ def test_a_sweep_ends_with_one_table_of_its_runs(tmp_path: Path, monkeypatch: py
             line.startswith("| flat_rag") or line.startswith("| full_context")]
     assert [r[0].strip("| ") for r in rows] == ["memforest_embed", "flat_rag", "full_context"]
     assert all(r[3] == "2" for r in rows)  # questions
-    assert rows[0][5] != "–" and rows[1][5] != "–" and rows[2][5] == "–"  # full_context has no ranked evidence
-    assert float(rows[0][8]) > 0 and float(rows[1][8]) == 0  # write LLM calls: memforest extracts, flat_rag not
+    # full_context has no ranked evidence
+    assert rows[0][5] != "–" and rows[1][5] != "–" and rows[2][5] == "–"
+    # write LLM calls: memforest extracts, flat_rag not
+    assert float(rows[0][8]) > 0 and float(rows[1][8]) == 0
     from benchmarks.harness.report import comparison_markdown
 
     run_dirs = [Path(m.read_text().strip()) for m in sorted(sweeps[0].parent.glob("*/run_dir.txt"))]
     assert comparison_markdown(run_dirs) == table  # `memforest-bench compare` recomputes it from the files
 
 
-def test_an_unavailable_system_is_reported_as_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unavailable_system_is_reported_as_skipped(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     def unavailable(*args: Any, **kwargs: Any) -> None:
         raise SystemUnavailable("memforest_embed: not installed here")
 
@@ -216,7 +222,8 @@ def test_wandb_stays_optional(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         WandbLogger({"enabled": True}, tmp_path, {})
 
 
-def test_wandb_mirrors_builds_questions_and_the_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wandb_mirrors_builds_questions_and_the_summary(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Against a stand-in module with wandb's call shapes: init(...), run.log(dict), run.summary[k] = v,
     run.finish()."""
     from benchmarks.harness.wandb_logger import WandbLogger
@@ -243,7 +250,8 @@ def test_wandb_mirrors_builds_questions_and_the_summary(tmp_path: Path, monkeypa
     module = type(sys)("wandb")
     module.init = init  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "wandb", module)
-    logger = WandbLogger({"enabled": True, "project": "p", "tags": ["t"]}, tmp_path / "a/b/c/d/e", {"seed": 1})
+    logger = WandbLogger({"enabled": True, "project": "p", "tags": ["t"]}, tmp_path / "a/b/c/d/e",
+                         {"seed": 1})
     logger.log_build({"build_seconds": 2.0, "llm": {"calls": 3}})
     logger.log_records([{"latency": {"retrieve": 0.5}}])
     logger.log_summary({"accuracy": 0.5, "markdown": "ignored"})
@@ -294,8 +302,9 @@ def test_a_failing_instance_is_recorded_and_the_run_goes_on(tmp_path: Path, monk
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     path = haystack_with_faults(tmp_path)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "argv", ["memforest-bench", *FAKE_MODELS, "progress=false", "dataset=longmemeval_s",
-                                      f"dataset.path={path}"])
+    monkeypatch.setattr(sys, "argv",
+                        ["memforest-bench", *FAKE_MODELS, "progress=false", "dataset=longmemeval_s",
+                         f"dataset.path={path}"])
     with pytest.raises(SystemExit) as stop:
         main()
     assert stop.value.code == 1

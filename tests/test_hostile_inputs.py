@@ -22,8 +22,8 @@ FAKE = ["-o", "llm.backend=scripted", "-o", "embedder.backend=hash", "-o", "embe
 
 
 def session(content: Any = "I live in Lisbon.", **extra: Any) -> dict[str, Any]:
-    return {"session_id": "s1", "timestamp": "2023-05-01T10:00", "turns": [{"role": "user", "content": content}],
-            **extra}
+    return {"session_id": "s1", "timestamp": "2023-05-01T10:00",
+            "turns": [{"role": "user", "content": content}], **extra}
 
 
 # ---------------------------------------------------------------- sessions
@@ -38,7 +38,8 @@ def session(content: Any = "I live in Lisbon.", **extra: Any) -> dict[str, Any]:
     ({**session(), "timestamp": "0001-01-01"}, "outside the years"),
     ({**session(), "timestamp": "9999-12-31"}, "outside the years"),
     ({**session(), "timestamp": 1e300}, "outside the years"),
-    ({**session(), "turns": [{"role": "user", "content": "hi", "has_answer": True}]}, "unknown key(s) 'has_answer'"),
+    ({**session(), "turns": [{"role": "user", "content": "hi", "has_answer": True}]},
+     "unknown key(s) 'has_answer'"),
 ])
 def test_bad_sessions_are_refused_naming_the_problem(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(InputError, match="^session s1") as refused:
@@ -102,7 +103,8 @@ def test_bad_options_fail_in_one_line_before_anything_is_written(option: str, wo
     data = tmp_path / "s.json"
     data.write_text(json.dumps([session()]))
     store = tmp_path / "store"
-    code, err = run_cli(capsys, "ingest", "--store", str(store), "--user", "u", *FAKE, "-o", option, str(data))
+    code, err = run_cli(capsys, "ingest", "--store", str(store), "--user", "u", *FAKE, "-o", option,
+                        str(data))
     assert_one_line_failure(code, err, word)
     assert not (store / "users" / "u" / "memory.sqlite").exists()
 
@@ -136,8 +138,8 @@ def test_debug_shows_the_traceback(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def request(schema: dict[str, Any] | None = None) -> ChatRequest:
-    return ChatRequest(({"role": "user", "content": "x"},), stage="extract", prompt_id="test", json_schema=schema,
-                       max_tokens=50)
+    return ChatRequest(({"role": "user", "content": "x"},), stage="extract", prompt_id="test",
+                       json_schema=schema, max_tokens=50)
 
 
 def test_a_backend_that_raises_is_a_model_error_not_a_crash() -> None:
@@ -153,15 +155,18 @@ def test_valid_json_of_the_wrong_shape_is_invalid_output() -> None:
     schema = {"type": "object", "properties": {"facts": {"type": "array", "items": {
         "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}},
         "required": ["facts"]}
-    for text, where in (('{"facts": {"text": "x"}}', "$.facts"), ('{"facts": [{"text": 5}]}', "$.facts[0].text"),
-                        ('{"fact": []}', "$.facts"), ("[1]", "$")):
+    for text, where in (('{"facts": {"text": "x"}}', "$.facts"),
+                        ('{"facts": [{"text": 5}]}', "$.facts[0].text"), ('{"fact": []}', "$.facts"),
+                        ("[1]", "$")):
         out = check_response(request(schema), ChatResponse(text))
         assert isinstance(out, InvalidOutputError) and where in str(out), text
-    assert isinstance(check_response(request(schema), ChatResponse('{"facts": [{"text": "ok"}]}')), ChatResponse)
+    assert isinstance(check_response(request(schema), ChatResponse('{"facts": [{"text": "ok"}]}')),
+                      ChatResponse)
 
 
 def test_secrets_echoed_by_a_server_never_reach_the_log_or_the_message(tmp_path: Path) -> None:
-    echo = "HTTP 401: rejected header Authorization: Bearer sk-live-0123456789abcdef for key sk-0123456789abcdef"
+    echo = ("HTTP 401: rejected header Authorization: Bearer sk-live-0123456789abcdef "
+            "for key sk-0123456789abcdef")
     log = CallLog(tmp_path / "calls.jsonl")
     model = ScriptedChatModel(lambda r: RuntimeError(echo) if r.stage == "extract" else rule_responder(r))
     [result] = Scheduler(model, concurrency=1, log=log, max_retries=0).run([request()])

@@ -247,7 +247,8 @@ def test_a_rejected_first_ingest_leaves_nothing_behind(tmp_path: Path, capsys: p
     extra = {"model cannot be built": ["-o", "llm.responder=no_such_module:nothing"],
              "model fails": ["-o", "llm.responder=tests.test_hostile_stores:failing_responder",
                              "-o", "llm.max_retries=0"]}.get(case, [])
-    code, _, err = run(capsys, "ingest", "--store", str(tmp_path / "st"), "--user", "new", *FAKE, *extra, str(data))
+    code, _, err = run(capsys, "ingest", "--store", str(tmp_path / "st"), "--user", "new", *FAKE, *extra,
+                       str(data))
     one_line_failure(code, err)
     users = tmp_path / "st" / "users"
     assert not users.exists() or not any(users.iterdir()), list(users.rglob("*"))
@@ -266,5 +267,6 @@ def test_damaged_resident_row_meta_is_found_by_check_and_rebuilt(store: dict[str
     table = forest.snapshot("u").index.facts
     table.meta(next(iter(table.keys())))[:] = (0.0, -1)  # ranking would read a wrong time and session
     report = forest.check("u")
-    assert report["ok"] and report["index_rebuilt"] and any("time or session" in c for c in report["cache"]), report
+    assert report["ok"] and report["index_rebuilt"] and any("time or session" in c
+                                                            for c in report["cache"]), report
     assert forest.check("u")["cache"] == []

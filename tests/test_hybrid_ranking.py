@@ -21,7 +21,8 @@ from memforest.timeutil import parse_time
 def session(sid: str, day: str, lines: list[str]) -> dict:
     turns = []
     for i, line in enumerate(lines):
-        turns += [{"role": "user", "content": line}, {"role": "assistant", "content": f"Noted, point {i} of {sid}."}]
+        turns += [{"role": "user", "content": line},
+                  {"role": "assistant", "content": f"Noted, point {i} of {sid}."}]
     return {"session_id": sid, "timestamp": f"{day}T10:00:00", "turns": turns}
 
 
@@ -35,7 +36,8 @@ SESSIONS = [
     session("garden", "2024-03-01", [f"the tomato seedlings need water, note {i}" for i in range(6)]),
     session("pets", "2024-03-05", ["we adopted a whippet from the rescue and called her Maple",
                                    "the tomato seedlings are on the windowsill"]),
-    session("travel", "2024-03-09", ["my flight to Lisbon leaves early", "the tomato salad in Lisbon was great"]),
+    session("travel", "2024-03-09",
+            ["my flight to Lisbon leaves early", "the tomato salad in Lisbon was great"]),
     session("music", "2024-03-12", ["cello lessons start on Thursday", "tomato soup after the lesson"]),
 ]
 
@@ -51,8 +53,10 @@ def test_units_spread_over_sessions_and_scores_rank_them(tmp_path: Path) -> None
 
     greedy = forest(tmp_path / "greedy", repeat_penalty=0.0)
     greedy.ingest_sessions("u", SESSIONS)
-    top = sorted(greedy.query("u", "what about the tomato seedlings?", answer=False).evidence, key=lambda e: -e.score)
-    assert [e.session_ids[0] for e in top[:4]].count("garden") >= 3  # without the penalty one session fills the top
+    top = sorted(greedy.query("u", "what about the tomato seedlings?", answer=False).evidence,
+                 key=lambda e: -e.score)
+    # without the penalty one session fills the top
+    assert [e.session_ids[0] for e in top[:4]].count("garden") >= 3
 
 
 def test_lexical_matches_join_the_dense_candidates(tmp_path: Path) -> None:
@@ -117,7 +121,8 @@ def test_a_leaf_vector_sees_the_users_words_first(tmp_path: Path) -> None:
     mf = forest(tmp_path)
     long_reply = " ".join(f"word{i}" for i in range(300))
     mf.ingest_sessions("u", [{"session_id": "s", "timestamp": "2024-03-01T10:00:00", "turns": [
-        {"role": "assistant", "content": long_reply}, {"role": "user", "content": "my whippet is called Maple"}]}])
+        {"role": "assistant", "content": long_reply},
+        {"role": "user", "content": "my whippet is called Maple"}]}])
     state = mf.snapshot("u").state
     (cell,) = state.cells.values()
     view = cell_embed_text(state, cell, 8)

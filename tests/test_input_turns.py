@@ -107,10 +107,12 @@ def test_blank_turns_change_no_cell_but_its_turn_numbers(spec: list[tuple[bool, 
     with_blanks = chunk_session(Session("s", 0.0, turns), cfg)
     without = chunk_session(Session("s", 0.0, [turns[i] for i in kept]), cfg)
     assert [(c.id, c.time, c.text) for c in with_blanks] == [(c.id, c.time, c.text) for c in without]
-    assert [(c.turn_lo, c.turn_hi) for c in with_blanks] == [(kept[c.turn_lo], kept[c.turn_hi]) for c in without]
+    assert ([(c.turn_lo, c.turn_hi) for c in with_blanks]
+            == [(kept[c.turn_lo], kept[c.turn_hi]) for c in without])
 
 
-def test_ingest_keeps_the_session_and_its_turn_numbers_in_the_store(scripted_forest: Any, tmp_path: Path) -> None:
+def test_ingest_keeps_the_session_and_its_turn_numbers_in_the_store(scripted_forest: Any,
+                                                                    tmp_path: Path) -> None:
     forest = scripted_forest(path=tmp_path / "store")
     report = forest.ingest_sessions("u", [session(MIXED), session([said(0), said(1)], "s2")])
     assert (report.sessions, report.turns, report.turns_dropped) == (2, 7, 3)
@@ -120,7 +122,8 @@ def test_ingest_keeps_the_session_and_its_turn_numbers_in_the_store(scripted_for
     # a fact said in turn 7 is found in turn 7, and reloaded from the store it still is
     with MemForest(tmp_path / "store", forest.config, embedder=forest.embedder, generate=False) as reopened:
         stored = reopened.snapshot("u").state
-        assert [t.content for t in stored.sessions["s1"].turns] == [t.content for t in state.sessions["s1"].turns]
+        assert ([t.content for t in stored.sessions["s1"].turns]
+                == [t.content for t in state.sessions["s1"].turns])
         assert stored.sessions["s1"].turns[7].content == said(7)
         spans = {(o.turn_lo, o.turn_hi) for f in stored.facts.values() for o in f.occurrences
                  if o.session_id == "s1" and "city7" in f.text}
@@ -141,7 +144,8 @@ def test_a_corrected_session_may_hold_unreadable_turns(scripted_forest: Any) -> 
     assert forest.snapshot("u").state.sessions["s1"].turns[7].content == said(7)
 
 
-def test_the_command_line_reports_the_dropped_turns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_line_reports_the_dropped_turns(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     data = tmp_path / "s.json"
     data.write_text(json.dumps([session(MIXED)]))
     store = tmp_path / "store"

@@ -49,7 +49,8 @@ def test_no_relative_date() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.lists(st.integers(0, 30), max_size=6), st.lists(st.sampled_from(WORDS), max_size=8)),
+@given(st.lists(st.tuples(st.lists(st.integers(0, 30), max_size=6),
+                          st.lists(st.sampled_from(WORDS), max_size=8)),
                 min_size=1, max_size=12),
        st.lists(st.sampled_from(WORDS), min_size=1, max_size=3))
 def test_versioned_bm25_equals_a_fresh_index_of_the_live_documents(steps: list[tuple[list[int], list[str]]],
@@ -73,7 +74,8 @@ def test_versioned_bm25_equals_a_fresh_index_of_the_live_documents(steps: list[t
         got = version.scores(text)
         assert len(version) == len(docs) and len(got) == len([v for v in want.values() if v > 0])
         assert dict(got.items()) == pytest.approx({d: v for d, v in want.items() if v > 0})
-        assert [d for d, _ in sorted(got.top(3), key=lambda p: (-round(p[1], 9), p[0]))] == sorted((d for d in want if want[d] > 0), key=lambda d: (-round(want[d], 9), d))[:3]
+        assert ([d for d, _ in sorted(got.top(3), key=lambda p: (-round(p[1], 9), p[0]))]
+                == sorted((d for d in want if want[d] > 0), key=lambda d: (-round(want[d], 9), d))[:3])
 
 
 def test_top_k_over_segments_with_removals_is_the_prefix_of_the_full_ranking() -> None:
@@ -98,4 +100,5 @@ def test_top_k_over_segments_with_removals_is_the_prefix_of_the_full_ranking() -
             top = got.top(k)
             assert [round(v, 9) for _, v in top] == [round(want[d], 9) for d in ranking[:k]]
             assert [d for d, _ in sorted(top, key=lambda p: (-round(p[1], 9), p[0]))] == ranking[:k]
-        assert got.get_many(ranking[:5] + ["d0000"]).tolist() == pytest.approx([want[d] for d in ranking[:5]] + [0.0])
+        assert (got.get_many(ranking[:5] + ["d0000"]).tolist()
+                == pytest.approx([want[d] for d in ranking[:5]] + [0.0]))

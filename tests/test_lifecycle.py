@@ -25,7 +25,8 @@ def test_delete_refreshes_exactly_the_invalidated_paths(scripted_forest):
     forest.ingest_sessions("u", make_sessions(14, 6))
     before = forest.snapshot("u").state
     sets_before, data_before = _leaf_sets(before), _data(before)
-    removed_leaf_items = {f for f in before.facts if {o.session_id for o in before.facts[f].occurrences} == {"s005"}}
+    removed_leaf_items = {f for f in before.facts
+                          if {o.session_id for o in before.facts[f].occurrences} == {"s005"}}
     n = len(forest.log)
     report = forest.delete_session("u", "s005")
     after = forest.snapshot("u").state
@@ -41,19 +42,23 @@ def test_delete_refreshes_exactly_the_invalidated_paths(scripted_forest):
     # rebalance moved leaves into); no other node's summary or embedding changed
     ancestors = set()
     for (tid, nid), items in sets_before.items():
-        if before.trees[tid].tree.nodes[nid].level > 0 and items & removed_leaf_items and (tid, nid) in sets_after:
+        if (before.trees[tid].tree.nodes[nid].level > 0 and items & removed_leaf_items
+                and (tid, nid) in sets_after):
             ancestors.add((tid, nid))
     assert ancestors <= internal
     for key, (text, vec) in data_after.items():
         if key not in invalidated:
-            assert key in data_before and data_before[key][0] == text and np.array_equal(data_before[key][1], vec)
+            assert (key in data_before and data_before[key][0] == text
+                    and np.array_equal(data_before[key][1], vec))
     assert forest.check("u")["ok"]
 
 
 def _shape(state):
-    facts = {f.id: (f.text, sorted((o.session_id, o.cell_id) for o in f.occurrences)) for f in state.facts.values()}
-    trees = sorted((info.family if info.family == "scene" else tid, tuple(leaf.item for leaf in info.tree.leaves()),
-                    info.tree.height) for tid, info in state.trees.items())
+    facts = {f.id: (f.text, sorted((o.session_id, o.cell_id) for o in f.occurrences))
+                 for f in state.facts.values()}
+    trees = sorted((info.family if info.family == "scene" else tid,
+                    tuple(leaf.item for leaf in info.tree.leaves()), info.tree.height)
+                   for tid, info in state.trees.items())
     return facts, trees
 
 
@@ -74,7 +79,8 @@ def test_delete_then_reingest_equals_never_deleting(scripted_forest, tmp_path):
 def test_correct_session_replaces_turns_atomically(scripted_forest):
     forest = scripted_forest()
     forest.ingest_sessions("bob", RESIDENCE)
-    fixed = dict(RESIDENCE[2], turns=[{"role": "user", "content": "I moved from Boston and now I live in Sacramento."}])
+    fixed = dict(RESIDENCE[2],
+                 turns=[{"role": "user", "content": "I moved from Boston and now I live in Sacramento."}])
     forest.correct_session("bob", fixed)
     state = forest.snapshot("bob").state
     texts = " ".join(f.text for f in state.facts.values())
@@ -137,7 +143,9 @@ def test_writers_to_one_user_are_serialised(scripted_forest):
 
     def write(i):
         try:
-            forest.ingest_sessions("u", [dict(s, session_id=f"t{i}-{j}") for j, s in enumerate(make_sessions(2, 2))])
+            forest.ingest_sessions("u",
+                                   [dict(s, session_id=f"t{i}-{j}")
+                                    for j, s in enumerate(make_sessions(2, 2))])
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 

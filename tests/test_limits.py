@@ -26,7 +26,8 @@ FAKE = ["-o", "llm.backend=scripted", "-o", "embedder.backend=hash", "-o", "embe
 
 def session(sid: str = "s1", turns: int = 2, chars: int = 10) -> dict[str, Any]:
     return {"session_id": sid, "timestamp": "2023-05-01T10:00", "turns": [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"t{i} ".ljust(chars, "x")} for i in range(turns)]}
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"t{i} ".ljust(chars, "x")}
+            for i in range(turns)]}
 
 
 # (option, value that refuses, value that accepts, the sessions of one call)
@@ -40,7 +41,8 @@ IDS = ["turn_chars", "turns_per_session", "turns_per_session_above_the_default",
 
 
 def configured(option: str, value: Any) -> MemForestConfig:
-    return with_overrides(MemForestConfig(), {"limits": {option: value}, "chunk": {"max_turns": 64}}).validate()
+    return with_overrides(MemForestConfig(),
+                          {"limits": {option: value}, "chunk": {"max_turns": 64}}).validate()
 
 
 @pytest.fixture
@@ -48,7 +50,8 @@ def forest_with(tmp_path: Path) -> Iterator[Callable[[str, Any], MemForest]]:
     made: list[MemForest] = []
 
     def build(option: str, value: Any) -> MemForest:
-        forest = MemForest(tmp_path / "store", configured(option, value), embedder=HashEmbedder(64), generate=False)
+        forest = MemForest(tmp_path / "store", configured(option, value), embedder=HashEmbedder(64),
+                           generate=False)
         made.append(forest)
         return forest
 
@@ -62,8 +65,9 @@ def stored(tmp_path: Path) -> bool:
 
 
 @pytest.mark.parametrize(("option", "low", "high", "sessions"), CASES, ids=IDS)
-def test_the_api_obeys_each_input_limit(forest_with: Callable[[str, Any], MemForest], tmp_path: Path, option: str,
-                                        low: int, high: int, sessions: list[dict[str, Any]]) -> None:
+def test_the_api_obeys_each_input_limit(forest_with: Callable[[str, Any], MemForest], tmp_path: Path,
+                                        option: str, low: int, high: int,
+                                        sessions: list[dict[str, Any]]) -> None:
     with pytest.raises(InputError, match=f"limits.{option}={low}"):
         forest_with(option, low).ingest_sessions("u", sessions)
     assert not stored(tmp_path)
@@ -71,10 +75,11 @@ def test_the_api_obeys_each_input_limit(forest_with: Callable[[str, Any], MemFor
     assert report.sessions == len(sessions)
 
 
-@pytest.mark.parametrize(("option", "low", "high", "sessions"), [c for c in CASES if c[0] != "sessions_per_call"],
-                         ids=IDS[:3])
-def test_one_session_and_a_correction_obey_the_limits(forest_with: Callable[[str, Any], MemForest], option: str,
-                                                      low: int, high: int, sessions: list[dict[str, Any]]) -> None:
+@pytest.mark.parametrize(("option", "low", "high", "sessions"),
+                         [c for c in CASES if c[0] != "sessions_per_call"], ids=IDS[:3])
+def test_one_session_and_a_correction_obey_the_limits(forest_with: Callable[[str, Any], MemForest],
+                                                      option: str, low: int, high: int,
+                                                      sessions: list[dict[str, Any]]) -> None:
     [raw] = sessions
     with pytest.raises(InputError, match=f"limits.{option}={low}"):
         forest_with(option, low).ingest_session("u", raw["session_id"], raw["turns"], raw["timestamp"])
@@ -143,8 +148,9 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize(("option", "low", "high", "sessions"), CASES, ids=IDS)
-def test_the_command_line_obeys_each_input_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str,
-                                                 low: int, high: int, sessions: list[dict[str, Any]]) -> None:
+def test_the_command_line_obeys_each_input_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 option: str, low: int, high: int,
+                                                 sessions: list[dict[str, Any]]) -> None:
     data = tmp_path / "in.json"
     data.write_text(json.dumps(sessions))
     common = ["--store", str(tmp_path / "store"), "--user", "u", *FAKE]
@@ -156,7 +162,8 @@ def test_the_command_line_obeys_each_input_limit(tmp_path: Path, capsys: pytest.
     assert json.loads(out)["sessions"] == len(sessions)
 
 
-def test_the_command_line_correction_obeys_the_limits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_line_correction_obeys_the_limits(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     data, one = tmp_path / "in.json", tmp_path / "one.json"
     data.write_text(json.dumps([session()]))
     one.write_text(json.dumps(session(turns=6)))

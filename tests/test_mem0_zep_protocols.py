@@ -49,7 +49,8 @@ def dialogue() -> list[Session]:
 # ---------------------------------------------------------------- Mem0
 
 
-def test_mem0_writes_one_store_per_speaker_with_roles_reversed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mem0_writes_one_store_per_speaker_with_roles_reversed(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     from baselines.mem0 import Mem0System
 
     recorder = Recorder()
@@ -72,12 +73,14 @@ def test_mem0_writes_one_store_per_speaker_with_roles_reversed(tmp_path: Path, m
             assert add["metadata"]["session_date"] in ("2023-05-08 13:56", "2023-06-21 10:05")
             assert "Today's date is 2023-" in add["prompt"]
     result = system.retrieve("Where does Nadia sail?", None)
-    assert [(s["user_id"], s["limit"]) for s in recorder.searches] == [("conv-1__Nadia", 30), ("conv-1__Tomas", 30)]
+    assert ([(s["user_id"], s["limit"]) for s in recorder.searches]
+            == [("conv-1__Nadia", 30), ("conv-1__Tomas", 30)])
     assert "Memories of Nadia:" in result.context and "Memories of Tomas:" in result.context
     assert result.trace["per_store"] == {"conv-1__Nadia": 3, "conv-1__Tomas": 3}
 
 
-def test_mem0_on_dialogue_keeps_one_store_and_the_roles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mem0_on_dialogue_keeps_one_store_and_the_roles(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from baselines.mem0 import Mem0System
 
     recorder = Recorder()
@@ -113,7 +116,8 @@ def test_mem0_2_worker_follows_the_same_protocol(tmp_path: Path, monkeypatch: py
     assert {a["user_id"] for a in speaker_adds} == {"conv__Nadia", "conv__Tomas"}
     for add in speaker_adds:
         speaker = add["user_id"].split("__")[1]
-        assert all(m["role"] == ("user" if m["content"].startswith(speaker) else "assistant") for m in add["messages"])
+        assert all(m["role"] == ("user" if m["content"].startswith(speaker) else "assistant")
+                   for m in add["messages"])
         assert add["prompt"]["instructions"] == NAME_PEOPLE
         assert add["prompt"]["current_date"] == add["metadata"]["session_date"][:10]
     assert all(a["prompt"]["instructions"] is None for a in adds if a["user_id"] == "q1")
@@ -123,10 +127,12 @@ def test_mem0_2_worker_follows_the_same_protocol(tmp_path: Path, monkeypatch: py
 
 def test_mem0_context_lists_each_speaker_and_cuts_to_the_budget() -> None:
     stores = speaker_stores("c", ["Ann", "Bo"], str)
-    assert stores == [Store("c__Ann", "Ann"), Store("c__Bo", "Bo")] and speaker_stores("c", [], str) == [Store("c")]
-    found: list[tuple[Store, list[dict[str, Any]]]] = [(stores[0], [{"text": "Ann sails", "time": "2023-05-08", "score": 0.9},
-                          {"text": "Ann reads", "time": None, "score": 0.2}]),
-             (stores[1], [{"text": "Bo moved", "time": "2023-06-21", "score": 0.5}])]
+    assert (stores == [Store("c__Ann", "Ann"), Store("c__Bo", "Bo")]
+            and speaker_stores("c", [], str) == [Store("c")])
+    found: list[tuple[Store, list[dict[str, Any]]]] = [
+        (stores[0], [{"text": "Ann sails", "time": "2023-05-08", "score": 0.9},
+                     {"text": "Ann reads", "time": None, "score": 0.2}]),
+        (stores[1], [{"text": "Bo moved", "time": "2023-06-21", "score": 0.5}])]
     context, kept = render_stores(found)
     assert context.splitlines()[:2] == ["Memories of Ann:", "[2023-05-08] Ann sails"]
     assert [k["text"] for k in kept] == ["Ann sails", "Bo moved", "Ann reads"]
@@ -137,8 +143,9 @@ def test_mem0_context_lists_each_speaker_and_cuts_to_the_budget() -> None:
 # ---------------------------------------------------------------- Zep
 
 
-def test_zep_adds_one_episode_per_message_and_searches_edges_and_nodes(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_zep_adds_one_episode_per_message_and_searches_edges_and_nodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from baselines.zep_local import ZepLocalSystem
 
     recorder = Recorder()
@@ -149,12 +156,15 @@ def test_zep_adds_one_episode_per_message_and_searches_edges_and_nodes(tmp_path:
     assert stats["episodes"] == 5 and len(recorder.episodes) == 5
     s1 = conversation()[0]
     first = [e for e in recorder.episodes if e["name"].startswith("s1#")]
-    assert [e["reference_time"].replace(tzinfo=None) for e in first] == [s1.timestamp + timedelta(seconds=i) for i in range(3)]
-    assert [e["episode_body"] for e in first] == ["Nadia: I repaired my sailboat.", "Tomas: Nice! Where do you sail?",
-                                                  "Nadia: On Lake Verrin."]
+    assert ([e["reference_time"].replace(tzinfo=None) for e in first]
+            == [s1.timestamp + timedelta(seconds=i) for i in range(3)])
+    assert ([e["episode_body"] for e in first]
+            == ["Nadia: I repaired my sailboat.", "Tomas: Nice! Where do you sail?",
+                "Nadia: On Lake Verrin."])
     assert all(e["source"] == "message" and e["group_id"] == "conv" for e in recorder.episodes)
     result = system.retrieve("Where does Nadia sail?", None)
-    assert [(s["kind"], s["limit"], s["reranker"]) for s in recorder.searches] == [("edges", 20, "rrf"), ("nodes", 20, "rrf")]
+    assert ([(s["kind"], s["limit"], s["reranker"]) for s in recorder.searches]
+            == [("edges", 20, "rrf"), ("nodes", 20, "rrf")])
     assert "<FACTS>" in result.context and "<ENTITIES>" in result.context
     assert "- I repaired" not in result.context  # facts, not raw episodes
     assert "(2023-05-08 13:56 - present)" in result.context and "- Nadia: sails on a lake" in result.context
@@ -163,7 +173,8 @@ def test_zep_adds_one_episode_per_message_and_searches_edges_and_nodes(tmp_path:
     system.close()
 
 
-def test_zep_shared_budget_alternates_facts_and_entities(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_zep_shared_budget_alternates_facts_and_entities(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from baselines.zep_local import ZepLocalSystem
 
     install(monkeypatch, Recorder())
@@ -180,8 +191,8 @@ def test_zep_shared_budget_alternates_facts_and_entities(tmp_path: Path, monkeyp
 
 
 def method(shared: dict[str, Any]) -> dict[str, Any]:
-    return {"name": "m", "system": {"_target_": "x", "top_k": 30}, "memforest": {"query": {"final_units": 12}},
-            "shared_budget": shared}
+    return {"name": "m", "system": {"_target_": "x", "top_k": 30},
+            "memforest": {"query": {"final_units": 12}}, "shared_budget": shared}
 
 
 def test_budget_native_keeps_the_methods_own_settings() -> None:
@@ -201,12 +212,14 @@ def test_budget_shared_applies_the_shared_settings() -> None:
         with_budget({"budget": {"mode": "half"}, "method": method({})})
 
 
-@pytest.mark.parametrize("name", ["mem0", "mem0_additive", "zep_local", "flat_rag", "memforest_embed", "mempalace"])
+@pytest.mark.parametrize("name",
+                         ["mem0", "mem0_additive", "zep_local", "flat_rag", "memforest_embed", "mempalace"])
 def test_shared_budget_experiment_composes(name: str) -> None:
     from benchmarks.harness.app import compose_config, plain
 
     native = with_budget(plain(compose_config([f"method={name}"])))
-    shared = with_budget(plain(compose_config([f"method={name}", "experiment=shared_budget", "budget.evidence=7"])))
+    shared = with_budget(plain(compose_config([f"method={name}", "experiment=shared_budget",
+                                               "budget.evidence=7"])))
     assert native["budget"]["mode"] == "native" and shared["budget"]["mode"] == "shared"
     assert shared["experiment_name"] == "shared_budget"
     changed = shared["method"]["shared_budget"]

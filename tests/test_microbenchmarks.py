@@ -81,23 +81,29 @@ def test_the_aggregator_writes_one_file_per_suite(tmp_path: Path, monkeypatch: p
 def test_incremental_suite_smoke(tmp_path) -> None:
     from benchmarks.micro import incremental
 
-    out = incremental.main(["--sizes", "4,8", "--reps", "1", "--turns", "4", "--batch", "4", "--root", str(tmp_path)])
+    out = incremental.main(["--sizes", "4,8", "--reps", "1", "--turns", "4", "--batch", "4", "--root",
+                            str(tmp_path)])
     assert [r["sessions"] for r in out["rows"]] == [4, 8]
     for row in out["rows"]:
         assert row["load_s"] > 0 and row["first_query_s"] > 0  # once per process, reported apart
         for op in ("ingest", "delete", "correct", "query"):
-            assert row[op]["model_mean_s"] > 0 and row[op]["mean_s"] > 0  # the memory's own time, models apart
-            assert row[op]["mean_s"] + row[op]["model_mean_s"] == pytest.approx(row[op]["wall_mean_s"], abs=2e-4)
+            # the memory's own time, models apart
+            assert row[op]["model_mean_s"] > 0 and row[op]["mean_s"] > 0
+            assert (row[op]["mean_s"] + row[op]["model_mean_s"]
+                    == pytest.approx(row[op]["wall_mean_s"], abs=2e-4))
             stages = row[op]["stages"]
             parts = sum(v for k, v in stages.items() if k != "total")
-            assert abs(parts - stages["total"]) <= 1e-3  # the stages partition the wall time (4-decimal rounding)
+            # the stages partition the wall time (4-decimal rounding)
+            assert abs(parts - stages["total"]) <= 1e-3
         assert {"cells", "facts"} <= set(row["search"])
-        for op in ("ingest", "delete", "correct"):  # a write refreshes at least the leaves it placed or removed
+        # a write refreshes at least the leaves it placed or removed
+        for op in ("ingest", "delete", "correct"):
             assert row[op]["refreshed_nodes"] >= 1
     ops = ("ingest", "delete", "correct", "query")
     writes = ("ingest", "delete", "correct")
     assert set(out["ratios"]) == {*ops, *(f"{op}_{kind}" for op in ops for kind in ("wall", "median")),
-                                  *(f"{op}_{kind}" for op in writes for kind in ("per_refreshed_node", "refreshed_nodes")),
+                                  *(f"{op}_{kind}" for op in writes
+                                    for kind in ("per_refreshed_node", "refreshed_nodes")),
                                   "memory_per_session"}
     lo, hi = out["rows"]
     assert out["ratios"]["ingest_refreshed_nodes"] == pytest.approx(

@@ -91,7 +91,8 @@ def one_line(error: BaseException, *words: str) -> str:
 
 def test_an_embedder_failing_on_a_first_write_leaves_no_store(tmp_path: Path) -> None:
     root = tmp_path / "st"
-    with forest(root, FailingEmbedder(RuntimeError("CUDA out of memory"))) as f, pytest.raises(ModelError) as e:
+    with forest(root,
+                FailingEmbedder(RuntimeError("CUDA out of memory"))) as f, pytest.raises(ModelError) as e:
         f.ingest_sessions("u", RESIDENCE[:2])
     one_line(e.value, "FailingEmbedder", "RuntimeError: CUDA out of memory")
     assert nothing_stored(root), list(root.rglob("*"))
@@ -170,7 +171,8 @@ def test_vectors_of_the_wrong_shape_or_not_finite_are_a_model_error(existing: Pa
     assert contents(existing) == before
 
 
-def test_an_embedder_that_cannot_be_built_is_a_model_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_embedder_that_cannot_be_built_is_a_model_error(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import memforest.api
 
     def no_gpu(cfg: Any) -> Any:
@@ -267,11 +269,13 @@ def server_500() -> Iterator[str]:
 
 def openai_embedder_config(base_url: str) -> MemForestConfig:
     cfg = config()
-    cfg.embedder.backend, cfg.embedder.base_url, cfg.embedder.dim, cfg.embedder.max_retries = "openai", base_url, 8, 2
+    (cfg.embedder.backend, cfg.embedder.base_url, cfg.embedder.dim,
+     cfg.embedder.max_retries) = "openai", base_url, 8, 2
     return cfg
 
 
-def test_an_embedding_server_answering_500_is_retried_then_a_model_error(tmp_path: Path, server_500: str) -> None:
+def test_an_embedding_server_answering_500_is_retried_then_a_model_error(tmp_path: Path,
+                                                                         server_500: str) -> None:
     root = tmp_path / "st"
     with MemForest(root, openai_embedder_config(server_500), llm=ScriptedChatModel()) as f, \
             pytest.raises(ModelError) as e:
@@ -287,7 +291,8 @@ def test_an_embedding_server_that_is_down_is_a_model_error(tmp_path: Path) -> No
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     root = tmp_path / "st"
-    with MemForest(root, openai_embedder_config(f"http://127.0.0.1:{port}/v1"), llm=ScriptedChatModel()) as f, \
+    with MemForest(root, openai_embedder_config(f"http://127.0.0.1:{port}/v1"),
+                   llm=ScriptedChatModel()) as f, \
             pytest.raises(ModelError) as e:
         f.ingest_sessions("u", RESIDENCE[:1])
     one_line(e.value, "OpenAIEmbedder", "after 2 retries", "ConnectError")
@@ -299,8 +304,8 @@ def test_the_command_line_names_the_model_failure_in_one_line(tmp_path: Path, se
     data = tmp_path / "s.json"
     data.write_text(json.dumps(RESIDENCE[:1]))
     code = main(["ingest", "--store", str(tmp_path / "st"), "--user", "u", "-o", "llm.backend=scripted",
-                 "-o", "embedder.backend=openai", "-o", f"embedder.base_url={server_500}", "-o", "embedder.dim=8",
-                 "-o", "embedder.backoff_s=0", str(data)])
+                 "-o", "embedder.backend=openai", "-o", f"embedder.base_url={server_500}", "-o",
+                 "embedder.dim=8", "-o", "embedder.backoff_s=0", str(data)])
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "HTTP 500" in err and "damaged" not in err, err
@@ -327,7 +332,8 @@ def test_a_write_lock_that_cannot_be_taken_is_a_store_error_and_leaves_nothing(
     assert nothing_stored(root), list(root.rglob("*"))
 
 
-def test_a_store_folder_that_cannot_be_made_is_a_store_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_store_folder_that_cannot_be_made_is_a_store_error(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     def refused(self: Path, *args: Any, **kwargs: Any) -> None:
         raise PermissionError(13, "Permission denied", str(self))
 

@@ -97,13 +97,16 @@ def test_stage_breakdown_shares_sum_to_one_hundred(paper: Path) -> None:
 def test_query_latency_per_mode_and_over_forests(paper: Path) -> None:
     table = rows(paper, "query_latency")
     ours = {(r["system"], r["forests"]) for r in table if r["run"] == "real"}
-    assert ours == {(f"MemForest ({mode})", n) for mode in ("embedding browse", "LLM browse + planner") for n in "12"}
+    assert (ours
+            == {(f"MemForest ({mode})", n) for mode in ("embedding browse", "LLM browse + planner")
+                for n in "12"})
     beside = {r["system"]: r["paper total s"] for r in table if r["run"] == "real"}
     assert beside == {"MemForest (embedding browse)": "2.19", "MemForest (LLM browse + planner)": "4.60"}
     assert {r["system"] for r in table if r["run"] == "missing"} >= {"Mem0", "MemoryOS", "EverMemOS"}
     forests = rows(paper, "query_latency_forests")
     assert [r["forests"] for r in forests] == ["1", "2", "4", "8"]
-    assert forests[0]["paper root recall p95_ms"] == "0.114" and forests[1]["paper root recall p95_ms"] == "missing"
+    assert (forests[0]["paper root recall p95_ms"] == "0.114"
+            and forests[1]["paper root recall p95_ms"] == "missing")
 
 
 def test_accuracy_tables_by_type_and_official_locomo_category(paper: Path) -> None:
@@ -117,7 +120,8 @@ def test_accuracy_tables_by_type_and_official_locomo_category(paper: Path) -> No
                                    "c5 adversarial (apart)"]
     mine = next(r for r in locomo if r["source"] == "ours")
     assert mine["cat1-4"].endswith("(n=4)") and mine["c5 adversarial (apart)"].endswith("(n=1)")
-    paper_planner = next(r for r in locomo if r["system"] == "MemForest (Planner)" and r["source"].startswith("paper"))
+    paper_planner = next(r for r in locomo
+                         if r["system"] == "MemForest (Planner)" and r["source"].startswith("paper"))
     assert paper_planner["cat1-4"] == "84.1" and paper_planner["c5 adversarial (apart)"] == "35.9"
     strict = rows(paper, "accuracy_longmemeval_s_strict_scripted")
     assert [r["system"] for r in strict if r["source"] == "ours"] == ["MemForest (Embed)"]
@@ -171,7 +175,8 @@ def test_ablations_cover_the_papers_settings(paper: Path) -> None:
     ran = {s for s, r in families.items() if r["source"] != "missing"}
     assert ran == {"entity+scene+session", "session", "entity"}
     assert families["scene"]["source"] == "missing" and families["scene"]["paper pass@8 %"] == "81.7"
-    assert "paper: 60-question LongMemEval-S subset, Qwen3-30B-A3B, pass@8" in series(paper, "ablation_retrieval")
+    assert ("paper: 60-question LongMemEval-S subset, Qwen3-30B-A3B, pass@8"
+            in series(paper, "ablation_retrieval"))
 
 
 def test_published_values_carry_their_provenance() -> None:
@@ -185,7 +190,8 @@ def test_no_runs_gives_missing_tables_not_invented_numbers(tmp_path: Path) -> No
     empty = tmp_path / "results"
     empty.mkdir()
     done = subprocess.run([sys.executable, "-m", "analysis", str(empty), "--out", str(tmp_path / "paper"),
-                           "--only", "write_path", "migration"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+                           "--only", "write_path", "migration"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stderr
     table = rows(tmp_path / "paper", "write_path")
     assert table and all(r["run"] == "missing" and r["build s"] == "missing" for r in table)
@@ -196,7 +202,8 @@ def test_loader_reads_runs_skips_torn_lines_and_marks_simulated(tmp_path: Path) 
     run = tmp_path / "r"
     run.mkdir()
     (run / "run.json").write_text(json.dumps({"config": {"experiment_name": "main", "method": {"name": "m"},
-                                                         "llm": {"name": "x", "latency_model": {"name": "h100"}}}}))
+                                                         "llm": {"name": "x",
+                                                                 "latency_model": {"name": "h100"}}}}))
     (run / "records.jsonl").write_text('{"question_id": "q", "attempt": 0}\n{"question_id": "q2", "att')
     results = Results.scan(tmp_path)
     assert results.runs["simulated"].tolist() == [True] and len(results.records) == 1

@@ -28,11 +28,13 @@ def _config(tmp_path: Path, *overrides: str) -> dict[str, Any]:
 
 
 def _call(start: float, end: float, stage: str = "chat", level: int = 0) -> CallRecord:
-    return CallRecord(id=0, stage=stage, prompt_id="p", prompt_version=1, wave=0, level=level, start=start, end=end)
+    return CallRecord(id=0, stage=stage, prompt_id="p", prompt_version=1, wave=0, level=level, start=start,
+                      end=end)
 
 
 def test_overlapping_calls_form_one_wave():
-    calls = [_call(0, 2), _call(1, 3), _call(2.5, 4), _call(5, 6), _call(7, 7.5), _call(7.1, 9), _call(0, 50, "embed")]
+    calls = [_call(0, 2), _call(1, 3), _call(2.5, 4), _call(5, 6), _call(7, 7.5), _call(7.1, 9),
+             _call(0, 50, "embed")]
     w = derived_waves(calls)
     assert w["calls"] == 6 and w["waves"] == 3 and w["max_in_flight"] == 2
     assert w["critical_path_seconds"] == pytest.approx(2 + 1 + 1.9)
@@ -43,7 +45,8 @@ def test_sequential_calls_are_one_wave_each_and_parallel_ones_a_single_wave():
     sequential = derived_waves([_call(i, i + 0.5) for i in range(5)])
     assert sequential["waves"] == 5 and sequential["critical_path_seconds"] == pytest.approx(2.5)
     parallel = derived_waves([_call(0, 1 + i) for i in range(5)])
-    assert parallel["waves"] == 1 and parallel["critical_path_seconds"] == pytest.approx(5) and parallel["max_in_flight"] == 5
+    assert (parallel["waves"] == 1 and parallel["critical_path_seconds"] == pytest.approx(5)
+            and parallel["max_in_flight"] == 5)
 
 
 def test_level_parallel_refresh_speeds_up_with_slots_until_the_longest_call():
@@ -82,7 +85,8 @@ def test_migration_task_writes_one_row_per_n(tmp_path):
     rows = read_jsonl(Path(cfg["run_dir"]) / "migration.jsonl")
     assert [r["n"] for r in rows] == [1, 2, 3] and summary["rows"] == rows
     for r in rows:
-        assert r["facts_merged"] > 0 and r["facts_sequential"] > 0 and r["merge_s"] > 0 and r["sequential_s"] > 0
+        assert (r["facts_merged"] > 0 and r["facts_sequential"] > 0 and r["merge_s"] > 0
+                and r["sequential_s"] > 0)
         assert r["simulated"] is False
     assert rows[-1]["facts_sequential"] > rows[0]["facts_sequential"]
     assert "migration" in (Path(cfg["run_dir"]) / "summary.md").read_text()

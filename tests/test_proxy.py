@@ -103,7 +103,8 @@ def test_proxy_forwards_and_records_usage(fake_upstream: str) -> None:
     assert models.status_code == 200
     assert len(log.records) == 2  # /models is forwarded but not a model call
     chat_rec, embed_rec = sorted(log.records, key=lambda r: r.stage)
-    assert (chat_rec.stage, chat_rec.tags["phase"], chat_rec.tags["system"]) == ("chat", "ingest", "fake-system")
+    assert ((chat_rec.stage, chat_rec.tags["phase"], chat_rec.tags["system"])
+            == ("chat", "ingest", "fake-system"))
     assert (chat_rec.prompt_tokens, chat_rec.cached_prompt_tokens, chat_rec.completion_tokens) == (11, 3, 5)
     assert chat_rec.finish_reason == "stop" and chat_rec.error is None and chat_rec.end >= chat_rec.start
     assert (embed_rec.stage, embed_rec.tags["phase"], embed_rec.prompt_tokens) == ("embed", "query", 4)
@@ -155,8 +156,10 @@ def test_model_server_embeddings_float_and_base64() -> None:
     with ModelServer(HashEmbedder(dim=16), model_name="hash") as server:
         plain = httpx.post(f"{server.base_url}/embeddings", json={"input": "one text"}, timeout=30).json()
         packed = httpx.post(f"{server.base_url}/embeddings",
-                            json={"input": ["one text", "two"], "encoding_format": "base64"}, timeout=30).json()
-        short = httpx.post(f"{server.base_url}/embeddings", json={"input": ["x"], "dimensions": 8}, timeout=30)
+                            json={"input": ["one text", "two"], "encoding_format": "base64"},
+                            timeout=30).json()
+        short = httpx.post(f"{server.base_url}/embeddings", json={"input": ["x"], "dimensions": 8},
+                           timeout=30)
         bad = httpx.post(f"{server.base_url}/embeddings", json={"input": [1, 2]}, timeout=30)
     first = np.asarray(plain["data"][0]["embedding"], dtype=np.float32)
     decoded = np.frombuffer(base64.b64decode(packed["data"][0]["embedding"]), dtype="<f4")
@@ -177,11 +180,14 @@ def test_model_server_embeds_as_query_or_passage() -> None:
     embedder = Prefixing(dim=16)
     with ModelServer(embedder, model_name="hash") as server:
         def vector(body: dict[str, Any]) -> np.ndarray:
-            reply = httpx.post(f"{server.base_url}/embeddings", json={"input": ["my cat"], **body}, timeout=30)
+            reply = httpx.post(f"{server.base_url}/embeddings", json={"input": ["my cat"], **body},
+                               timeout=30)
             return np.asarray(reply.json()["data"][0]["embedding"], dtype=np.float32)
 
-        query, passage, default = vector({"input_type": "query"}), vector({"input_type": "passage"}), vector({})
-        bad = httpx.post(f"{server.base_url}/embeddings", json={"input": ["x"], "input_type": "doc"}, timeout=30)
+        query, passage, default = (vector({"input_type": "query"}), vector({"input_type": "passage"}),
+                                   vector({}))
+        bad = httpx.post(f"{server.base_url}/embeddings", json={"input": ["x"], "input_type": "doc"},
+                         timeout=30)
     np.testing.assert_allclose(query, embedder.embed(["my cat"], "query")[0], rtol=1e-6)
     np.testing.assert_allclose(passage, default)
     assert not np.allclose(query, passage) and bad.status_code == 400
@@ -192,7 +198,8 @@ def test_model_server_embeds_as_query_or_passage() -> None:
 @pytest.mark.slow
 def test_proxy_in_front_of_llama_cpp_server(tmp_path: Any) -> None:
     log = CallLog()
-    with LlamaCppServer(packaged_gguf_path(), "smollm2", n_ctx=2048, log_path=tmp_path / "server.log") as server, \
+    with LlamaCppServer(packaged_gguf_path(), "smollm2", n_ctx=2048,
+                        log_path=tmp_path / "server.log") as server, \
             LoggingProxy(server.base_url, log, system="smoke") as proxy:
         proxy.phase = "query"
         resp = chat(proxy.base_url, "smollm2", max_tokens=16)

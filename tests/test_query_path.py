@@ -100,7 +100,8 @@ def test_queries_do_not_wait_for_an_ingest(scripted_forest):
     forest.ingest_sessions("b", make_sessions(2, 2))
     version_a = forest.snapshot("a").version
     forest.scheduler.model.latency_s = 0.2
-    writers = [threading.Thread(target=forest.ingest_sessions, args=(u, make_sessions(6, 4)[2:])) for u in "ab"]
+    writers = [threading.Thread(target=forest.ingest_sessions, args=(u, make_sessions(6, 4)[2:]))
+               for u in "ab"]
     for w in writers:
         w.start()
     time.sleep(0.1)
@@ -135,7 +136,8 @@ def test_recall_of_a_fact_said_in_many_sessions_matches_the_untruncated_recall(s
 
     said = "I keep my old bicycle in the hallway near the front door."
     sessions = [{"session_id": f"r{i:02d}", "timestamp": f"2023-03-{i + 1:02d}T10:00",
-                 "turns": [{"role": "user", "content": said if i % 3 else f"My cousin {i} visited the lake house."},
+                 "turns": [{"role": "user",
+                            "content": said if i % 3 else f"My cousin {i} visited the lake house."},
                            {"role": "assistant", "content": f"Noted, entry {i}."}]} for i in range(24)]
     forest = scripted_forest(query__top_trees=3)
     forest.ingest_sessions("u", sessions)
@@ -153,8 +155,9 @@ def test_recall_of_a_fact_said_in_many_sessions_matches_the_untruncated_recall(s
             for tid in snap.fact_trees(idx.fact_key[uid]):  # every tree, no limit
                 fact_sim[tid] = max(fact_sim.get(tid, -1.0), s)
         want = sorted((RecalledTree(t, snap.state.trees[t].family,
-                                    cfg.root_weight * root_sim.get(t, 0.0) + cfg.fact_weight * fact_sim.get(t, 0.0),
-                                    root_sim.get(t), fact_sim.get(t))
+                                    cfg.root_weight * root_sim.get(t, 0.0)
+                                    + cfg.fact_weight * fact_sim.get(t, 0.0), root_sim.get(t),
+                                    fact_sim.get(t))
                        for t in set(root_sim) | set(fact_sim) if t in snap.state.trees),
                       key=lambda r: (-r.score, r.tree_id))[: cfg.top_trees]
         assert recall_trees(snap, qvec, cfg) == want

@@ -167,7 +167,8 @@ def test_a_read_only_database_in_a_writable_folder_is_read(store: Path, tmp_path
     content = db.read_bytes()
     with read_only(db):
         results = run_without_write_access(
-            store, *reads(store), ["ingest", "--store", str(store), "--user", "u", "--calls", str(calls), str(data)])
+            store, *reads(store),
+            ["ingest", "--store", str(store), "--user", "u", "--calls", str(calls), str(data)])
     assert_read(results[:3], {"lisbon", "porto"})
     assert_refused(results[3])
     assert str(db) in results[3][2]

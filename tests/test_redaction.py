@@ -94,8 +94,9 @@ def test_an_embedding_server_echoing_the_key_is_redacted_from_the_error_and_stde
     data = tmp_path / "s.json"
     data.write_text(json.dumps(RESIDENCE[:1]))
     code = main(["ingest", "--store", str(tmp_path / "st2"), "--user", "u", "-o", "llm.backend=scripted",
-                 "-o", "embedder.backend=openai", "-o", f"embedder.base_url={echo_server}", "-o", "embedder.dim=8",
-                 "-o", f"embedder.api_key_env={KEY_ENV}", "-o", "embedder.max_retries=0", str(data)])
+                 "-o", "embedder.backend=openai", "-o", f"embedder.base_url={echo_server}", "-o",
+                 "embedder.dim=8", "-o", f"embedder.api_key_env={KEY_ENV}", "-o", "embedder.max_retries=0",
+                 str(data)])
     err = capsys.readouterr().err
     assert code == 2 and "HTTP 500" in err and no_part_of(KEY, err), err
 
@@ -105,7 +106,8 @@ def test_a_configured_key_is_redacted_wherever_it_appears(monkeypatch: pytest.Mo
     assert configured_key(KEY_ENV) == KEY
     from urllib.parse import quote
 
-    for text in (f"failed: {KEY}", f"url ?key={quote(KEY, safe='')}", json.dumps({"key": KEY}), f"{KEY}{KEY}"):
+    for text in (f"failed: {KEY}", f"url ?key={quote(KEY, safe='')}", json.dumps({"key": KEY}),
+                 f"{KEY}{KEY}"):
         assert no_part_of(KEY, redact(text)) and "[redacted]" in redact(text), text
 
 

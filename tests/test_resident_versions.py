@@ -55,14 +55,17 @@ def test_the_resident_version_equals_the_store_as_occurrences_come_and_go(script
     """A fact said again gets only its new occurrence rows; one losing an occurrence is rewritten."""
     said = "I keep my old bicycle in the hallway near the front door."
     sessions = [{"session_id": f"r{i}", "timestamp": f"2023-03-{i + 1:02d}T10:00",
-                 "turns": [{"role": "user", "content": said}, {"role": "assistant", "content": f"Noted, entry {i}."}]}
+                 "turns": [{"role": "user", "content": said},
+                           {"role": "assistant", "content": f"Noted, entry {i}."}]}
                 for i in range(6)]
     forest = scripted_forest(path=tmp_path / "st")
     forest.ingest_sessions("u", sessions[:2])
     for session in sessions[2:5]:
         forest.ingest_sessions("u", [session])
     forest.delete_session("u", "r1")
-    forest.correct_session("u", {**sessions[0], "turns": [{"role": "user", "content": "I sold the bicycle last week."}]})
+    forest.correct_session("u",
+                           {**sessions[0],
+                            "turns": [{"role": "user", "content": "I sold the bicycle last week."}]})
     forest.ingest_sessions("u", [sessions[5]])
     resident = fingerprint(forest.snapshot("u"))
     fresh = fingerprint(scripted_forest(path=tmp_path / "st").snapshot("u"))
@@ -71,7 +74,8 @@ def test_the_resident_version_equals_the_store_as_occurrences_come_and_go(script
     assert max(len(occ) for _, occ in resident["facts"].values()) == 4  # r2, r3, r4, r5
     assert forest.check("u")["ok"]
     with sqlite3.connect(tmp_path / "st" / "users" / "u" / "memory.sqlite") as con:
-        rows = con.execute("SELECT fact_id, seq, session_id FROM occurrences ORDER BY fact_id, seq").fetchall()
+        rows = con.execute("SELECT fact_id, seq, session_id FROM occurrences "
+                           "ORDER BY fact_id, seq").fetchall()
     seqs: dict[str, list[tuple[int, str]]] = {}
     for fid, seq, sid in rows:
         seqs.setdefault(fid, []).append((seq, sid))
@@ -88,7 +92,8 @@ def test_write_by_another_process_is_seen(scripted_forest, tmp_path) -> None:
     assert two.snapshot("u").version == 1
     two.ingest_sessions("u", [sessions[2]])  # commits version 2; `one` still holds version 1
     report = one.ingest_sessions("u", [sessions[3]])  # reloads version 2 before writing
-    assert report.version == 3 and set(one.snapshot("u").state.sessions) == {s["session_id"] for s in sessions}
+    assert (report.version == 3
+            and set(one.snapshot("u").state.sessions) == {s["session_id"] for s in sessions})
     assert one.check("u")["ok"]
 
 
@@ -128,10 +133,12 @@ def test_smaps_listing_selects_private_anonymous_writable_mappings() -> None:
     smaps = "\n".join([
         "55d0c0000000-55d0c0400000 rw-p 00000000 00:00 0                          [heap]", "Rss:  4096 kB",
         "7f0000000000-7f0000800000 rw-p 00000000 00:00 0 ", "Size: 8192 kB", "Rss:  2048 kB",
-        "7f0000800000-7f0000a00000 rw-s 00000000 00:05 12                         /dev/zero (deleted)", "Rss: 8 kB",
-        "7f0000a00000-7f0000c00000 r--p 00000000 08:01 99                         /usr/lib/libc.so.6", "Rss: 8 kB",
-        "7f0000c00000-7f0000e00000 rw-p 00001000 08:01 99                         /usr/lib/libc.so.6", "Rss: 8 kB",
-        "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]", "Rss: 132 kB",
+        "7f0000800000-7f0000a00000 rw-s 00000000 00:05 12                         /dev/zero (deleted)",
+        "Rss: 8 kB", "7f0000a00000-7f0000c00000 r--p 00000000 08:01 99                         "
+                     "/usr/lib/libc.so.6", "Rss: 8 kB",
+        "7f0000c00000-7f0000e00000 rw-p 00001000 08:01 99                         /usr/lib/libc.so.6",
+        "Rss: 8 kB", "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]",
+        "Rss: 132 kB",
     ])
     assert private_anonymous(smaps) == [Mapping(0x55D0C0000000, 0x55D0C0400000, 4096 * 1024),
                                         Mapping(0x7F0000000000, 0x7F0000800000, 2048 * 1024)]
@@ -241,8 +248,9 @@ def test_a_schema_1_store_is_migrated_when_opened_and_reads_the_same(scripted_fo
     with sqlite3.connect(db) as con:
         con.executescript(V1_ENTITIES)
     reopened = scripted_forest(path=tmp_path / "st")
-    assert reopened.check("u")["problems"] == [f"{db} has schema version 1, older than 2: any MemForest command "
-                                                "that opens it for use migrates it"]
+    assert (reopened.check("u")["problems"]
+            == [f"{db} has schema version 1, older than 2: any MemForest command "
+                 "that opens it for use migrates it"])
     assert fingerprint(reopened.snapshot("u")) == before
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
@@ -312,7 +320,8 @@ def test_rows_the_store_lost_are_written_whole_by_the_next_write_that_changes_th
         con.execute("DELETE FROM scenes")
     forest.ingest_sessions("u", [sessions[3]])
     with sqlite3.connect(db) as con:
-        assert con.execute("SELECT count(*) FROM nodes WHERE tree_id=? AND node_id=?", (tid, root)).fetchone() == (1,)
+        assert con.execute("SELECT count(*) FROM nodes WHERE tree_id=? AND node_id=?",
+                           (tid, root)).fetchone() == (1,)
         assert con.execute("SELECT count(*) FROM trees WHERE tree_id=?", (tid,)).fetchone() == (1,)
         assert con.execute("SELECT count(*) FROM scenes").fetchone()[0] >= 2
     resident = fingerprint(forest.snapshot("u"))
@@ -328,7 +337,8 @@ def test_entity_counts_equal_a_count_from_the_facts_as_sessions_come_go_and_chan
 
     said = "I met Ravi at the market near the old bridge."
     sessions = [{"session_id": f"r{i:02d}", "timestamp": f"2023-04-{i + 1:02d}T09:00", "turns": [
-        {"role": "user", "content": said if i % 2 else f"I met Ravi at the market and we planted {i} rows of beans."},
+        {"role": "user",
+         "content": said if i % 2 else f"I met Ravi at the market and we planted {i} rows of beans."},
         {"role": "assistant", "content": "That sounds like a productive morning."}]} for i in range(9)]
     forest = scripted_forest()
     forest.ingest_sessions("u", sessions[:4])
@@ -341,7 +351,8 @@ def test_entity_counts_equal_a_count_from_the_facts_as_sessions_come_go_and_chan
     forest.correct_session("u", {**sessions[8], "session_id": "r07"})  # r07 no longer does
     state = forest.snapshot("u").state
     ravi = state.entities["ravi"]
-    assert max(state.facts[f].sorted_sessions for f in ravi.facts if state.facts[f].text.endswith("bridge.")) == (
+    assert max(state.facts[f].sorted_sessions for f in ravi.facts
+               if state.facts[f].text.endswith("bridge.")) == (
         "r01", "r05", "r06")
     for label, stat in state.entities.items():
         assert dict(stat.sessions) == session_counts(state, stat), label

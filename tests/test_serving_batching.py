@@ -81,7 +81,9 @@ def test_64_concurrent_clients_get_their_own_answers_from_fewer_model_calls() ->
     assert all(r.json()["usage"]["prompt_tokens"] == 2 for r in responses)
 
 
-def test_served_vllm_engine_batches_and_fails_an_over_length_prompt_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_served_vllm_engine_batches_and_fails_an_over_length_prompt_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     stub = vllm_stub.install(monkeypatch, "0.10.0")  # the generation that keeps failed calls' requests
     chat = VLLMChatModel(LLMConfig(backend="vllm", model="m", context_tokens=40, concurrency=CLIENTS))
     prompts = [f"client {i}" for i in range(CLIENTS)]

@@ -14,9 +14,10 @@ from benchmarks.harness import runner, write_path
 from benchmarks.harness.app import compose_config, plain
 from benchmarks.harness.results import read_jsonl
 
-SIMULATED = ["llm=qwen3_30b_a3b_simulated", "llm.backend=scripted", "llm.responder=responders:harness_responder",
-             "embedder.backend=hash", "embedder.dim=64", "llm.latency_model.ttft_base_s=0.002",
-             "llm.latency_model.decode_s_per_token=0.0001", "dataset.limit=1", "progress=false"]
+SIMULATED = ["llm=qwen3_30b_a3b_simulated", "llm.backend=scripted",
+             "llm.responder=responders:harness_responder", "embedder.backend=hash", "embedder.dim=64",
+             "llm.latency_model.ttft_base_s=0.002", "llm.latency_model.decode_s_per_token=0.0001",
+             "dataset.limit=1", "progress=false"]
 
 
 def _config(tmp_path: Path, *overrides: str) -> dict[str, Any]:
@@ -47,7 +48,8 @@ def test_memforest_through_the_latency_server_is_counted_once_and_labelled(tmp_p
     assert {c["tags"]["phase"] for c in chat} >= {"build", "answer", "judge"}
     assert {s["source"] for s in served} == {"model"} and all(s["service_s"] > 0 for s in served)
     (build,) = read_jsonl(out / "builds.jsonl")
-    assert build["simulated"] is True and build["llm"]["calls"] == len([c for c in chat if c["tags"]["phase"] == "build"])
+    assert (build["simulated"] is True
+            and build["llm"]["calls"] == len([c for c in chat if c["tags"]["phase"] == "build"]))
     waves = build["call_waves"]
     assert 1 <= waves["waves"] <= waves["calls"] == build["llm"]["calls"]
     assert 0 < waves["critical_path_seconds"] <= waves["call_seconds"] + 1e-6
@@ -70,7 +72,8 @@ def test_replay_answers_without_the_model(tmp_path: Path) -> None:
     runner.run_benchmark(second)
     served = read_jsonl(Path(second["run_dir"]) / "served_calls.jsonl")
     assert served and {s["source"] for s in served} == {"replay"} and not any(s["error"] for s in served)
-    (a,), (b,) = read_jsonl(Path(first["run_dir"]) / "builds.jsonl"), read_jsonl(Path(second["run_dir"]) / "builds.jsonl")
+    (a,), (b,) = (read_jsonl(Path(first["run_dir"]) / "builds.jsonl"),
+                  read_jsonl(Path(second["run_dir"]) / "builds.jsonl"))
     assert a["system"]["new_facts"] == b["system"]["new_facts"] and a["llm"]["calls"] == b["llm"]["calls"]
 
 

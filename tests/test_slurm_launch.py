@@ -32,16 +32,20 @@ def bench(*args: str, **popen: Any) -> subprocess.Popen[bytes]:
 
 
 def test_the_slurm_launcher_config_is_shown_for_a_sweep() -> None:
-    shown = bench("-m", "hydra/launcher=slurm", "--cfg", "hydra", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    shown = bench("-m", "hydra/launcher=slurm", "--cfg", "hydra", stdout=subprocess.PIPE,
+                  stderr=subprocess.STDOUT)
     out, _ = shown.communicate(timeout=120)
     text = out.decode()
     assert shown.returncode == 0, text
     assert "SlurmLauncher" in text and "requeue: true" in text and "mode: MULTIRUN" in text
-    assert shown_multirun(["--cfg", "hydra", "-m", "seed=1"]) == ["--cfg", "hydra", "hydra.mode=MULTIRUN", "seed=1"]
+    assert (shown_multirun(["--cfg", "hydra", "-m", "seed=1"])
+            == ["--cfg", "hydra", "hydra.mode=MULTIRUN", "seed=1"])
     assert shown_multirun(["-m", "seed=0,1"]) == ["-m", "seed=0,1"]
 
 
-def test_the_slurm_launcher_takes_cluster_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_slurm_launcher_takes_cluster_settings_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("MEMFOREST_SLURM_PARTITION", "h100")
     monkeypatch.setenv("MEMFOREST_SLURM_SETUP", "module load cuda/12.8")
     monkeypatch.delenv("MEMFOREST_SLURM_ACCOUNT", raising=False)
@@ -75,9 +79,10 @@ def test_a_killed_sweep_submitted_again_skips_finished_work(tmp_path: Path) -> N
     def submit(n: int) -> subprocess.Popen[bytes]:
         log = (tmp_path / f"submission{n}.log").open("wb")
         return bench("-m", "hydra/launcher=submitit_local", "method=memforest_embed,flat_rag", "seed=0,1",
-                     *FAKE_MODELS, "llm.responder=responders:slow_harness_responder", f"dataset.limit={INSTANCES}",
-                     f"output_root={results}", f"hydra.sweep.dir={tmp_path / f'sweep{n}'}", "progress=false",
-                     stdout=log, stderr=subprocess.STDOUT)
+                     *FAKE_MODELS, "llm.responder=responders:slow_harness_responder",
+                     f"dataset.limit={INSTANCES}", f"output_root={results}",
+                     f"hydra.sweep.dir={tmp_path / f'sweep{n}'}", "progress=false", stdout=log,
+                     stderr=subprocess.STDOUT)
 
     first = submit(1)
     deadline = time.monotonic() + 300

@@ -51,7 +51,8 @@ def test_vllm_serve_arguments_follow_the_in_process_configs(monkeypatch: pytest.
     assert "--enable-prefix-caching" in args and "--enable-prompt-tokens-details" in args
     gemma = serve_args(["llm=gemma4_12b"])
     assert json.loads(gemma[gemma.index("--limit-mm-per-prompt") + 1]) == {"image": 0, "audio": 0, "video": 0}
-    assert flags({"enforce_eager": False, "max_num_seqs": 64}) == ["--no-enforce-eager", "--max-num-seqs", "64"]
+    assert (flags({"enforce_eager": False, "max_num_seqs": 64})
+            == ["--no-enforce-eager", "--max-num-seqs", "64"])
     for generation, pooling in (("0.10.0", ["--task", "embed"]), ("0.33.0", ["--runner", "pooling"])):
         with monkeypatch.context() as patch:
             vllm_stub.install(patch, generation)
@@ -91,7 +92,8 @@ def fake_environment(root: Path) -> Path:
 
 def job(script: str, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(["bash", f"slurm/{script}", *args], cwd=REPO, env={**os.environ, **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
 
 
 @pytest.mark.integration
@@ -113,7 +115,8 @@ def test_server_job_writes_addresses_once_healthy_and_the_sweep_job_uses_them(tm
         calls = [json.loads(line) for line in (venv / "bin" / "vllm.py.calls").read_text().splitlines()]
         embed_call, llm_call = calls  # the embedder first: each server checks its share is free
         assert embed_call[:4] == ["serve", "Qwen/Qwen3-Embedding-0.6B", "--runner", "pooling"]
-        assert llm_call[1] == "Qwen/Qwen3-30B-A3B-Instruct-2507" and "--enable-prompt-tokens-details" in llm_call
+        assert (llm_call[1] == "Qwen/Qwen3-30B-A3B-Instruct-2507"
+                and "--enable-prompt-tokens-details" in llm_call)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)

@@ -19,7 +19,8 @@ def test_longmemeval_like_file(tmp_path: Path) -> None:
     path = write_longmemeval_s_sized(tmp_path / "lme.json", questions=40, sessions=20, turns=6)
     raw = json.loads(path.read_text())
     data = load_dataset("longmemeval_s", path=path)
-    # one haystack of the 40 (every 38th, as 13 of the real 500) lists a session twice; the loader keeps it once
+    # one haystack of the 40 (every 38th, as 13 of the real 500) lists a session twice; the loader keeps
+    # it once
     assert len(data.instances) == 40 and data.duplicate_sessions_dropped == 1
     assert sum(len(e["haystack_session_ids"]) - len(set(e["haystack_session_ids"])) for e in raw) == 1
     assert all(len({s.session_id for s in i.sessions}) == len(i.sessions) for i in data.instances)
@@ -39,9 +40,11 @@ def test_longmemeval_like_file(tmp_path: Path) -> None:
     assert 0.05 < repeated < 0.4
     contents: dict[str, object] = {}
     for entry in raw:  # a repeated session is the same session everywhere
-        for sid, date, turns in zip(entry["haystack_session_ids"], entry["haystack_dates"], entry["haystack_sessions"]):
+        for sid, date, turns in zip(entry["haystack_session_ids"], entry["haystack_dates"],
+                                    entry["haystack_sessions"]):
             assert contents.setdefault(sid, (date, turns)) == (date, turns)
-    assistant = [len(t["content"]) for e in raw for s in e["haystack_sessions"] for t in s if t["role"] == "assistant"]
+    assistant = [len(t["content"]) for e in raw for s in e["haystack_sessions"] for t in s
+                 if t["role"] == "assistant"]
     assert sum(assistant) / len(assistant) > 1000
 
 
@@ -61,4 +64,5 @@ def test_locomo_like_file(tmp_path: Path) -> None:
             if q.category == "multi-hop":
                 assert len(q.evidence_turns) >= 2
             if q.category == "single-hop":
-                assert q.answer in turns[q.evidence_turns[0]].content and q.question not in turns[q.evidence_turns[0]].content
+                assert (q.answer in turns[q.evidence_turns[0]].content
+                        and q.question not in turns[q.evidence_turns[0]].content)

@@ -36,7 +36,8 @@ def composed(llm: str, embedder: str) -> dict[str, Any]:
     return plain(compose_config([f"llm={llm}", f"embedder={embedder}"]))
 
 
-def shipped(llm: str = "qwen3_30b_a3b", embedder: str = "qwen3_embedding_0p6b") -> tuple[LLMConfig, EmbedderConfig]:
+def shipped(llm: str = "qwen3_30b_a3b",
+            embedder: str = "qwen3_embedding_0p6b") -> tuple[LLMConfig, EmbedderConfig]:
     """The library configs of the shipped `llm` and `embedder` options (fresh objects each time)."""
     cfg = composed(llm, embedder)
     return library_config(LLMConfig, cfg["llm"]), library_config(EmbedderConfig, cfg["embedder"])
@@ -89,19 +90,24 @@ def test_engine_args_pass_through_and_may_not_repeat_a_field(stub: vllm_stub.Stu
     with pytest.raises(ConfigError, match=r"llm.engine_args.max_model_len: set llm.context_tokens"):
         VLLMChatModel(LLMConfig(backend="vllm", model="m", engine_args={"max_model_len": 4}))
     with pytest.raises(ConfigError, match=r"embedder.engine_args.gpu_memory_utilization"):
-        VLLMEmbedder(EmbedderConfig(backend="vllm", model="e", dim=16, engine_args={"gpu_memory_utilization": 0.5}))
+        VLLMEmbedder(EmbedderConfig(backend="vllm", model="e", dim=16,
+                                    engine_args={"gpu_memory_utilization": 0.5}))
 
 
-def test_a_wave_is_one_chat_call_with_the_structured_output_api_of_the_version(stub: vllm_stub.StubState) -> None:
+def test_a_wave_is_one_chat_call_with_the_structured_output_api_of_the_version(
+    stub: vllm_stub.StubState,
+) -> None:
     chat = VLLMChatModel(LLMConfig(backend="vllm", model="m", concurrency=8))
-    wave = [request(f"q{i}", SCHEMA if i % 2 else None, max_tokens=40 + i, seed=i, temperature=0.5) for i in range(8)]
+    wave = [request(f"q{i}", SCHEMA if i % 2 else None, max_tokens=40 + i, seed=i, temperature=0.5)
+            for i in range(8)]
     results = chat.generate(wave)
     engine = stub.engines[0]
     assert engine.chat_calls == [8]
     assert [json.loads(echoed(r))["echo"] if i % 2 else echoed(r) for i, r in enumerate(results)] == \
         [f"q{i}" for i in range(8)]
     plain_param, json_param = engine.sampling[0], engine.sampling[1]
-    assert (json_param.temperature, json_param.top_p, json_param.max_tokens, json_param.seed) == (0.5, 1.0, 41, 1)
+    assert ((json_param.temperature, json_param.top_p, json_param.max_tokens, json_param.seed)
+            == (0.5, 1.0, 41, 1))
     sp = stub_module(stub).sampling_params
     if stub.generation == "0.10.0":
         assert isinstance(json_param.guided_decoding, sp.GuidedDecodingParams)
@@ -124,7 +130,9 @@ def stub_module(stub: vllm_stub.StubState) -> Any:
     return vllm
 
 
-def test_an_over_length_prompt_fails_alone_and_later_waves_get_their_own_answers(stub: vllm_stub.StubState) -> None:
+def test_an_over_length_prompt_fails_alone_and_later_waves_get_their_own_answers(
+    stub: vllm_stub.StubState,
+) -> None:
     chat = VLLMChatModel(LLMConfig(backend="vllm", model="m", context_tokens=50, concurrency=16))
     wave = [request(f"q{i}") for i in range(16)]
     wave[9] = request("long " * 60)
@@ -133,7 +141,8 @@ def test_an_over_length_prompt_fails_alone_and_later_waves_get_their_own_answers
     assert [echoed(r) for i, r in enumerate(results) if i != 9] == [f"q{i}" for i in range(16) if i != 9]
     calls = stub.engines[0].chat_calls
     assert len(calls) <= 2 * math.ceil(math.log2(16)) + 1  # halves, not one call per request
-    assert [echoed(r) for r in chat.generate([request(f"next{i}") for i in range(4)])] == [f"next{i}" for i in range(4)]
+    assert ([echoed(r) for r in chat.generate([request(f"next{i}") for i in range(4)])]
+            == [f"next{i}" for i in range(4)])
     chat.close()
 
 
@@ -164,7 +173,8 @@ def test_close_shuts_each_engine_down_and_cleans_up_after_the_last(stub: vllm_st
 
 
 def test_the_embedder_truncates_to_its_context_and_sends_token_ids(stub: vllm_stub.StubState) -> None:
-    cfg = EmbedderConfig(backend="vllm", model="e", dim=vllm_stub.EMBED_DIM, context_tokens=8, query_prefix="Q: ")
+    cfg = EmbedderConfig(backend="vllm", model="e", dim=vllm_stub.EMBED_DIM, context_tokens=8,
+                         query_prefix="Q: ")
     embedder = VLLMEmbedder(cfg)
     engine = stub.engines[0]
     vectors = embedder.embed(["word " * 20, "short text"])
@@ -178,7 +188,9 @@ def test_the_embedder_truncates_to_its_context_and_sends_token_ids(stub: vllm_st
     embedder.close()
 
 
-def test_an_embedder_of_another_width_than_configured_is_refused_and_released(stub: vllm_stub.StubState) -> None:
+def test_an_embedder_of_another_width_than_configured_is_refused_and_released(
+    stub: vllm_stub.StubState,
+) -> None:
     with pytest.raises(ConfigError, match=r"embedder.dim=1024, but e gives 16-d vectors"):
         VLLMEmbedder(EmbedderConfig(backend="vllm", model="e", dim=1024))
     assert stub.engines[0].llm_engine.engine_core.shutdowns == 1 and stub.device.held == {}

@@ -107,8 +107,8 @@ def test_serve_in_process_and_payload_has_no_gold_labels() -> None:
         def close(self) -> dict:
             return {}
 
-    requests = [{"id": 1, "op": "hello", "options": {"k": 1}}, {"id": 2, "op": "bogus"}, {"id": 3, "op": "close"},
-                {"id": 4, "op": "hello", "options": {}}]
+    requests = [{"id": 1, "op": "hello", "options": {"k": 1}}, {"id": 2, "op": "bogus"},
+                {"id": 3, "op": "close"}, {"id": 4, "op": "hello", "options": {}}]
     out = io.StringIO()
     serve(Handler(), io.StringIO("\n".join(json.dumps(r) for r in requests) + "\n"), out)
     replies = [json.loads(line) for line in out.getvalue().splitlines()]

@@ -38,12 +38,14 @@ def test_summary_refresh_is_level_wise_across_trees(scripted_forest):
     levels = Counter(r.level for r in summarize)
     assert sorted(levels) == list(range(1, tallest + 1))
     for level, n in levels.items():
-        internal = sum(1 for i in state.trees.values() for node in i.tree.nodes.values() if node.level == level)
+        internal = sum(1 for i in state.trees.values() for node in i.tree.nodes.values()
+                       if node.level == level)
         assert n == internal  # first ingest: every internal node is new
         assert len({r.wave for r in summarize if r.level == level}) == math.ceil(n / p)
     # levels never interleave: every level-L wave precedes every level-(L+1) wave
     for lo, hi in zip(sorted(levels), sorted(levels)[1:]):
-        assert max(r.wave for r in summarize if r.level == lo) < min(r.wave for r in summarize if r.level == hi)
+        assert (max(r.wave for r in summarize if r.level == lo)
+                < min(r.wave for r in summarize if r.level == hi))
 
 
 def test_second_ingest_refreshes_only_dirty_paths(scripted_forest):
@@ -118,13 +120,19 @@ def test_entity_tree_activates_and_backfills(scripted_forest):
 
 @pytest.mark.parametrize("bad,message", [
     ([{"session_id": "x", "timestamp": "2023-01-01", "turns": []}], "non-empty"),
-    ([{"session_id": "x", "timestamp": "2023-01-01", "turns": [{"role": "robot", "content": "hi"}]}], "unknown role"),
-    ([{"session_id": "x", "timestamp": "2023-01-01", "turns": [{"role": "user", "content": "  "}]}], "nothing readable"),
-    ([{"session_id": "x", "timestamp": "not a date", "turns": [{"role": "user", "content": "hi"}]}], "cannot parse"),
+    ([{"session_id": "x", "timestamp": "2023-01-01", "turns": [{"role": "robot", "content": "hi"}]}],
+     "unknown role"),
+    ([{"session_id": "x", "timestamp": "2023-01-01", "turns": [{"role": "user", "content": "  "}]}],
+     "nothing readable"),
+    ([{"session_id": "x", "timestamp": "not a date", "turns": [{"role": "user", "content": "hi"}]}],
+     "cannot parse"),
     ([{"session_id": "x", "turns": [{"role": "user", "content": "hi"}]}], "missing timestamp"),
-    ([{"session_id": "../x", "timestamp": "2023-01-01", "turns": [{"role": "user", "content": "hi"}]}], "unsafe"),
-    ([{"session_id": "s000", "timestamp": "2023-01-01", "turns": [{"role": "user", "content": "hi"}]}], "already stored"),
-    ([{"session_id": "d", "timestamp": "2023-01-01", "turns": [{"role": "user", "content": "hi"}]}] * 2, "duplicate"),
+    ([{"session_id": "../x", "timestamp": "2023-01-01", "turns": [{"role": "user", "content": "hi"}]}],
+     "unsafe"),
+    ([{"session_id": "s000", "timestamp": "2023-01-01", "turns": [{"role": "user", "content": "hi"}]}],
+     "already stored"),
+    ([{"session_id": "d", "timestamp": "2023-01-01", "turns": [{"role": "user", "content": "hi"}]}] * 2,
+     "duplicate"),
 ])
 def test_bad_input_is_a_clear_error_and_changes_nothing(scripted_forest, bad, message):
     forest = scripted_forest()
@@ -164,7 +172,8 @@ def test_model_failure_fails_atomically_or_degrades(scripted_forest):
 
 def test_ingest_session_single_form_and_errors_are_memforest_errors(scripted_forest):
     forest = scripted_forest()
-    report = forest.ingest_session("u", "one", [{"role": "user", "content": "I like tea.", "timestamp": "2023-01-01"}])
+    report = forest.ingest_session("u", "one",
+                                   [{"role": "user", "content": "I like tea.", "timestamp": "2023-01-01"}])
     assert report.sessions == 1 and report.version == 1
     with pytest.raises(MemForestError):
         forest.ingest_session("u", "two", [])

@@ -76,7 +76,8 @@ def _modules(state: StubState) -> dict[str, types.ModuleType]:
     parallel_state = types.ModuleType("vllm.distributed.parallel_state")
 
     sampling_fields: list[tuple[str, Any, Any]] = [
-        ("temperature", float, 1.0), ("top_p", float, 1.0), ("seed", int | None, None), ("max_tokens", int | None, 16)]
+        ("temperature", float, 1.0), ("top_p", float, 1.0), ("seed", int | None, None),
+        ("max_tokens", int | None, 16)]
     if gen in ("0.11.0", "0.33.0"):
         sampling_fields.append(("structured_outputs", Any, None))
         sp.StructuredOutputsParams = StructuredOutputsParams  # type: ignore[attr-defined]
@@ -87,12 +88,14 @@ def _modules(state: StubState) -> dict[str, types.ModuleType]:
         "SamplingParams", [(n, t, field(default=d)) for n, t, d in sampling_fields])
     sp.SamplingParams = sampling_params_cls  # type: ignore[attr-defined]
 
-    pooling = ("task", str, field(default="auto")) if gen == "0.10.0" else ("runner", str, field(default="auto"))
+    pooling = (("task", str, field(default="auto")) if gen == "0.10.0"
+               else ("runner", str, field(default="auto")))
     engine_fields = [
         ("model", str, field(default="")), pooling, ("tensor_parallel_size", int, field(default=1)),
         ("dtype", str, field(default="auto")), ("seed", int | None, field(default=None)),
         ("gpu_memory_utilization", float, field(default=DEFAULT_UTILIZATION[gen])),
-        ("max_model_len", int | None, field(default=None)), ("enable_prefix_caching", bool | None, field(default=None)),
+        ("max_model_len", int | None, field(default=None)),
+        ("enable_prefix_caching", bool | None, field(default=None)),
         ("max_num_seqs", int | None, field(default=None)), ("enforce_eager", bool, field(default=False)),
         ("limit_mm_per_prompt", dict, field(default_factory=dict)),
     ]
@@ -111,8 +114,9 @@ def _modules(state: StubState) -> dict[str, types.ModuleType]:
     vllm.engine = engine  # type: ignore[attr-defined]
     vllm.distributed = distributed  # type: ignore[attr-defined]
     vllm.__version__ = gen  # type: ignore[attr-defined]
-    return {"vllm": vllm, "vllm.sampling_params": sp, "vllm.engine": engine, "vllm.engine.arg_utils": arg_utils,
-            "vllm.distributed": distributed, "vllm.distributed.parallel_state": parallel_state}
+    return {"vllm": vllm, "vllm.sampling_params": sp, "vllm.engine": engine,
+            "vllm.engine.arg_utils": arg_utils, "vllm.distributed": distributed,
+            "vllm.distributed.parallel_state": parallel_state}
 
 
 # ---------------------------------------------------------------- parameters and outputs, as vllm has them
@@ -181,8 +185,9 @@ def _llm_class(state: StubState, engine_args_cls: Any) -> type:
             requested = state.device.total * args.gpu_memory_utilization
             if state.device.free < requested:
                 raise ValueError(
-                    f"Free memory on device ({state.device.free}/{state.device.total} GiB) on startup is less "
-                    f"than desired GPU memory utilization ({args.gpu_memory_utilization}, {requested} GiB).")
+                    f"Free memory on device ({state.device.free}/{state.device.total} GiB) on "
+                    f"startup is less than desired GPU memory utilization ({args.gpu_memory_utilization}, "
+                    f"{requested} GiB).")
             self.max_model_len = args.max_model_len or 1 << 20
             self.llm_engine = types.SimpleNamespace(engine_core=EngineCore(state, id(self)))
             state.device.held[id(self)] = requested
@@ -203,7 +208,8 @@ def _llm_class(state: StubState, engine_args_cls: Any) -> type:
                 raise RuntimeError("two threads inside one engine")
             try:
                 self.chat_calls.append(len(messages))
-                params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(messages)
+                params = (sampling_params if isinstance(sampling_params, list)
+                          else [sampling_params] * len(messages))
                 added = []
                 for conversation, param in zip(messages, params, strict=True):
                     prompt = " ".join(m["content"] for m in conversation).split()
@@ -221,14 +227,15 @@ def _llm_class(state: StubState, engine_args_cls: Any) -> type:
             finally:
                 self._busy.release()
 
-        def embed(self, prompts: list[Any], *, use_tqdm: bool = True, **kwargs: Any) -> list[EmbeddingRequestOutput]:
+        def embed(self, prompts: list[Any], *, use_tqdm: bool = True,
+                  **kwargs: Any) -> list[EmbeddingRequestOutput]:
             self.embed_calls.append(list(prompts))
             out = []
             for i, prompt in enumerate(prompts):
                 ids = prompt["prompt_token_ids"] if isinstance(prompt, dict) else Tokenizer().encode(prompt)
                 if len(ids) > self.max_model_len:
-                    raise ValueError(f"The decoder prompt (length {len(ids)}) is longer than the maximum model "
-                                     f"length of {self.max_model_len}.")
+                    raise ValueError(f"The decoder prompt (length {len(ids)}) is longer than "
+                                     f"the maximum model length of {self.max_model_len}.")
                 width = MODEL_DIMS.get(self.kwargs["model"], EMBED_DIM)
                 vector = [float((zlib.crc32(str(ids).encode()) >> (k % 29)) & 7) + 1.0 for k in range(width)]
                 out.append(EmbeddingRequestOutput(str(i), EmbeddingOutput(vector)))
@@ -236,10 +243,12 @@ def _llm_class(state: StubState, engine_args_cls: Any) -> type:
 
         def _answer(self, request_id: int, conversation: list[dict[str, str]], param: Any) -> RequestOutput:
             last = conversation[-1]["content"]
-            constrained = getattr(param, "structured_outputs", None) or getattr(param, "guided_decoding", None)
+            constrained = (getattr(param, "structured_outputs", None)
+                           or getattr(param, "guided_decoding", None))
             text = json.dumps({"echo": last}) if constrained is not None else f"echo: {last}"
             prompt = Tokenizer().encode(" ".join(m["content"] for m in conversation))
-            return RequestOutput(str(request_id), prompt, [CompletionOutput(text, list(range(len(text.split()))))],
+            return RequestOutput(str(request_id), prompt,
+                                 [CompletionOutput(text, list(range(len(text.split()))))],
                                  num_cached_tokens=len(prompt) // 2)
 
     return LLM
