@@ -207,7 +207,8 @@ def main() -> None:
     sys.argv[1:] = shown_multirun(sys.argv[1:])
     run_app()
     for run_dir, failed in FAILED_RUNS:
-        print(f"memforest-bench: {failed} instance(s) failed in {run_dir} (listed in its summary.md)", file=sys.stderr)
+        print(f"memforest-bench: {failed} instance(s) failed in {run_dir} (listed in its summary.md)",
+              file=sys.stderr)
     if FAILED_RUNS or DATASET_ERRORS:
         sys.exit(1)
 
