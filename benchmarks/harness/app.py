@@ -205,6 +205,8 @@ def main() -> None:
 
         sys.exit(command(sys.argv[2:]))
     sys.argv[1:] = shown_multirun(sys.argv[1:])
+    FAILED_RUNS.clear()  # what this invocation's jobs report, not an earlier one's in this process
+    DATASET_ERRORS.clear()
     run_app()
     for run_dir, failed in FAILED_RUNS:
         print(f"memforest-bench: {failed} instance(s) failed in {run_dir} (listed in its summary.md)",
