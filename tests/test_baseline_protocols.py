@@ -133,17 +133,14 @@ def test_memoryos_pairs_by_role_with_the_paper_settings(memoryos_stub: object, t
                      ("She needs a vet.", "Try the clinic on Main Street."),
                      ("", "Welcome back!"),  # a reply with no open page keeps its own page
                      ("I moved to Lisbon for a new job.", "Lisbon is sunny.")]
-    assert [p["timestamp"]
-            for p in mos.added] == ["2023-03-01 09:00:00"] * 2 + ["2023-04-02 "
-                                                                  "09:00:00"] * 2  # type: ignore[attr-defined]
+    assert [p["timestamp"] for p in mos.added] == ["2023-03-01 09:00:00"] * 2 + ["2023-04-02 09:00:00"] * 2  # type: ignore[attr-defined]
     # The question alone is embedded as a query (with the run's instruction); pages as passages.
     assert [c for c in embedder.calls if c[1] == "query"] == [(["Where did I move?"], "query")]
     assert all("Where did I move?" not in c[0] for c in embedder.calls if c[1] == "passage")
     # The answer context keeps every retrieved page's meta_info, and all pages were flushed to mid-term.
     assert result.trace["pages"] == 4 and result.trace["pages_with_meta_info"] == 4  # type: ignore[attr-defined]
     assert "Conversation chain overview:(chain 0)" in result.context  # type: ignore[attr-defined]
-    assert result.evidence[0].session_ids == ["s1"] and result.evidence[0].turn_ids == ["s1:0",
-                                                                                        "s1:1"]  # type: ignore[attr-defined]
+    assert result.evidence[0].session_ids == ["s1"] and result.evidence[0].turn_ids == ["s1:0", "s1:1"]  # type: ignore[attr-defined]
 
 
 def test_memoryos_pairs_locomo_speakers_and_names_them_once(memoryos_stub: object, tmp_path: Path) -> None:
@@ -190,8 +187,7 @@ def test_mempalace_ranks_user_documents_and_answers_from_whole_sessions(mempalac
     indexed = [row[1] for row in collection.rows]  # type: ignore[attr-defined]
     assert (indexed
             == ["I adopted a grey cat called Miso.\nShe needs a vet.", "I moved to Lisbon for a new job."])
-    assert collection.queries == [{"texts": [PREFIX + "What is my cat's name?"],
-                                   "n_results": 2}]  # type: ignore[attr-defined]
+    assert collection.queries == [{"texts": [PREFIX + "What is my cat's name?"], "n_results": 2}]  # type: ignore[attr-defined]
     assert result.trace["top_k"] == 5 and result.evidence[0].session_ids == ["s1"]  # type: ignore[attr-defined]
     # The answer model reads both speakers, each turn once with its speaker once.
     assert "assistant: Miso is a lovely name." in result.context  # type: ignore[attr-defined]
@@ -277,8 +273,7 @@ def test_lightmem_locomo_turns_carry_their_speakers(record_file: Path, tmp_path:
     assert adds[1]["messages"][0]["speaker_id"] == "speaker_b"
     assert (next(e for e in events if e["event"] == "search")["limit"] == 60
             and stats["shape"] == "conversation")
-    assert result.context.startswith("[Memory recorded on: 08 May 2023, Mon]\nMy cat "
-                                     "Miso turned two.")  # type: ignore[attr-defined]
+    assert result.context.startswith("[Memory recorded on: 08 May 2023, Mon]\nMy cat Miso turned two.")  # type: ignore[attr-defined]
 
 
 def test_lightmem_refuses_another_layout(record_file: Path, tmp_path: Path) -> None:
@@ -313,9 +308,7 @@ def evermemos(checkout: Path, tmp_path: Path, **settings: object) -> object:
 def test_evermemos_messages_carry_staggered_times_and_current_fields(record_file: Path,
                                                                      tmp_path: Path) -> None:
     system = evermemos(UPSTREAM / "evermemos", tmp_path, reranker_base_url="http://127.0.0.1:7/v1/rerank")
-    assert (system.info["private_models"]
-            == {"rerank": "Qwen/Qwen3-Reranker-4B at "
-                          "http://127.0.0.1:7/v1/rerank"})  # type: ignore[attr-defined]
+    assert system.info["private_models"] == {"rerank": "Qwen/Qwen3-Reranker-4B at http://127.0.0.1:7/v1/rerank"}  # type: ignore[attr-defined]
     stats, result = run_worker(system, conversation(), tmp_path / "w")
     events = records(record_file)
     added = next(e for e in events if e["event"] == "add")
@@ -337,8 +330,7 @@ def test_evermemos_messages_carry_staggered_times_and_current_fields(record_file
                  "model": "embedder"}])
     assert stats["private_calls"] == {"rerank": 0} and result.trace["rerank_calls"] == 1  # type: ignore[attr-defined]
     assert next(e for e in events if e["event"] == "search")["response_top_k"] == 10  # upstream's
-    assert result.context.startswith("Episodes memories for conversation "
-                                     "between Ana and Bo")  # type: ignore[attr-defined]
+    assert result.context.startswith("Episodes memories for conversation between Ana and Bo")  # type: ignore[attr-defined]
 
 
 def test_evermemos_stagger_shrinks_to_the_next_session() -> None:

@@ -170,9 +170,7 @@ def test_proxied_system_tags_phases_and_restarts(tmp_path: Path) -> None:
         system.close()
         assert not stack.running
     assert {r.tags["phase"] for r in log.records} == {"ingest", "query"}
-    broken = ProxiedSystem("broken",
-                           lambda url: FullContextSystem(8192, 256,
-                                                         count_tokens=lambda text: "x"),  # type: ignore[arg-type,return-value]
+    broken = ProxiedSystem("broken", lambda url: FullContextSystem(8192, 256, count_tokens=lambda text: "x"),  # type: ignore[arg-type,return-value]
                            stack)
     broken.reset("i", tmp_path / "b")
     broken.ingest(sessions())

@@ -32,8 +32,7 @@ def test_one_document_of_user_turns_per_session(tmp_path: Path) -> None:
     assert len(result.evidence) == 2 and result.evidence[0].turn_ids == ["s1:0"]
     assert "A lovely name" not in result.context  # assistant turns are not in the document
     scores = [e.score for e in result.evidence]
-    assert all(isinstance(s, float)
-               for s in scores) and scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    assert all(isinstance(s, float) for s in scores) and scores == sorted(scores, reverse=True)  # type: ignore[type-var]
 
 
 def test_sessions_without_user_turns_keep_every_turn_with_speakers(tmp_path: Path) -> None:

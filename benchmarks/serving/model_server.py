@@ -58,8 +58,7 @@ class ModelServer(LoopbackServer):
         if embedder is None and chat is None:
             raise ValueError("ModelServer needs an embedder, a chat model, or both")
         self.embedder, self.chat = embedder, chat
-        self.model_name = (model_name
-                           or (chat.name if chat is not None else embedder.name))  # type: ignore[union-attr]
+        self.model_name = model_name or (chat.name if chat is not None else embedder.name)  # type: ignore[union-attr]
         self.token_counter = token_counter
         self._chat_batcher: Batcher[ChatRequest, ChatResponse] | None = None
         if chat is not None and chat.batched:

@@ -51,8 +51,7 @@ def embed_browse(
     `stop_level`. Returns the final beam, best first, and the path (one entry per depth)."""
     roots = [(t, snap.state.trees[t].tree.root) for t in tree_ids
              if snap.state.trees[t].tree.root is not None]
-    frontier = [Hit(k, float(s), _level(snap, k))
-                for k, s in zip(roots, score_nodes(snap, roots, qvec))]  # type: ignore[arg-type]
+    frontier = [Hit(k, float(s), _level(snap, k)) for k, s in zip(roots, score_nodes(snap, roots, qvec))]  # type: ignore[arg-type]
     path: list[dict[str, Any]] = []
     while any(h.level > stop_level for h in frontier):
         kept = [h for h in frontier if h.level <= stop_level]
