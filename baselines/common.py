@@ -64,6 +64,14 @@ def named_text(turn: Turn) -> str:
     return f"{turn.speaker}: {turn.content}" if turn.speaker else turn.content
 
 
+def document_turns(session: Session, user_only: bool) -> list[Turn]:
+    """The non-empty turns that make a session's document: its user turns without a named speaker when
+    `user_only` and it has any (MemPalace's raw mode), else all of them."""
+    turns = [t for t in session.turns if t.content.strip()]
+    users = [t for t in turns if t.role == "user" and not t.speaker]
+    return users if user_only and users else turns
+
+
 def named_speakers(sessions: Sequence[Session]) -> list[str]:
     """The named speakers of a conversation (LoCoMo), in order of first turn; empty for user/assistant
     data."""

@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 
 from baselines.base import EvidenceItem, Retrieval, Session, render_evidence
-from baselines.common import PhaseClock, day, render_turn
-from baselines.mempalace.system import document_turns
+from baselines.common import PhaseClock, day, document_turns, render_turn
 from memforest.llm.base import Embedder
 
 

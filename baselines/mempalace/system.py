@@ -25,19 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from baselines.base import Endpoints, EvidenceItem, Retrieval, Session, Turn
-from baselines.common import PhaseClock, day, quiet_environment, render_turn, require
+from baselines.common import PhaseClock, day, document_turns, quiet_environment, render_turn, require
 
 quiet_environment()  # telemetry off before the library is ever imported
 
 COLLECTION = "mempalace_drawers"
 ANSWER_DOCUMENTS = ("session", "indexed")
 TOP_K = {"chat": 5, "conversation": 10}  # upstream's headline budgets: LongMemEval R@5, LoCoMo top-10
-
-
-def document_turns(session: Session, user_only: bool) -> list[Turn]:
-    turns = [t for t in session.turns if t.content.strip()]
-    users = [t for t in turns if t.role == "user" and not t.speaker]
-    return users if user_only and users else turns
 
 
 def indexed_text(turns: Sequence[Turn]) -> str:
