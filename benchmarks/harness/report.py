@@ -182,7 +182,7 @@ def _accuracy_rows(judges: Mapping[str, Any]) -> list[list[str]]:
 def _recall_rows(retrieval: Mapping[str, Any], dataset: str) -> list[list[str]]:
     rows = []
     session, turn = retrieval.get("session") or {}, retrieval.get("turn") or {}
-    for k in (5, 10):
+    for k in (1, 5, 10):
         if session:
             rows.append([f"session recall_any@{k}", _pct(session.get(f"recall_any@{k}"))])
     for k in (5, 10):
@@ -190,6 +190,8 @@ def _recall_rows(retrieval: Mapping[str, Any], dataset: str) -> list[list[str]]:
             rows.append([f"evidence recall@{k} (dia ids)", _pct(turn.get(f"recall@{k}"))])
         elif turn:
             rows.append([f"turn recall_any@{k}", _pct(turn.get(f"recall_any@{k}"))])
+    if turn:  # every gold turn among the first 10 distinct turns retrieved
+        rows.append(["turn recall_all@10", _pct(turn.get("recall_all@10"))])
     if session or turn:
         rows.append(["questions with retrieval gold", str(int((session or turn).get("questions", 0)))])
     return rows
