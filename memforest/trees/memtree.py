@@ -11,90 +11,29 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, MutableMapping
-from dataclasses import dataclass, field
-from itertools import pairwise
+from collections.abc import Iterable, MutableMapping
 from typing import Any
 
 from memforest.cow import CowMap
+from memforest.trees.navigation import TreeNavigation
+from memforest.trees.node import (
+    Key,
+    Node,
+    TreeInvariantError,
+    clone_node,
+    height_bound,
+    node_from_row,
+    node_row,
+    require,
+)
+from memforest.trees.validation import check_structure
 
-Key = tuple[float, str]
-
-
-class TreeInvariantError(ValueError):
-    """A MemTree violates one of its structural invariants."""
-
-
-@dataclass(slots=True)
-class Node:
-    """One MemTree node: a leaf (level 0, one item) or an internal node (level >= 1).
-
-    ``child_keys`` mirrors the children's ``key_lo`` (internal nodes only) so descent is a plain bisect;
-    it is derived state and not part of the persisted row.
-    """
-
-    id: int
-    level: int
-    parent: int | None
-    children: list[int] = field(default_factory=list)
-    key_lo: Key = (0.0, "")
-    key_hi: Key = (0.0, "")
-    count: int = 1
-    item: str | None = None
-    prev: int | None = None
-    next: int | None = None
-    child_keys: list[Key] = field(default_factory=list)
-
-    @property
-    def t_lo(self) -> float:
-        """Earliest leaf time below this node."""
-        return self.key_lo[0]
-
-    @property
-    def t_hi(self) -> float:
-        """Latest leaf time below this node."""
-        return self.key_hi[0]
+# The node record and its row format live in `node`, the read-only walks in `navigation`, the invariant
+# checks in `validation`; the names are importable from here as before.
+__all__ = ["Key", "MemTree", "Node", "TreeInvariantError", "height_bound", "node_from_row", "node_row"]
 
 
-def _clone(node: Node) -> Node:
-    return Node(node.id, node.level, node.parent, list(node.children), node.key_lo, node.key_hi, node.count,
-                node.item, node.prev, node.next, list(node.child_keys))
-
-
-def node_row(tree_id: str, node: Node) -> dict[str, Any]:
-    """A flat, JSON-ready row for one node (the persistence format of `MemTree.to_rows`)."""
-    return {
-        "tree_id": tree_id, "id": node.id, "level": node.level, "parent": node.parent,
-        "children": list(node.children), "t_lo": node.key_lo[0], "item_lo": node.key_lo[1],
-        "t_hi": node.key_hi[0], "item_hi": node.key_hi[1], "count": node.count,
-        "item": node.item, "prev": node.prev, "next": node.next,
-    }
-
-
-def node_from_row(row: dict[str, Any]) -> Node:
-    """The node described by a row produced by `node_row`."""
-    return Node(
-        id=int(row["id"]), level=int(row["level"]), parent=row["parent"], children=list(row["children"]),
-        key_lo=(float(row["t_lo"]), str(row["item_lo"])), key_hi=(float(row["t_hi"]), str(row["item_hi"])),
-        count=int(row["count"]), item=row["item"], prev=row["prev"], next=row["next"],
-    )
-
-
-def height_bound(n_leaves: int, fanout: int) -> int:
-    """Largest height allowed for `n_leaves >= 1`: ``ceil(log_m n) + 1`` with ``m = ceil(k/2)``."""
-    m, exponent, reach = (fanout + 1) // 2, 0, 1
-    while reach < n_leaves:
-        reach *= m
-        exponent += 1
-    return exponent + 1
-
-
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise TreeInvariantError(message)
-
-
-class MemTree:
+class MemTree(TreeNavigation):
     """A time-ordered B+-tree-like index over one scope's items, with dirty and change tracking.
 
     ``dirty``: ids of nodes created, or whose set of leaves changed at some point, since the last
@@ -134,7 +73,7 @@ class MemTree:
         node = self.nodes[node_id]
         if self._owned is None or node_id in self._owned:
             return node
-        node = _clone(node)
+        node = clone_node(node)
         self.nodes[node_id] = node
         self._owned.add(node_id)
         return node
@@ -209,52 +148,6 @@ class MemTree:
         """A copy of the placement map: item -> leaf id."""
         return dict(self._leaf_of)
 
-    def leaves(self) -> Iterator[Node]:
-        """All leaves in key order, following the explicit next pointers."""
-        leaf = self.first_leaf()
-        while leaf is not None:
-            yield leaf
-            leaf = self._get(leaf.next)
-
-    def items(self) -> Iterator[tuple[str, float]]:
-        """(item, time) of every leaf, in key order."""
-        for leaf in self.leaves():
-            yield leaf.key_lo[1], leaf.key_lo[0]
-
-    def first_leaf(self) -> Node | None:
-        """The leaf with the smallest key, or None when empty."""
-        return None if self.root is None else self._edge_leaf(self.nodes[self.root], 0)
-
-    def last_leaf(self) -> Node | None:
-        """The leaf with the largest key, or None when empty."""
-        return None if self.root is None else self._edge_leaf(self.nodes[self.root], -1)
-
-    def predecessor(self, leaf_id: int) -> Node | None:
-        """The leaf just before `leaf_id` in key order."""
-        return self._get(self.nodes[leaf_id].prev)
-
-    def successor(self, leaf_id: int) -> Node | None:
-        """The leaf just after `leaf_id` in key order."""
-        return self._get(self.nodes[leaf_id].next)
-
-    def ancestors(self, node_id: int) -> list[int]:
-        """Ids of the parent chain of `node_id`, nearest first, ending at the root."""
-        chain, parent = [], self.nodes[node_id].parent
-        while parent is not None:
-            chain.append(parent)
-            parent = self.nodes[parent].parent
-        return chain
-
-    def leaves_under(self, node_id: int) -> list[Node]:
-        """The leaves below `node_id` in key order; O(height + count)."""
-        node = self.nodes[node_id]
-        leaf: Node | None = self._edge_leaf(node, 0)
-        out: list[Node] = []
-        while leaf is not None and len(out) < node.count:
-            out.append(leaf)
-            leaf = self._get(leaf.next)
-        return out
-
     def take_dirty(self) -> dict[int, list[int]]:
         """Dirty node ids grouped by level (levels ascending, ids sorted); clears ``dirty``."""
         by_level: dict[int, list[int]] = {}
@@ -282,81 +175,30 @@ class MemTree:
         tree = cls(tree_id, fanout)
         for row in rows:
             node = node_from_row(row)
-            _require(node.id not in tree.nodes, f"tree {tree_id!r}: duplicate node id {node.id}")
+            require(node.id not in tree.nodes, f"tree {tree_id!r}: duplicate node id {node.id}")
             tree.nodes[node.id] = node
             if node.parent is None:
-                _require(tree.root is None, f"tree {tree_id!r}: more than one root row")
+                require(tree.root is None, f"tree {tree_id!r}: more than one root row")
                 tree.root = node.id
             if node.level == 0 and node.item is not None:
                 tree._leaf_of[node.item] = node.id
         for node in tree.nodes.values():
             kids = [tree.nodes.get(c) for c in node.children]
-            _require(all(k is not None for k in kids),
-                     f"tree {tree_id!r}: node {node.id} has a missing child")
+            require(all(k is not None for k in kids), f"tree {tree_id!r}: node {node.id} has a missing child")
             node.child_keys = [k.key_lo for k in kids if k is not None]
         default_next = max(tree.nodes, default=0) + 1
         tree.next_node_id = default_next if next_node_id is None else next_node_id
-        _require(tree.next_node_id >= default_next, f"tree {tree_id!r}: next_node_id reuses an id")
+        require(tree.next_node_id >= default_next, f"tree {tree_id!r}: next_node_id reuses an id")
         if validate:
             tree.validate()
         return tree
 
     def validate(self) -> None:
         """Raise `TreeInvariantError` if any structural invariant is violated; O(N)."""
-        if self.root is None:
-            _require(not self.nodes and not self._leaf_of, "empty tree still has nodes or placements")
-            return
-        root = self.nodes.get(self.root)
-        _require(root is not None and root.parent is None and root.level >= 1, "root is missing or malformed")
-        leaves, seen, stack = [], 0, [self.root]
-        while stack:
-            node, seen = self.nodes[stack.pop()], seen + 1
-            if node.level == 0:
-                self._check_leaf(node)
-                leaves.append(node)
-            else:
-                _require(all(c in self.nodes for c in node.children), f"node {node.id} has a missing child")
-                self._check_internal(node, [self.nodes[c] for c in node.children])
-                stack.extend(reversed(node.children))
-        _require(seen == len(self.nodes), f"{len(self.nodes) - seen} nodes are unreachable or shared")
-        self._check_chain(leaves)
-        _require(len(self._leaf_of) == len(leaves), "placement map size differs from leaf count")
-        _require(all(self._leaf_of.get(f.key_lo[1]) == f.id for f in leaves), "placement map is wrong")
-        bound = height_bound(len(leaves), self.fanout)
-        _require(self.height <= bound, f"height {self.height} exceeds bound {bound} for N={len(leaves)}")
-        _require(self.dirty <= self.nodes.keys() and self.changed <= self.nodes.keys(),
-                 "tracking removed ids")
-
-    def _check_leaf(self, leaf: Node) -> None:
-        _require(leaf.item is not None and not leaf.children and not leaf.child_keys,
-                 f"leaf {leaf.id} malformed")
-        _require(leaf.key_lo == leaf.key_hi == (leaf.t_lo, leaf.item) and leaf.count == 1,
-                 f"leaf {leaf.id} key")
-
-    def _check_internal(self, node: Node, kids: list[Node]) -> None:
-        n, nid = len(kids), node.id
-        low = self.min_children if node.parent is not None else (1 if node.level == 1 else 2)
-        _require(low <= n <= self.fanout, f"node {nid} has {n} children, outside [{low}, {self.fanout}]")
-        _require(node.item is None and node.prev is None and node.next is None, f"node {nid} has leaf fields")
-        for kid in kids:
-            _require(kid.parent == nid, f"child {kid.id} of node {nid} points to parent {kid.parent}")
-            _require(kid.level == node.level - 1, f"child {kid.id} of node {nid} has level {kid.level}")
-            _require(node.t_lo <= kid.t_lo and kid.t_hi <= node.t_hi, f"node {nid} time range misses a child")
-        for a, b in pairwise(kids):
-            _require(a.key_hi < b.key_lo, f"children {a.id}, {b.id} of node {nid} are out of order")
-        _require(node.key_lo == kids[0].key_lo and node.key_hi == kids[-1].key_hi, f"node {nid} keys stale")
-        _require(node.count == sum(k.count for k in kids), f"node {nid} count is stale")
-        _require(node.child_keys == [k.key_lo for k in kids], f"node {nid} child keys are stale")
-
-    def _check_chain(self, order: list[Node]) -> None:
-        """The explicit prev/next chain must visit `order` (depth-first) with strictly increasing keys."""
-        _require(order[0].prev is None and order[-1].next is None, "leaf chain has dangling ends")
-        for a, b in pairwise(order):
-            _require(a.next == b.id and b.prev == a.id, f"leaf chain broken between {a.id} and {b.id}")
-            _require(a.key_lo < b.key_lo, f"leaf keys not increasing at {a.id} -> {b.id}")
-
-    def _get(self, node_id: int | None) -> Node | None:
-        return None if node_id is None else self.nodes[node_id]
+        check_structure(self.root, self.nodes, self._leaf_of, self.fanout)
+        if self.root is not None:
+            require(self.dirty <= self.nodes.keys() and self.changed <= self.nodes.keys(),
+                    "tracking removed ids")
 
     def _mark(self, node: Node) -> None:
         """Record that `node`'s leaf set changed (needs refresh) and its row changed."""
@@ -402,12 +244,6 @@ class MemTree:
         node.child_keys = [k.key_lo for k in kids]
         node.key_lo, node.key_hi = kids[0].key_lo, kids[-1].key_hi
         node.count = sum(k.count for k in kids)
-
-    def _edge_leaf(self, node: Node, end: int) -> Node:
-        """The first (`end` = 0) or last (`end` = -1) leaf below `node`."""
-        while node.level > 0:
-            node = self.nodes[node.children[end]]
-        return node
 
     def _descend_for_insert(self, key: Key) -> Node:
         """The level-1 node that receives `key`; counts and key ranges on the path are updated."""
