@@ -71,7 +71,7 @@ def test_an_occurrence_edit_turns_the_stored_occurrences_into_the_new_ones(
     """A fact's sessions deleted (its occurrences from them dropped, order kept) and occurrences
     appended, as deleting and correcting sessions do: the edit written in place gives the new list,
     and removes only what went (never a kept occurrence deleted and written again)."""
-    from memforest.store.db import _occurrence_edit
+    from memforest.store.commit import _occurrence_edit
 
     was = [occurrence(n) for n in said]
     now = [o for o in was if int(o.session_id[1:]) not in dropped]

@@ -14,7 +14,7 @@ import numpy as np
 from memforest.errors import StoreError, shown
 from memforest.index.forest_index import ForestIndex
 from memforest.state import UserState
-from memforest.store.db import open_reader
+from memforest.store.connection import open_reader
 from memforest.store.validate import column_problems, file_problem, schema_problems, store_error
 from memforest.vector_table import VectorTable
 

@@ -1,0 +1,68 @@
+"""Opening one user's SQLite database to read it, also where it may not be written, and rolling back
+what a failed operation left open."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import suppress
+from pathlib import Path
+
+from memforest.errors import StoreError
+
+_SQLITE_READONLY, _SQLITE_CANTOPEN = 8, 14  # primary result codes: a file that may not be written, opened
+
+
+def rollback(con: sqlite3.Connection) -> None:
+    """Roll back if a transaction is still open: SQLite has already rolled back after some errors (a
+    full disk), and a second failure must not hide the first."""
+    if con.in_transaction:
+        with suppress(sqlite3.Error):
+            con.execute("ROLLBACK")
+
+
+def open_reader(path: Path, strict: bool = False) -> sqlite3.Connection:
+    """A connection that only reads (`strict`: opened with `mode=ro`, so SQLite itself refuses any
+    write, as a check of a store that may be damaged wants). SQLite opens a database file it may not
+    write read-only by itself, but reading a store in WAL mode takes its WAL index (the `-shm` file),
+    which the first reader creates beside the database: in a read-only folder, with no connection
+    holding the store open (so neither index nor log exists), that fails. The database file then
+    holds every commit, and it is read as immutable, without the index. A write-ahead log left with
+    commits but without its index (a writer killed) cannot be read that way: that is refused."""
+    con = sqlite3.connect(_uri(path, "mode=ro") if strict else path, uri=strict, timeout=60.0,
+                          isolation_level=None)
+    try:
+        con.execute("PRAGMA schema_version").fetchone()  # opens the database and its WAL index
+        return con
+    except sqlite3.Error as e:
+        con.close()
+        code = _primary_code(e)
+        if code not in (_SQLITE_READONLY, _SQLITE_CANTOPEN):
+            raise
+        wal, index = Path(f"{path}-wal"), Path(f"{path}-shm")
+        if _size(wal) and not index.exists():
+            raise StoreError(f"{path} is read-only and its write-ahead log {wal.name} holds "
+                             "commits that cannot be read without write access to its folder; nothing was "
+                             "read or written: open the store once with write access") from None
+        if code != _SQLITE_READONLY:
+            raise
+    return sqlite3.connect(_uri(path, "mode=ro&immutable=1"), uri=True, timeout=60.0, isolation_level=None)
+
+
+def _uri(path: Path, query: str) -> str:
+    return f"{Path(path).absolute().as_uri()}?{query}"
+
+
+def _primary_code(e: sqlite3.Error) -> int | None:
+    """SQLite's primary result code of `e` (Python 3.11 and later carry it; before, from the message)."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF
+    text = str(e)
+    return _SQLITE_READONLY if "readonly" in text else _SQLITE_CANTOPEN if "unable to open" in text else None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

@@ -1,0 +1,61 @@
+"""Reading one user's committed state from its database rows."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import numpy as np
+
+from memforest.state import EntityStat, NodeData, Scene, TreeInfo, UserState
+from memforest.trees.memtree import MemTree
+from memforest.types import Cell, Fact, Occurrence, Session, Turn
+
+
+def _vec(b: bytes) -> np.ndarray:
+    return np.frombuffer(b, dtype=np.float32).copy()
+
+
+def read_state(con: sqlite3.Connection, user: str) -> UserState:
+    meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    st = UserState(user, version=int(meta["version"]), embedder=meta["embedder"], dim=int(meta["dim"]),
+                   next_tree_rowid=int(meta["next_tree_rowid"]),
+                   next_scene=int(meta["next_scene"]))
+    for sid, t, turns in con.execute("SELECT session_id, time, turns FROM sessions"):
+        st.sessions[sid] = Session(sid, t, [Turn(r, c, tt) for r, c, tt in json.loads(turns)])
+        st.session_cells[sid] = []
+    for row in con.execute("SELECT cell_id, session_id, idx, turn_lo, turn_hi, time, text FROM cells ORDER "
+                           "BY session_id, idx"):
+        cell = Cell(*row)
+        st.cells[cell.id] = cell
+        st.session_cells.setdefault(cell.session_id, []).append(cell.id)
+    occ: dict[str, list[Occurrence]] = {}
+    for row in con.execute("SELECT fact_id, session_id, cell_id, turn_lo, turn_hi, source_time, event_start, "
+                           "event_end FROM occurrences ORDER BY fact_id, seq"):
+        occ.setdefault(row[0], []).append(Occurrence(*row[1:]))
+    for row in con.execute("SELECT * FROM facts"):
+        (fid, text, norm, origin, role, parts, ents, topics, time_text, es, ee, attr, domain, coll, emb) = row
+        st.facts[fid] = Fact(fid, text, norm, origin, role, json.loads(parts), json.loads(ents),
+                             json.loads(topics), time_text, es, ee, attr, domain, coll, occ.get(fid, []))
+        st.fact_vecs[fid] = _vec(emb)
+    rows: dict[str, list[dict]] = {}
+    for row in con.execute("SELECT * FROM nodes"):
+        tid, nid = row[0], row[1]
+        rows.setdefault(tid, []).append({
+            "id": nid, "level": row[2], "parent": row[3], "children": json.loads(row[4]), "t_lo": row[5],
+            "item_lo": row[6], "t_hi": row[7], "item_hi": row[8], "count": row[9], "item": row[10],
+            "prev": row[11], "next": row[12]})
+        st.nodes[(tid, nid)] = NodeData(row[13], row[14], _vec(row[15]))
+    for tid, rowid, family, label, fanout, _root, next_id in con.execute("SELECT * FROM trees"):
+        tree = MemTree.from_rows(tid, fanout, rows.get(tid, []), next_node_id=next_id, validate=False)
+        st.trees[tid] = TreeInfo(tid, family, label, rowid, tree)
+    for label, tree_id in con.execute("SELECT label, tree_id FROM entities"):
+        st.entities[label] = EntityStat(label, tree_id=tree_id)
+    for label, fid in con.execute("SELECT label, fact_id FROM entity_facts"):
+        st.entities[label].facts.add(fid)
+    for label, sid, n in con.execute("SELECT label, session_id, facts FROM entity_sessions"):
+        st.entities[label].sessions[sid] = n
+    for sid, domain, total, size, t_last, tree_id in con.execute("SELECT * FROM scenes"):
+        st.scenes[sid] = Scene(sid, domain, _vec(total), size, t_last, tree_id)
+    st.pending_cells = {row[0] for row in con.execute("SELECT cell_id FROM pending_cells")}
+    return st
