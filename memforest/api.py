@@ -1,28 +1,32 @@
 """MemForest: the façade over a store directory holding one SQLite database per user."""
 
+# One module although past 400 lines: every public operation is a short wrapper around one write
+# protocol (`_writer`, `_commit`) that shares the façade's lock, its resident snapshots and its held
+# connections; split apart, that state would be passed between modules. What needs none of it lives
+# elsewhere (store.folders, llm.factory.checked_build, publish).
+
 from __future__ import annotations
 
-import errno
 import gc
 import itertools
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from memforest import publish
 from memforest.check import check_store, damaged
 from memforest.config import LLM_QUERY_MODES, QUERY_MODES, MemForestConfig
-from memforest.errors import InputError, MemForestError, ModelError, StoreError, configured_key, redact
+from memforest.errors import InputError, StoreError, configured_key, redact
 from memforest.hugepages import advise_heap
 from memforest.lifecycle import delete_session
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
-from memforest.llm.factory import build_chat_model, build_embedder
+from memforest.llm.factory import build_chat_model, build_embedder, checked_build
 from memforest.llm.retrying import RetryingEmbedder
 from memforest.llm.scheduler import Scheduler
 from memforest.merge import merge_into
@@ -33,6 +37,7 @@ from memforest.sessions import check_id, parse_session, parse_sessions
 from memforest.snapshot import Snapshot
 from memforest.state import ChangeSet, UserState
 from memforest.store.db import UserDB
+from memforest.store.folders import make_folder, remove_folder
 from memforest.store.lock import write_lock
 from memforest.timeutil import iso_minute, parse_time
 from memforest.timing import Clock
@@ -40,7 +45,6 @@ from memforest.types import Session
 from memforest.write import IngestReport, ingest_sessions, refresh_pending
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 class MemForest:
@@ -83,8 +87,8 @@ class MemForest:
     def embedder(self) -> Embedder:
         with self._lock:
             if self._embedder is None:
-                built = _built("embedder", self.config.embedder.backend,
-                               lambda: build_embedder(self.config.embedder))
+                built = checked_build("embedder", self.config.embedder.backend,
+                                      lambda: build_embedder(self.config.embedder))
                 self._embedder = RetryingEmbedder.around(built, self.config.embedder)
             return self._embedder
 
@@ -94,8 +98,8 @@ class MemForest:
             return None
         with self._lock:
             if self._scheduler is None:
-                llm = self._llm or _built("chat model", self.config.llm.backend,
-                                          lambda: build_chat_model(self.config.llm))
+                llm = self._llm or checked_build("chat model", self.config.llm.backend,
+                                                 lambda: build_chat_model(self.config.llm))
                 self._llm = llm
                 c = self.config.llm
                 self._scheduler = Scheduler(llm, c.concurrency, self.log, c.max_retries, c.json_retries,
@@ -143,7 +147,7 @@ class MemForest:
         if not create:
             raise StoreError(f"no memory for user {user!r} in {self.root}")
         _ = self.embedder, self.scheduler
-        _make_folder(directory)
+        make_folder(directory)
         return db
 
     def snapshot(self, user: str) -> Snapshot:
@@ -198,14 +202,14 @@ class MemForest:
                         with self._lock:
                             self._snapshots.pop(user, None)
                     if not db.path.exists():  # under the lock: no writer is creating it meanwhile
-                        _remove_folder(directory, lock_file=True)
+                        remove_folder(directory, lock_file=True)
                     diagnosis = damaged(e, user, db)
                     if diagnosis is not e:
                         raise diagnosis from e
                     raise
         except BaseException:
             if create and not db.path.exists():  # the lock was not taken: only empty folders go
-                _remove_folder(directory, lock_file=False)
+                remove_folder(directory, lock_file=False)
             raise
 
     def _commit(self, user: str, db: UserDB, base: Snapshot, state: UserState, ch: ChangeSet, clock: Clock,
@@ -417,50 +421,3 @@ def _discard_new_store(db: UserDB) -> None:
     except (OSError, StoreError) as e:
         log.warning("memforest: warning: could not remove the new empty store %s: %s", db.path,
                     redact(str(e)))
-
-
-def _make_folder(directory: Path) -> None:
-    """Make a new user's folder (and the store's `users/` folder) or fail with a StoreError naming it.
-    A first write of another user that fails may remove an empty `users/` meanwhile: then try again."""
-    for _ in range(_FOLDER_TRIES):
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            return
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-                raise StoreError(f"cannot make the store folder {directory} ({e.strerror}): the "
-                                 "store is read-only for this user; nothing was written") from None
-            raise StoreError(f"cannot make the store folder {directory} ({e.strerror or type(e).__name__}); "
-                             "check the store path and its permissions") from None
-    raise StoreError(f"cannot make the store folder {directory}: it keeps being removed")
-
-
-_FOLDER_TRIES = 5
-
-
-def _remove_folder(directory: Path, lock_file: bool) -> None:
-    """Remove a user's folder holding no database, and the store's `users/` folder when that is left
-    empty. `lock_file`: the caller holds the write lock, so its file goes too; otherwise only empty
-    folders are removed (another writer may hold the lock)."""
-    if lock_file:
-        with suppress(OSError):
-            (directory / "write.lock").unlink(missing_ok=True)
-    for folder in (directory, directory.parent):
-        try:
-            folder.rmdir()
-        except OSError:  # not empty (something else lives there), or already gone
-            if folder.exists():
-                return
-
-
-def _built(what: str, backend: str, build: Callable[[], T]) -> T:
-    """A model built by `build`; a failure other than a refused configuration is a ModelError naming it."""
-    try:
-        return build()
-    except MemForestError:
-        raise
-    except Exception as e:
-        text = " ".join(redact(f"{type(e).__name__}: {e}").split())
-        raise ModelError(f"the {what} ({backend} backend) cannot be started: {text}") from e

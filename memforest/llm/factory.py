@@ -3,9 +3,25 @@ falls back silently to another backend."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from memforest.config import EmbedderConfig, LLMConfig
-from memforest.errors import ConfigError
+from memforest.errors import ConfigError, MemForestError, ModelError, redact
 from memforest.llm.base import ChatModel, Embedder
+
+T = TypeVar("T")
+
+
+def checked_build(what: str, backend: str, build: Callable[[], T]) -> T:
+    """A model built by `build`; a failure other than a refused configuration is a ModelError naming it."""
+    try:
+        return build()
+    except MemForestError:
+        raise
+    except Exception as e:
+        text = " ".join(redact(f"{type(e).__name__}: {e}").split())
+        raise ModelError(f"the {what} ({backend} backend) cannot be started: {text}") from e
 
 
 def build_chat_model(cfg: LLMConfig) -> ChatModel:
