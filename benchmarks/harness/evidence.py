@@ -1,0 +1,44 @@
+"""The fields a record carries about a retrieval: its context, its evidence ranked by score, and the
+dataset ids of that evidence that recall is scored on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from baselines.base import Retrieval
+from benchmarks.datasets import Instance
+from benchmarks.harness.metrics import dedupe
+
+
+def retrieval_fields(retrieval: Retrieval, instance: Instance | None = None) -> dict[str, Any]:
+    """Evidence ranked by score (ties and unscored items keep the system's order) and its dataset ids.
+    The id lists are left out when the system exposes no provenance, so no recall is computed.
+
+    Scoring compares source ids: a session the loader kept under a derived id (`<id>#2`) counts as its
+    source session, in `retrieved_session_ids` / `retrieved_turn_ids` as in the gold lists; the ids as
+    the system returned them are kept beside them (`..._raw`) for instances that have such sessions."""
+    items = list(enumerate(retrieval.evidence))
+    if all(e.score is not None for _, e in items):
+        items.sort(key=lambda pair: (-float(pair[1].score or 0.0), pair[0]))
+    ranked = [e for _, e in items]
+    out: dict[str, Any] = {
+        "context": retrieval.context,
+        "retrieved": [{"time": e.time, "score": e.score, "session_ids": e.session_ids, "turn_ids": e.turn_ids}
+                     for e in ranked],
+    }
+    if not retrieval.ranked:
+        return out  # the whole (truncated) history: recall@k would only measure its order
+    source = instance if instance is not None and instance.session_aliases else None
+    if not ranked or any(e.session_ids for e in ranked):
+        sessions = dedupe(s for e in ranked for s in e.session_ids)
+        out["retrieved_session_ids"] = sessions
+        if source is not None:
+            out.update(retrieved_session_ids=dedupe(source.source_session(s) for s in sessions),
+                       retrieved_session_ids_raw=sessions)
+    if not ranked or any(e.turn_ids for e in ranked):
+        turns = dedupe(t for e in ranked for t in e.turn_ids)
+        out["retrieved_turn_ids"] = turns
+        if source is not None:
+            out.update(retrieved_turn_ids=dedupe(source.source_turn(t) for t in turns),
+                       retrieved_turn_ids_raw=turns)
+    return out
