@@ -150,7 +150,3 @@ def legend(ax: Any, patches: Sequence[tuple[str, str, str]] = (), **kwargs: Any)
         labels.append(label)
     if handles:
         ax.legend(handles, labels, fontsize=8, **kwargs)
-
-
-def join_notes(parts: Sequence[str | None]) -> list[str]:
-    return [p for p in parts if p]

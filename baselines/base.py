@@ -72,6 +72,10 @@ class Retrieval:
 
 @runtime_checkable
 class MemorySystem(Protocol):
+    """A system may also offer `attach(instance_id, workdir, sessions)`: open the memory that an earlier
+    `reset` + `ingest` left under `workdir`, so that a resumed run skips its build (the harness looks
+    for the method and rebuilds when there is none)."""
+
     name: str
 
     def reset(self, instance_id: str, workdir: Path) -> None:
@@ -85,13 +89,6 @@ class MemorySystem(Protocol):
 
     def close(self) -> None:
         """Release models, servers and files."""
-
-
-class Reattachable(Protocol):
-    """Optional: a system whose finished store can be reopened, so a resumed run skips its build."""
-
-    def attach(self, instance_id: str, workdir: Path, sessions: Sequence[Session]) -> None:
-        """Open the memory that an earlier `reset` + `ingest` left under `workdir`."""
 
 
 def render_evidence(items: Sequence[EvidenceItem]) -> str:

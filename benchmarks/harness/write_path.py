@@ -29,9 +29,6 @@ from benchmarks.harness.results import RunFiles, read_jsonl, write_json_atomic
 from benchmarks.harness.simulation import CLIENT_LOG, SERVED_LOG
 from memforest.llm.calllog import CallRecord, summarize
 
-FIELDS = ("build_seconds", "turns_per_second", "llm_calls", "waves", "critical_path_seconds", "busy_seconds",
-          "max_in_flight", "uncached_prompt_tokens", "cached_prompt_tokens", "output_tokens")
-
 
 def _mean(values: Sequence[float]) -> float | None:
     return round(fmean(values), 3) if values else None
