@@ -13,18 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from baselines.base import Session, SystemUnavailable, Turn
+from baselines.worker import QUIET_ENV
 
-# Telemetry off and no hub downloads, for every library an adapter imports.
-QUIET_ENV = {
-    "MEM0_TELEMETRY": "False",
-    "ANONYMIZED_TELEMETRY": "False",
-    "GRAPHITI_TELEMETRY_ENABLED": "false",
-    "POSTHOG_DISABLED": "1",
-    "DO_NOT_TRACK": "1",
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 

@@ -42,9 +42,18 @@ if TYPE_CHECKING:
     from baselines.base import Retrieval, Session
 
 OPS = ("hello", "reset", "ingest", "retrieve", "close")
-QUIET_ENV = {"ANONYMIZED_TELEMETRY": "False", "MEM0_TELEMETRY": "False",
-             "GRAPHITI_TELEMETRY_ENABLED": "false", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-             "TOKENIZERS_PARALLELISM": "false", "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1"}
+# Telemetry off and no hub downloads, for every library a baseline imports: set in the harness's own
+# process by `baselines.common.quiet_environment`, and in every worker's environment.
+QUIET_ENV = {
+    "MEM0_TELEMETRY": "False",
+    "ANONYMIZED_TELEMETRY": "False",
+    "GRAPHITI_TELEMETRY_ENABLED": "false",
+    "POSTHOG_DISABLED": "1",
+    "DO_NOT_TRACK": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
 
 
 # ---------------------------------------------------------------- the worker side
@@ -135,7 +144,7 @@ class WorkerSystem:
             raise SystemUnavailable(f"{name}: worker script {script} not found")
         if cwd is not None and not Path(cwd).is_dir():
             raise SystemUnavailable(f"{name}: checkout {cwd} not found")
-        child_env = {**os.environ, **QUIET_ENV, **dict(env or {})}
+        child_env = {**os.environ, **QUIET_ENV, "PYTHONUNBUFFERED": "1", **dict(env or {})}
         paths = [str(p) for p in pythonpath] + [p for p in [child_env.get("PYTHONPATH")] if p]
         if paths:
             child_env["PYTHONPATH"] = os.pathsep.join(paths)
