@@ -103,15 +103,16 @@ def test_workers_without_a_checkout_are_unavailable(tmp_path: Path) -> None:
 
 def test_mem0_additive_without_an_interpreter_is_skipped_with_install_hint(tmp_path: Path) -> None:
     from benchmarks.harness import runner
-    from benchmarks.harness.app import compose_config, plain
+    from benchmarks.harness.app import compose_config
+    from benchmarks.harness.schema import bench_config
 
-    cfg = plain(compose_config(["method=mem0_additive", "llm.backend=scripted", "embedder.backend=hash",
-                                "embedder.dim=64", "dataset.limit=1", f"output_root={tmp_path}",
-                                "progress=false"]))
+    cfg = bench_config(compose_config(["method=mem0_additive", "llm.backend=scripted",
+                                       "embedder.backend=hash", "embedder.dim=64", "dataset.limit=1",
+                                       f"output_root={tmp_path}", "progress=false"]))
     reason = runner.run_benchmark(cfg)["skipped"]
     assert reason.startswith("mem0_additive: no interpreter configured (method.system.python)")
     assert 'pip install "mem0ai>=2,<3"' in reason and "method.system.python=" in reason
-    assert (Path(cfg["run_dir"]) / "SKIPPED").read_text().strip() == reason
+    assert (Path(cfg.run_dir) / "SKIPPED").read_text().strip() == reason
 
 
 @pytest.mark.integration
@@ -169,7 +170,7 @@ def test_proxied_system_tags_phases_and_restarts(tmp_path: Path) -> None:
         assert isinstance(system.retrieve("cat?", None), Retrieval)
         system.close()
         assert not stack.running
-    assert {r.tags["phase"] for r in log.records} == {"ingest", "query"}
+    assert {r.tags["phase"] for r in log.records} == {"build", "retrieve"}
     broken = ProxiedSystem("broken", lambda url: FullContextSystem(8192, 256, count_tokens=lambda text: "x"),  # type: ignore[arg-type,return-value]
                            stack)
     broken.reset("i", tmp_path / "b")
@@ -203,9 +204,9 @@ def run_system(stack: ServingStack, system: MemorySystem,
     mark = len(stack.call_log)
     try:
         system.reset("instance-1", workdir)
-        stack.proxy.phase = "ingest"
+        stack.proxy.phase = "build"
         stats = system.ingest(sessions())
-        stack.proxy.phase = "query"
+        stack.proxy.phase = "retrieve"
         result = system.retrieve("What is the name of my cat?", datetime(2023, 5, 1))
     finally:
         system.close()
@@ -234,8 +235,8 @@ def test_mem0(stack: ServingStack, tmp_path: Path) -> None:
     system = Mem0System(endpoints(stack.base_url))
     stats, result, records = run_system(stack, system, tmp_path)
     assert stats["adds"] == 2 and isinstance(result, Retrieval)
-    assert_accounted(records, "ingest", "chat")
-    assert_accounted(records, "query", "embed")
+    assert_accounted(records, "build", "chat")
+    assert_accounted(records, "retrieve", "embed")
     assert (tmp_path / "qdrant").exists() and (tmp_path / "history.db").exists()
 
 
@@ -248,9 +249,9 @@ def test_mempalace(stack: ServingStack, tmp_path: Path) -> None:
     stats, result, records = run_system(stack, MemPalaceSystem(endpoints(stack.base_url)), tmp_path)
     assert stats["documents"] == 2 and len(result.evidence) == 2
     assert {tuple(e.session_ids) for e in result.evidence} == {("s1",), ("s2",)}
-    assert result.evidence[0].turn_ids and not calls(records, "ingest", "chat")  # no LLM on write
-    assert_accounted(records, "ingest", "embed")
-    assert_accounted(records, "query", "embed")
+    assert result.evidence[0].turn_ids and not calls(records, "build", "chat")  # no LLM on write
+    assert_accounted(records, "build", "embed")
+    assert_accounted(records, "retrieve", "embed")
 
 
 @pytest.mark.integration
@@ -270,8 +271,8 @@ def test_zep_local_on_kuzu(stack: ServingStack, tmp_path: Path, monkeypatch: pyt
     # one per message
     assert stats["episodes"] + stats["failed_episodes"] == 4 and isinstance(result, Retrieval)
     assert set(result.trace["counts"]) == {"edges", "nodes"}
-    assert_accounted(records, "ingest", "chat")
-    assert_accounted(records, "query", "embed")
+    assert_accounted(records, "build", "chat")
+    assert_accounted(records, "retrieve", "embed")
     assert (tmp_path / "graph.kuzu").exists()
 
 
@@ -285,10 +286,10 @@ def test_memoryos(stack: ServingStack, tmp_path: Path) -> None:
     stats, result, records = run_system(stack, system, tmp_path)
     assert stats["qa_pairs"] == 2 and stats["mid_term_sessions"] >= 1  # the short-term queue was flushed
     assert isinstance(result, Retrieval)
-    assert_accounted(records, "ingest", "chat")
-    assert_accounted(records, "ingest", "embed")
-    assert_accounted(records, "query", "embed")
-    assert {r.model for r in calls(records, "ingest", "chat")} == {MODEL}
+    assert_accounted(records, "build", "chat")
+    assert_accounted(records, "build", "embed")
+    assert_accounted(records, "retrieve", "embed")
+    assert {r.model for r in calls(records, "build", "chat")} == {MODEL}
 
 
 # ---------------------------------------------------------------- Mem0 2.x, in its own environment
@@ -364,9 +365,9 @@ def test_mem0_additive(long_context_stack: ServingStack, tmp_path: Path) -> None
         assert payload["session_date"] == days[sid] and payload["turn_ids"] == [f"{sid}:0", f"{sid}:1"]
         assert (payload["created_at"] == days[sid].replace(" ", "T") + ":00"
                 and payload["user_id"] == "instance-1")
-    assert_accounted(records, "ingest", "chat")
-    assert_accounted(records, "ingest", "embed")
-    assert_accounted(records, "query", "embed")
+    assert_accounted(records, "build", "chat")
+    assert_accounted(records, "build", "embed")
+    assert_accounted(records, "retrieve", "embed")
     assert (tmp_path / "store" / "history.db").exists()
 
 

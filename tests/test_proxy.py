@@ -93,9 +93,9 @@ def chat(base_url: str, model: str = "fake", **extra: Any) -> httpx.Response:
 def test_proxy_forwards_and_records_usage(fake_upstream: str) -> None:
     log = CallLog()
     with LoggingProxy(fake_upstream, log, system="fake-system") as proxy:
-        proxy.phase = "ingest"
+        proxy.phase = "build"
         resp = chat(proxy.base_url)
-        proxy.phase = "query"
+        proxy.phase = "retrieve"
         emb = httpx.post(f"{proxy.base_url}/embeddings", json={"model": "e", "input": ["a", "b"]}, timeout=30)
         models = httpx.get(f"{proxy.base_url}/models", timeout=30)
     assert resp.status_code == 200 and resp.json()["choices"][0]["message"]["content"] == "hi"
@@ -104,10 +104,10 @@ def test_proxy_forwards_and_records_usage(fake_upstream: str) -> None:
     assert len(log.records) == 2  # /models is forwarded but not a model call
     chat_rec, embed_rec = sorted(log.records, key=lambda r: r.stage)
     assert ((chat_rec.stage, chat_rec.tags["phase"], chat_rec.tags["system"])
-            == ("chat", "ingest", "fake-system"))
+            == ("chat", "build", "fake-system"))
     assert (chat_rec.prompt_tokens, chat_rec.cached_prompt_tokens, chat_rec.completion_tokens) == (11, 3, 5)
     assert chat_rec.finish_reason == "stop" and chat_rec.error is None and chat_rec.end >= chat_rec.start
-    assert (embed_rec.stage, embed_rec.tags["phase"], embed_rec.prompt_tokens) == ("embed", "query", 4)
+    assert (embed_rec.stage, embed_rec.tags["phase"], embed_rec.prompt_tokens) == ("embed", "retrieve", 4)
 
 
 def test_proxy_records_errors_and_concurrency(fake_upstream: str) -> None:
@@ -201,7 +201,7 @@ def test_proxy_in_front_of_llama_cpp_server(tmp_path: Any) -> None:
     with LlamaCppServer(packaged_gguf_path(), "smollm2", n_ctx=2048,
                         log_path=tmp_path / "server.log") as server, \
             LoggingProxy(server.base_url, log, system="smoke") as proxy:
-        proxy.phase = "query"
+        proxy.phase = "retrieve"
         resp = chat(proxy.base_url, "smollm2", max_tokens=16)
         body = {"model": "smollm2", "messages": [{"role": "user", "content": "Count to three."}],
                 "max_tokens": 16, "stream": True}
@@ -209,7 +209,7 @@ def test_proxy_in_front_of_llama_cpp_server(tmp_path: Any) -> None:
             chunks = "".join(streamed.iter_text())
     assert resp.status_code == 200 and "data:" in chunks
     plain, stream = log.records
-    assert plain.prompt_tokens > 0 and plain.completion_tokens > 0 and plain.tags["phase"] == "query"
+    assert plain.prompt_tokens > 0 and plain.completion_tokens > 0 and plain.tags["phase"] == "retrieve"
     assert stream.error is None and stream.tags["endpoint"] == "/chat/completions"
 
 

@@ -158,7 +158,7 @@ def served_system(method: Config, llm: Config, embedder: Config, models: Models,
     probe.close()
     stack = serving_stack(name, serving, llm, embedder, models)
     return ProxiedSystem(name, lambda url: factory(endpoints(url), name=name), stack,
-                         ingest_phase="build", query_phase="retrieve", runtime_settings=runtime)
+                         runtime_settings=runtime)
 
 
 def serving_stack(name: str, serving: Config, llm: Config, embedder: Config, models: Models) -> ServingStack:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from memforest.config import LLMConfig
 from memforest.errors import ConfigError
 
 
@@ -38,8 +39,9 @@ class LlamaCppServer:
     The server runs one request at a time; `--interrupt_requests false` keeps a second request from
     cancelling the first. Its output goes to `log_path` (or is discarded)."""
 
-    def __init__(self, model_path: str, alias: str, *, n_ctx: int = 4096, threads: int = 1,
-                 seed: int = 0, log_path: str | Path | None = None, ready_timeout_s: float = 120.0) -> None:
+    def __init__(self, model_path: str, alias: str, *, n_ctx: int = LLMConfig.context_tokens,
+                 threads: int = 1, seed: int = 0, log_path: str | Path | None = None,
+                 ready_timeout_s: float = 120.0) -> None:
         if not Path(model_path).is_file():
             raise ConfigError(f"GGUF model file not found: {model_path}")
         self.model_path, self.alias = model_path, alias

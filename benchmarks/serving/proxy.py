@@ -2,7 +2,7 @@
 same way, one CallRecord per request, whatever client library the baseline uses.
 
     with LoggingProxy("http://127.0.0.1:8000/v1", call_log, system="mem0") as proxy:
-        proxy.phase = "ingest"
+        proxy.phase = "build"
         ...  # point the system at proxy.base_url
 
 Chat and completion requests go to `upstream_base_url`, embedding requests to `embeddings_upstream`

@@ -6,7 +6,8 @@ in front of both, started around a baseline and stopped with it.
 the packaged (or `gguf_path`) GGUF. Embeddings go to `embed_base_url`, or an in-process Embedder is
 served over `/v1/embeddings`. Every request passes through one `LoggingProxy`, whose `base_url` is the
 only address the baseline sees.
-`ProxiedSystem` wraps a baseline so that its calls are tagged with the phase they belong to."""
+`ProxiedSystem` wraps a baseline so that its calls are tagged with the phase they belong to, named as
+the harness names it in its call log: `build` while memory is written, `retrieve` while it is read."""
 
 from __future__ import annotations
 
@@ -19,14 +20,18 @@ from baselines.base import MemorySystem, Retrieval, Session
 from benchmarks.serving.llama_server import LlamaCppServer
 from benchmarks.serving.model_server import ModelServer
 from benchmarks.serving.proxy import LoggingProxy
+from memforest.config import LLMConfig
 from memforest.errors import ModelError
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
 
+BUILD_PHASE, RETRIEVE_PHASE = "build", "retrieve"
+
 
 class ServingStack:
     def __init__(self, call_log: CallLog, system: str, *, llm_model: str, llm_base_url: str | None = None,
-                 chat: ChatModel | None = None, gguf_path: str | None = None, n_ctx: int = 4096,
+                 chat: ChatModel | None = None, gguf_path: str | None = None,
+                 n_ctx: int = LLMConfig.context_tokens,
                  threads: int = 1, seed: int = 0, embedder: Embedder | None = None,
                  embed_base_url: str | None = None, max_tokens_cap: int | None = None,
                  log_dir: str | Path | None = None) -> None:
@@ -101,12 +106,10 @@ class ProxiedSystem:
     ModelError, which the harness records as a failed build or retrieval."""
 
     def __init__(self, name: str, factory: Callable[[str], MemorySystem], stack: ServingStack,
-                 ingest_phase: str = "ingest", query_phase: str = "query",
                  runtime_settings: dict[str, Any] | None = None) -> None:
         self.name = name
         self.factory, self.stack = factory, stack
         self.runtime_settings = dict(runtime_settings or {})  # what the baseline's environment allows
-        self.ingest_phase, self.query_phase = ingest_phase, query_phase
         self.inner: MemorySystem | None = None
 
     def reset(self, instance_id: str, workdir: Path) -> None:
@@ -118,12 +121,12 @@ class ProxiedSystem:
 
     def ingest(self, sessions: Sequence[Session]) -> dict[str, Any]:
         assert self.inner is not None, "reset() first"
-        self._phase(self.ingest_phase)
+        self._phase(BUILD_PHASE)
         return self._guard(lambda: self.inner.ingest(sessions))  # type: ignore[union-attr]
 
     def retrieve(self, question: str, when: datetime | None) -> Retrieval:
         assert self.inner is not None, "reset() first"
-        self._phase(self.query_phase)
+        self._phase(RETRIEVE_PHASE)
         return self._guard(lambda: self.inner.retrieve(question, when))  # type: ignore[union-attr]
 
     def close(self) -> None:
