@@ -48,7 +48,8 @@ def test_derived_and_unsafe_session_ids_map_back_without_colliding(tmp_path: Pat
         system.reset("i", tmp_path / str(len(list(tmp_path.iterdir()))))
         stats = system.ingest(order)
         assert stats["empty_turns_skipped"] == 4  # the zero-width turns
-        assert system._stored_ids == {"trip#2": "trip_2+2", "trip_2": "trip_2", "trip": "trip", "..x": "s._x"}
+        assert system.ids.stored_ids == {"trip#2": "trip_2+2", "trip_2": "trip_2", "trip": "trip",
+                                         "..x": "s._x"}
         evidence = system.retrieve("Where did I fly in March?", None).evidence
         for item in evidence:  # each turn maps back into the item's own session
             assert {t.rsplit(":", 1)[0] for t in item.turn_ids} <= set(item.session_ids)

@@ -8,7 +8,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from baselines.base import EvidenceItem, Retrieval, Session, Turn, render_evidence
+from baselines.base import EvidenceItem, Retrieval, Session, render_evidence
+from baselines.common import named_text
 from memforest.api import MemForest
 from memforest.config import MemForestConfig
 from memforest.llm.base import ChatModel, Embedder
@@ -19,10 +20,54 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.:@+-]")
 _ACCEPTED = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,119}$")  # within memforest.sessions.check_id
 
 
-def turn_text(turn: Turn) -> str:
-    """A turn as MemForest stores it: its role says user or assistant, and a named speaker (LoCoMo),
-    which MemForest's session format has no field for, is attached once as a `Name: ` prefix."""
-    return f"{turn.speaker}: {turn.content}" if turn.speaker else turn.content
+class StoredSessions:
+    """Sessions as MemForest's input, and the way back from what it stores to the dataset's ids: the
+    one conversion of a dataset session for MemForest (the adapter's and the harness tasks').
+
+    A turn's text is `named_text` (a named speaker as a `Name: ` prefix, since MemForest's session
+    format has no field for it); turns with nothing readable are left out (a session of none is left
+    out whole), and each stored turn index maps back to the dataset's turn id."""
+
+    def __init__(self) -> None:
+        self.turn_ids: dict[tuple[str, int], str] = {}  # (stored session id, stored index) -> turn id
+        self.session_ids: dict[str, str] = {}  # stored id -> dataset id
+        self.stored_ids: dict[str, str] = {}  # dataset id -> stored id
+
+    def payload(self, sessions: Sequence[Session]) -> list[dict[str, Any]]:
+        self.map_ids([s.session_id for s in sessions])
+        payload = []
+        for s in sessions:
+            sid = self.stored_ids[s.session_id]
+            turns = [t for t in s.turns if readable(t.content)]
+            for i, t in enumerate(turns):
+                self.turn_ids[(sid, i)] = t.turn_id
+            if turns:
+                payload.append({
+                    "session_id": sid,
+                    "timestamp": s.timestamp.isoformat(),
+                    "turns": [{"role": t.role, "content": named_text(t),
+                               "timestamp": t.timestamp.isoformat() if t.timestamp else None} for t in turns],
+                })
+        return payload
+
+    def map_ids(self, session_ids: Sequence[str]) -> None:
+        """Give each dataset session id the id MemForest stores it under: itself when MemForest takes it
+        as it is; else its unsafe characters as `_` (`a#2` -> `a_2`), with `+2`, `+3`... added when that
+        is another session's id, so that every stored id maps back to exactly one dataset id. Ids taken
+        as they are claim theirs first, so a real `a_2` keeps its id whatever the order."""
+        new = [sid for sid in dict.fromkeys(session_ids) if sid not in self.stored_ids]
+        for sid in new:
+            if _ACCEPTED.match(sid) and ".." not in sid and sid not in self.session_ids:
+                self.stored_ids[sid], self.session_ids[sid] = sid, sid
+        for sid in new:
+            if sid in self.stored_ids:
+                continue
+            base = _UNSAFE.sub("_", sid)[:110].replace("..", "._") or "session"
+            base = base if base[0].isalnum() else "s" + base
+            stored, n = base, 2
+            while stored in self.session_ids:
+                stored, n = f"{base}+{n}", n + 1
+            self.stored_ids[sid], self.session_ids[stored] = stored, sid
 
 
 class MemForestSystem:
@@ -43,47 +88,26 @@ class MemForestSystem:
         self.generate = generate
         self.forest: MemForest | None = None
         self.user = "user"
-        self._turn_ids: dict[tuple[str, int], str] = {}
-        self._session_ids: dict[str, str] = {}  # stored id -> dataset id
-        self._stored_ids: dict[str, str] = {}  # dataset id -> stored id
+        self.ids = StoredSessions()
 
     def reset(self, instance_id: str, workdir: Path) -> None:
         self.forest = MemForest(Path(workdir) / "store", self.config, llm=self.llm, embedder=self.embedder,
                                 call_log=self.log, generate=self.generate)
-        self._turn_ids, self._session_ids, self._stored_ids = {}, {}, {}
+        self.ids = StoredSessions()
 
     def attach(self, instance_id: str, workdir: Path, sessions: Sequence[Session]) -> None:
         """Reopen the finished store of an instance instead of rebuilding it (a resumed run), restoring
         the maps from stored ids back to the dataset's session and turn ids."""
         self.reset(instance_id, workdir)
-        self._payload(sessions)
+        self.ids.payload(sessions)
 
     def ingest(self, sessions: Sequence[Session]) -> dict[str, Any]:
         assert self.forest is not None, "reset() first"
-        payload = self._payload(sessions)
+        payload = self.ids.payload(sessions)
         stats = self.forest.ingest_sessions(self.user, payload).to_dict()
         stats["empty_turns_skipped"] = (sum(len(s.turns) for s in sessions)
                                         - sum(len(p["turns"]) for p in payload))
         return stats
-
-    def _payload(self, sessions: Sequence[Session]) -> list[dict[str, Any]]:
-        """The sessions as MemForest stores them: turns with nothing readable are left out (a session of
-        none is left out whole), and each stored turn index maps back to the dataset's turn id."""
-        self._map_ids([s.session_id for s in sessions])
-        payload = []
-        for s in sessions:
-            sid = self._stored_ids[s.session_id]
-            turns = [t for t in s.turns if readable(t.content)]
-            for i, t in enumerate(turns):
-                self._turn_ids[(sid, i)] = t.turn_id
-            if turns:
-                payload.append({
-                    "session_id": sid,
-                    "timestamp": s.timestamp.isoformat(),
-                    "turns": [{"role": t.role, "content": turn_text(t),
-                               "timestamp": t.timestamp.isoformat() if t.timestamp else None} for t in turns],
-                })
-        return payload
 
     def retrieve(self, question: str, when: datetime | None) -> Retrieval:
         assert self.forest is not None, "reset() first"
@@ -100,9 +124,9 @@ class MemForestSystem:
                 spans = [(s, 0, -1) for s in ev.session_ids]
             items.append(EvidenceItem(
                 text=ev.text, time=ev.time, score=ev.score,
-                session_ids=list(dict.fromkeys(self._session_ids.get(s, s) for s, _, _ in spans)),
-                turn_ids=[self._turn_ids[(s, i)] for s, lo, hi in spans for i in range(lo, hi + 1)
-                          if (s, i) in self._turn_ids],
+                session_ids=list(dict.fromkeys(self.ids.session_ids.get(s, s) for s, _, _ in spans)),
+                turn_ids=[self.ids.turn_ids[(s, i)] for s, lo, hi in spans for i in range(lo, hi + 1)
+                          if (s, i) in self.ids.turn_ids],
             ))
         return Retrieval(render_evidence(items), items, result.trace.get("latency", {}), result.trace)
 
@@ -110,22 +134,3 @@ class MemForestSystem:
         if self.forest is not None:
             self.forest.close()
             self.forest = None
-
-    def _map_ids(self, session_ids: Sequence[str]) -> None:
-        """Give each dataset session id the id MemForest stores it under: itself when MemForest takes it
-        as it is; else its unsafe characters as `_` (`a#2` -> `a_2`), with `+2`, `+3`... added when that
-        is another session's id, so that every stored id maps back to exactly one dataset id. Ids taken
-        as they are claim theirs first, so a real `a_2` keeps its id whatever the order."""
-        new = [sid for sid in dict.fromkeys(session_ids) if sid not in self._stored_ids]
-        for sid in new:
-            if _ACCEPTED.match(sid) and ".." not in sid and sid not in self._session_ids:
-                self._stored_ids[sid], self._session_ids[sid] = sid, sid
-        for sid in new:
-            if sid in self._stored_ids:
-                continue
-            base = _UNSAFE.sub("_", sid)[:110].replace("..", "._") or "session"
-            base = base if base[0].isalnum() else "s" + base
-            stored, n = base, 2
-            while stored in self._session_ids:
-                stored, n = f"{base}+{n}", n + 1
-            self._stored_ids[sid], self._session_ids[stored] = stored, sid

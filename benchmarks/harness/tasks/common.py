@@ -2,35 +2,27 @@
 
 from __future__ import annotations
 
-import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from baselines.base import SystemUnavailable
+from baselines.base import MemorySystem, SystemUnavailable
+from baselines.memforest_method.system import MemForestSystem, StoredSessions
 from benchmarks.datasets import Instance
 from memforest.api import MemForest
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
 
-
-def open_forest(system: Any, path: Path) -> MemForest:
+def open_forest(system: MemorySystem, path: Path) -> MemForest:
     """A MemForest at `path` with the run's method configuration, models and call log."""
-    needed = ("config", "llm", "embedder", "log")
-    if not all(hasattr(system, n) for n in needed) or getattr(system, "generate", True) is False:
+    if not isinstance(system, MemForestSystem) or not system.generate:
         raise SystemUnavailable("this task needs a MemForest method with a chat model (e.g. "
                                 "method=memforest_embed)")
     return MemForest(path, system.config, llm=system.llm, embedder=system.embedder, call_log=system.log)
 
 
 def payload(instance: Instance, prefix: str) -> list[dict[str, Any]]:
-    """The instance's sessions as library input; session ids get `prefix` so that instances whose
-    haystacks share sessions stay distinct; turns without text are left out."""
-    out = []
-    for s in instance.sessions:
-        turns = [{"role": t.role, "content": t.content,
-                  "timestamp": t.timestamp.isoformat() if t.timestamp else None}
-                 for t in s.turns if t.content.strip()]
-        if turns:
-            sid = _UNSAFE.sub("_", f"{prefix}{s.session_id}")[:120]
-            out.append({"session_id": sid, "timestamp": s.timestamp.isoformat(), "turns": turns})
-    return out
+    """The instance's sessions as library input, converted as the MemForest adapter converts them
+    (`StoredSessions`: a named speaker as a `Name: ` prefix, unreadable turns left out, ids made safe);
+    session ids get `prefix` so that instances whose haystacks share sessions stay distinct."""
+    sessions = [replace(s, session_id=f"{prefix}{s.session_id}") for s in instance.sessions]
+    return StoredSessions().payload(sessions)
