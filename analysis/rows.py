@@ -1,4 +1,4 @@
-"""Result rows and the pass@k estimator, on the standard library only: the one definition that both
+"""Result rows, the mean and the pass@k estimator, on the standard library only: the one definition that both
 the paper's analysis and the harness's own report use (the harness imports it from here, since
 analysis imports no project package)."""
 
@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Iterable
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,12 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 log.warning("%s:%d: skipping a torn line", path, number)
     return rows
+
+
+def mean(values: Iterable[float]) -> float | None:
+    """The arithmetic mean (`statistics.fmean`), None when there are no values."""
+    values = list(values)
+    return fmean(values) if values else None
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

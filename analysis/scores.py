@@ -1,5 +1,5 @@
-"""Accuracy and pass@k from a verdicts frame (the same definitions as the harness's report: pass@1 is
-c/n per question, averaged over questions; pass@k is the unbiased estimator 1 - C(n-c,k)/C(n,k))."""
+"""Accuracy and pass@k from a verdicts frame, with the harness's definitions (`analysis.rows`): pass@k
+is the unbiased estimator 1 - C(n-c,k)/C(n,k) per question (pass@1 = c/n), averaged over questions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from analysis.rows import pass_at_k
+from analysis.rows import mean, pass_at_k
 
 
 def per_question(verdicts: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
@@ -23,7 +23,7 @@ def per_question(verdicts: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
 def accuracy(verdicts: pd.DataFrame, keys: Sequence[str], by_category: bool = False) -> pd.DataFrame:
     """Mean pass@1 (fraction 0..1) and question count per keys (and per category)."""
     q = per_question(verdicts, keys)
-    q["pass1"] = q["c"] / q["n"]
+    q["pass1"] = [pass_at_k(int(n), int(c), 1) for n, c in zip(q["n"], q["c"])]
     group = [*keys, "category"] if by_category else list(keys)
     return q.groupby(group, dropna=False).agg(accuracy=("pass1", "mean"),
                                               questions=("pass1", "size")).reset_index()
@@ -37,6 +37,6 @@ def pass_curve(verdicts: pd.DataFrame, keys: Sequence[str], max_k: int = 8) -> p
         values = values if isinstance(values, tuple) else (values,)
         top = min(max_k, int(group["n"].min()))
         for k in range(1, top + 1):
-            score = sum(pass_at_k(int(n), int(c), k) for n, c in zip(group["n"], group["c"])) / len(group)
+            score = mean(pass_at_k(int(n), int(c), k) for n, c in zip(group["n"], group["c"]))
             rows.append({**dict(zip(keys, values)), "k": k, "accuracy": score, "questions": len(group)})
     return pd.DataFrame(rows, columns=[*keys, "k", "accuracy", "questions"])

@@ -13,9 +13,10 @@ import string
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from statistics import fmean
 from typing import Any
 
-from analysis.rows import pass_at_k
+from analysis.rows import mean, pass_at_k
 
 # ---------------------------------------------------------------- pass@k and accuracy
 
@@ -39,34 +40,29 @@ class QuestionScore:
         return pass_at_1(self.n, self.c)
 
 
-def _mean(values: Iterable[float]) -> float | None:
-    values = list(values)
-    return sum(values) / len(values) if values else None
-
-
 def accuracy(scores: Sequence[QuestionScore]) -> float | None:
     """Micro accuracy: mean pass@1 over questions."""
-    return _mean(score.pass1 for score in scores)
+    return mean(score.pass1 for score in scores)
 
 
 def accuracy_by_category(scores: Sequence[QuestionScore]) -> dict[str, float]:
     groups: dict[str, list[float]] = defaultdict(list)
     for score in scores:
         groups[score.category].append(score.pass1)
-    return {category: sum(v) / len(v) for category, v in sorted(groups.items())}
+    return {category: fmean(v) for category, v in sorted(groups.items())}
 
 
 def task_averaged_accuracy(scores: Sequence[QuestionScore]) -> float | None:
     """Macro accuracy: the mean of the per-category accuracies."""
-    return _mean(accuracy_by_category(scores).values())
+    return mean(accuracy_by_category(scores).values())
 
 
 def abstention_accuracy(scores: Sequence[QuestionScore]) -> float | None:
-    return _mean(score.pass1 for score in scores if score.abstention)
+    return mean(score.pass1 for score in scores if score.abstention)
 
 
 def mean_pass_at_k(scores: Sequence[QuestionScore], k: int) -> float | None:
-    return _mean(pass_at_k(score.n, score.c, k) for score in scores)
+    return mean(pass_at_k(score.n, score.c, k) for score in scores)
 
 
 # ---------------------------------------------------------------- retrieval recall
@@ -268,8 +264,8 @@ def summarize(
                 jid: _judge_summary(pairs) for jid, pairs in sorted(judged[(method, dataset)].items())
             },
             "retrieval": _retrieval_summary(rows, ks),
-            "f1": _mean(f1_score(str(r["response"]), str(r["answer"])) for r in answered),
-            "bleu1": _mean(bleu1(str(r["response"]), str(r["answer"])) for r in answered),
+            "f1": mean(f1_score(str(r["response"]), str(r["answer"])) for r in answered),
+            "bleu1": mean(bleu1(str(r["response"]), str(r["answer"])) for r in answered),
         }
         turns, seconds = build_totals.get((method, dataset), (0.0, 0.0))
         if seconds > 0:

@@ -22,16 +22,18 @@ import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from statistics import fmean
 from typing import Any
 
+from analysis.rows import mean
 from benchmarks.harness.results import RunFiles, read_jsonl, write_json_atomic
 from benchmarks.harness.simulation import CLIENT_LOG, SERVED_LOG
 from memforest.llm.calllog import CallRecord, summarize
 
 
 def _mean(values: Sequence[float]) -> float | None:
-    return round(fmean(values), 3) if values else None
+    """The mean to three decimals, as the table shows it."""
+    value = mean(values)
+    return round(value, 3) if value is not None else None
 
 
 def _recorded(run_dir: Path, builds: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
