@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from statistics import fmean
 from typing import Any
 
+from analysis.rows import mean
 from benchmarks.harness.metrics import summarize
 from benchmarks.harness.results import RunFiles
 
@@ -22,9 +22,6 @@ LOADER_COUNTS = {  # run.json's dataset counts, as the summary names them
 }
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return fmean(values) if values else None
-
 
 def build_figures(builds: Sequence[Row]) -> dict[str, Any]:
     """Write-path cost per instance: wall time, turns/s, model calls, tokens, waves."""
@@ -35,19 +32,19 @@ def build_figures(builds: Sequence[Row]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "instances": len(done),
         "failed": len(builds) - len(done),
-        "build_seconds_mean": _mean([float(b["build_seconds"]) for b in done]),
+        "build_seconds_mean": mean([float(b["build_seconds"]) for b in done]),
         "build_seconds_total": seconds,
         "turns_per_second": turns / seconds if seconds > 0 else None,
-        "llm_calls_mean": _mean([float(x.get("calls", 0)) for x in llm]),
-        "embedding_calls_mean": _mean([float(x.get("embedding_calls", 0)) for x in llm]),
-        "waves_mean": _mean([float(x.get("waves", 0)) for x in llm]),
-        "critical_path_seconds_mean": _mean([float(x.get("critical_path_seconds", 0.0)) for x in llm]),
+        "llm_calls_mean": mean([float(x.get("calls", 0)) for x in llm]),
+        "embedding_calls_mean": mean([float(x.get("embedding_calls", 0)) for x in llm]),
+        "waves_mean": mean([float(x.get("waves", 0)) for x in llm]),
+        "critical_path_seconds_mean": mean([float(x.get("critical_path_seconds", 0.0)) for x in llm]),
     }
     derived = [b["call_waves"] for b in done if b.get("call_waves")]  # from timestamps (harness/waves.py)
     for key in ("waves", "critical_path_seconds", "busy_seconds", "max_in_flight"):
-        out[f"derived_{key}_mean"] = _mean([float(d[key]) for d in derived])
+        out[f"derived_{key}_mean"] = mean([float(d[key]) for d in derived])
     for key in TOKENS:
-        out[f"{key}_mean"] = _mean([float(x.get(key, 0)) for x in llm])
+        out[f"{key}_mean"] = mean([float(x.get(key, 0)) for x in llm])
     stages: dict[str, dict[str, float]] = {}
     for x in llm:
         for stage, numbers in (x.get("by_stage") or {}).items():
@@ -70,9 +67,9 @@ def query_figures(records: Sequence[Row]) -> dict[str, Any]:
     stages = sorted({stage for r in rows for stage in r["latency"]})
     out: dict[str, Any] = {
         "questions": len(rows),
-        "latency_mean": {s: _mean([float(r["latency"][s]) for r in rows if s in r["latency"]])
+        "latency_mean": {s: mean([float(r["latency"][s]) for r in rows if s in r["latency"]])
                              for s in stages},
-        "query_seconds_mean": _mean([float(r["query_seconds"]) for r in rows if "query_seconds" in r]),
+        "query_seconds_mean": mean([float(r["query_seconds"]) for r in rows if "query_seconds" in r]),
     }
     answered = [r for r in records if "answer_usage" in r]
     for key in TOKENS:
