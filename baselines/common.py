@@ -6,16 +6,13 @@ import contextlib
 import functools
 import importlib.util
 import os
-import re
 import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
 from baselines.base import Session, SystemUnavailable, Turn
-from baselines.worker import QUIET_ENV
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+from baselines.worker import QUIET_ENV, UNSAFE_ID
 
 
 def quiet_environment() -> None:
@@ -31,7 +28,7 @@ def require(module: str, system: str, extra: str) -> None:
 
 
 def safe_id(text: str, limit: int = 60) -> str:
-    out = _UNSAFE.sub("_", text)[:limit] or "x"
+    out = UNSAFE_ID.sub("_", text)[:limit] or "x"
     return out if out[0].isalpha() else "m" + out
 
 

@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
     from baselines.base import Retrieval, Session
 
 OPS = ("hello", "reset", "ingest", "retrieve", "close")
+# What a baseline's library may not take in an id (a user, store or group id): anything but letters,
+# digits, `_` and `-`.
+UNSAFE_ID = re.compile(r"[^A-Za-z0-9_-]")
+
 # Telemetry off and no hub downloads, for every library a baseline imports: set in the harness's own
 # process by `baselines.common.quiet_environment`, and in every worker's environment.
 QUIET_ENV = {

@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
-import re
 import sys
 import time
 from collections.abc import Iterator
@@ -52,9 +51,6 @@ def _load(name: str, path: Path) -> Any:
 
 protocol = _load("worker_protocol", Path(__file__).resolve().parents[1] / "worker.py")
 mem0_protocol = _load("mem0_protocol", Path(__file__).with_name("protocol.py"))
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-
 
 @contextlib.contextmanager
 def observation_day(day: str) -> Iterator[None]:
@@ -152,7 +148,7 @@ class Mem0Worker:
 
         self.close()
         o, root = self.options, Path(workdir)
-        self.user, self.stores = _UNSAFE.sub("_", instance_id) or "user", []
+        self.user, self.stores = protocol.UNSAFE_ID.sub("_", instance_id) or "user", []
         self.memory = Memory.from_config(
             {
                 "llm": {
@@ -190,7 +186,8 @@ class Mem0Worker:
 
     def _stores(self, sessions: list[dict[str, Any]]) -> list[Any]:
         speakers = speakers_of(sessions) if self.options.get("speaker_stores", True) else []
-        return mem0_protocol.speaker_stores(self.user, speakers, lambda s: _UNSAFE.sub("_", s) or "x")
+        return mem0_protocol.speaker_stores(self.user, speakers,
+                                            lambda s: protocol.UNSAFE_ID.sub("_", s) or "x")
 
     def add_batch(self, session: dict[str, Any], turns: list[dict[str, Any]],
                   store: Any) -> list[dict[str, Any]]:

@@ -12,12 +12,22 @@ from baselines.base import EvidenceItem, Retrieval, Session, render_evidence
 from baselines.common import named_text
 from memforest.api import MemForest
 from memforest.config import MemForestConfig
+from memforest.errors import InputError
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
-from memforest.sessions import readable
+from memforest.sessions import check_id, readable
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.:@+-]")
-_ACCEPTED = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,119}$")  # within memforest.sessions.check_id
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:@+-]")  # what memforest.sessions.check_id refuses
+_LONGEST = 120  # a stored id taken as it is; leaves room for a `+N` suffix within check_id's bound
+
+
+def _accepted(session_id: str) -> bool:
+    """MemForest stores the id as it is (`memforest.sessions.check_id`), and it is not too long."""
+    try:
+        check_id(session_id, "session id")
+    except InputError:
+        return False
+    return len(session_id) <= _LONGEST
 
 
 class StoredSessions:
@@ -57,7 +67,7 @@ class StoredSessions:
         as they are claim theirs first, so a real `a_2` keeps its id whatever the order."""
         new = [sid for sid in dict.fromkeys(session_ids) if sid not in self.stored_ids]
         for sid in new:
-            if _ACCEPTED.match(sid) and ".." not in sid and sid not in self.session_ids:
+            if _accepted(sid) and sid not in self.session_ids:
                 self.stored_ids[sid], self.session_ids[sid] = sid, sid
         for sid in new:
             if sid in self.stored_ids:
