@@ -14,7 +14,6 @@ from library_stubs import Recorder, install
 
 from baselines.base import Endpoints, Session, Turn
 from baselines.mem0.protocol import NAME_PEOPLE, Store, render_stores, speaker_stores
-from benchmarks.harness.systems import with_budget
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -185,51 +184,6 @@ def test_zep_shared_budget_alternates_facts_and_entities(tmp_path: Path,
     # taken in turn (fact, entity, fact); listed facts first, then entities
     assert [e.text.startswith("Nadia:") for e in evidence] == [False, False, True]
     system.close()
-
-
-# ---------------------------------------------------------------- the budget axis
-
-
-def method(shared: dict[str, Any]) -> dict[str, Any]:
-    return {"name": "m", "system": {"_target_": "x", "top_k": 30},
-            "memforest": {"query": {"final_units": 12}}, "shared_budget": shared}
-
-
-def test_budget_native_keeps_the_methods_own_settings() -> None:
-    cfg = {"budget": {"mode": "native", "evidence": 5}, "method": method({"system.top_k": 5})}
-    assert with_budget(cfg)["method"]["system"]["top_k"] == 30
-
-
-def test_budget_shared_applies_the_shared_settings() -> None:
-    cfg = {"budget": {"mode": "shared", "evidence": 5},
-           "method": method({"system.top_k": 5, "memforest.query.final_units": 5})}
-    out = with_budget(cfg)["method"]
-    assert out["system"]["top_k"] == 5 and out["memforest"]["query"]["final_units"] == 5
-    assert cfg["method"]["system"]["top_k"] == 30  # the input is left alone
-    with pytest.raises(ValueError, match="not in the method"):
-        with_budget({"budget": {"mode": "shared"}, "method": method({"serving.x": 1})})
-    with pytest.raises(ValueError, match="budget.mode"):
-        with_budget({"budget": {"mode": "half"}, "method": method({})})
-
-
-@pytest.mark.parametrize("name",
-                         ["mem0", "mem0_additive", "zep_local", "flat_rag", "memforest_embed", "mempalace"])
-def test_shared_budget_experiment_composes(name: str) -> None:
-    from benchmarks.harness.app import compose_config, plain
-
-    native = with_budget(plain(compose_config([f"method={name}"])))
-    shared = with_budget(plain(compose_config([f"method={name}", "experiment=shared_budget",
-                                               "budget.evidence=7"])))
-    assert native["budget"]["mode"] == "native" and shared["budget"]["mode"] == "shared"
-    assert shared["experiment_name"] == "shared_budget"
-    changed = shared["method"]["shared_budget"]
-    assert changed and all(v == 7 for v in changed.values())
-    for path in changed:
-        *parents, leaf = path.split(".")
-        node = shared["method"]
-        for key in parents:
-            node = node[key]
-        assert node[leaf] == 7
 
 
 def test_mem0_2_ranking_signals_reach_the_run_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -28,7 +28,7 @@ from benchmarks.harness.inputs import dataset_metadata, load_benchmark_dataset
 from benchmarks.harness.metrics import dedupe
 from benchmarks.harness.models import library_config, scheduler
 from benchmarks.harness.results import RunCallLog, RunFiles, git_info, package_versions, read_jsonl
-from benchmarks.harness.systems import Models, build_system, system_settings, with_budget
+from benchmarks.harness.systems import Models, build_system, system_settings
 from benchmarks.harness.tasks import run_task
 from benchmarks.harness.wandb_logger import WandbLogger
 from benchmarks.judging.grading import judge_rows, make_judge
@@ -185,7 +185,6 @@ def restore(h: Harness) -> None:
 
 def run_benchmark(cfg: Config, run_dir: str | Path | None = None) -> dict[str, Any]:
     """Run (or resume) one configuration; return the run summary, also written as summary.md."""
-    cfg = with_budget(cfg)
     dataset = load_benchmark_dataset(cfg["dataset"])  # a file that cannot be read stops here, before any work
     for failure in dataset.failures:
         log.error("instance %s not loaded: %s", failure.instance_id, failure.reason)

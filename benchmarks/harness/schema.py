@@ -84,16 +84,14 @@ class MethodNode:
     system: Any = MISSING
     needs_chat_model: bool = True  # on the write or retrieval path (answering builds it anyway)
     serving: ServingNode | None = None  # library baselines, reached over HTTP
-    # budget=shared: settings of this node (dotted paths, e.g. `system.top_k`) that put the method at
-    # the shared evidence budget `${budget.evidence}`; empty = the method has no retrieval budget
-    shared_budget: dict[str, Any] = field(default_factory=dict)
     memforest: MemForestNode | None = None  # MemForest methods: the library configuration
 
 
 @dataclass
 class BudgetNode:
     """`native`: each method at its authors' retrieval budget (the method configs as they are);
-    `shared`: every method at `evidence` units through its `shared_budget` settings."""
+    `shared`: every method at `evidence` units, through its `budget_method/shared_<method>` settings,
+    which config.yaml's defaults list merges into the method node during composition."""
 
     mode: str = "native"  # native | shared
     evidence: int = 10

@@ -11,7 +11,6 @@ A system that cannot run here raises SystemUnavailable with the reason; the run 
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import logging
@@ -44,37 +43,6 @@ class Models:
     call_log: CallLog
     client_log: CallLog | None = None  # in-process schedulers' log (a simulated run's proxy logs the calls)
     llm_base_url: str | None = None  # a simulated run: the latency-model server every baseline reaches
-
-
-BUDGET_MODES = ("native", "shared")
-
-
-def with_budget(cfg: Config) -> dict[str, Any]:
-    """The run's configuration with the budget axis applied: under `budget.mode=shared` the method's
-    `shared_budget` settings (dotted paths in the method node) replace its own; `native` leaves the
-    method at its authors' budget."""
-    budget = cfg.get("budget") or {"mode": "native"}
-    mode = str(budget.get("mode"))
-    if mode not in BUDGET_MODES:
-        raise ValueError(f"budget.mode={mode!r}: expected one of {', '.join(BUDGET_MODES)}")
-    out = dict(cfg)
-    if mode == "native":
-        return out
-    method = copy.deepcopy(dict(cfg["method"]))
-    if not method.get("shared_budget"):
-        log.warning("budget=shared: method %s has no shared_budget settings and runs at its own budget",
-                    method.get("name"))
-    for path, value in (method.get("shared_budget") or {}).items():
-        *parents, leaf = str(path).split(".")
-        node = method
-        for key in parents:
-            if not isinstance(node.get(key), dict):
-                raise ValueError(f"method {method.get('name')}: shared_budget path {path!r} is "
-                                 "not in the method")
-            node = node[key]
-        node[leaf] = value
-    out["method"] = method
-    return out
 
 
 def system_factory(method: Config) -> functools.partial[MemorySystem]:
