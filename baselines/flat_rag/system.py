@@ -12,14 +12,17 @@ import numpy as np
 
 from baselines.base import EvidenceItem, Retrieval, Session, render_evidence
 from baselines.common import PhaseClock, day, render_turn
+from memforest.config import QueryConfig
 from memforest.llm.base import Embedder
 
 
 class FlatRAGSystem:
     """One vector per turn (`speaker: text`), exact inner-product search, top `top_k` turns returned in
-    rank order with their session and turn ids. Vectors and turn records are saved under the workdir."""
+    rank order with their session and turn ids. Vectors and turn records are saved under the workdir.
+    `top_k` defaults to MemForest's evidence budget (`QueryConfig.final_units`)."""
 
-    def __init__(self, embedder: Embedder, top_k: int = 10, name: str = "flat_rag") -> None:
+    def __init__(self, embedder: Embedder, top_k: int = QueryConfig.final_units,
+                 name: str = "flat_rag") -> None:
         self.name = name
         self.embedder = embedder
         self.top_k = top_k

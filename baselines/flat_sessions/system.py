@@ -1,7 +1,9 @@
 """Reference: one document per session, top-k sessions by embedding similarity (no structure, no model
 calls on write). The document is built as in MemPalace's raw mode (its user turns joined; every turn,
 as `speaker: text`, when a session has no user turn), but encoded by the run's embedder in process, so
-it is the published raw-session anchor without Chroma."""
+it is the published raw-session anchor without Chroma. As a reference it ranks at MemForest's evidence
+budget (`QueryConfig.final_units`, 10 sessions), not at MemPalace's own per-dataset budget (5 on
+LongMemEval): why, in baselines/README.md ("Budgets")."""
 
 from __future__ import annotations
 
@@ -15,11 +17,12 @@ import numpy as np
 
 from baselines.base import EvidenceItem, Retrieval, Session, render_evidence
 from baselines.common import PhaseClock, day, document_turns, render_turn
+from memforest.config import QueryConfig
 from memforest.llm.base import Embedder
 
 
 class FlatSessionsSystem:
-    def __init__(self, embedder: Embedder, top_k: int = 10, user_turns_only: bool = True,
+    def __init__(self, embedder: Embedder, top_k: int = QueryConfig.final_units, user_turns_only: bool = True,
                  name: str = "flat_sessions") -> None:
         self.name = name
         self.embedder = embedder
