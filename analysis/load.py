@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.rows import read_jsonl
+from analysis.rows import build_figures, read_jsonl
 
 log = logging.getLogger(__name__)
 STANDARD_FILES = {"records", "builds", "llm_calls"}
@@ -95,21 +95,12 @@ def run_row(run_dir: Path, root: Path, run: Mapping[str, Any]) -> dict[str, Any]
 def build_row(build: Mapping[str, Any]) -> dict[str, Any]:
     llm = build.get("llm") or {}
     system = build.get("system") or {}
-    prompt = int(llm.get("prompt_tokens", 0))
-    cached = int(llm.get("cached_prompt_tokens", 0))
-    derived = build.get("call_waves") or {}  # waves from call timestamps, the same for every system
     row = {
-        "instance_id": str(build["instance_id"]), "turns": build.get("turns"),
-        "sessions": build.get("sessions"), "build_seconds": build.get("build_seconds"),
-        "build_cpu_seconds": build.get("build_cpu_seconds"),
-        "turns_per_second": build.get("turns_per_second"), "llm_calls": llm.get("calls", 0),
+        "instance_id": str(build["instance_id"]), **build_figures(build),
+        "sessions": build.get("sessions"), "build_cpu_seconds": build.get("build_cpu_seconds"),
         "embedding_calls": llm.get("embedding_calls", 0), "waves": llm.get("waves", 0),
         "critical_path_seconds": llm.get("critical_path_seconds", 0.0),
-        "call_seconds": llm.get("call_seconds", 0.0), "prompt_tokens": prompt, "cached_prompt_tokens": cached,
-        "uncached_prompt_tokens": prompt - cached, "completion_tokens": int(llm.get("completion_tokens", 0)),
-        "derived_waves": derived.get("waves"),
-        "derived_critical_path_seconds": derived.get("critical_path_seconds"),
-        "busy_seconds": derived.get("busy_seconds"), "max_in_flight": derived.get("max_in_flight"),
+        "call_seconds": llm.get("call_seconds", 0.0),
         "facts": system.get("new_facts"), "trees": system.get("trees_touched"),
         "error": build.get("error"),
     }

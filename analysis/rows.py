@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -45,3 +45,23 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def build_figures(build: Mapping[str, Any]) -> dict[str, Any]:
+    """The write-path figures of one build (a row of builds.jsonl), read the same way for the harness's
+    write-path table and the paper's: its size and time, the model calls and tokens it recorded, and the
+    waves derived from its calls' timestamps (`call_waves`: the same rule for every system; None where
+    the run has none)."""
+    llm = build.get("llm") or {}
+    derived = build.get("call_waves") or {}
+    prompt = int(llm.get("prompt_tokens", 0))
+    cached = int(llm.get("cached_prompt_tokens", 0))
+    return {
+        "turns": build.get("turns"), "build_seconds": build.get("build_seconds"),
+        "turns_per_second": build.get("turns_per_second"), "llm_calls": llm.get("calls", 0),
+        "prompt_tokens": prompt, "cached_prompt_tokens": cached, "uncached_prompt_tokens": prompt - cached,
+        "completion_tokens": int(llm.get("completion_tokens", 0)),
+        "derived_waves": derived.get("waves"),
+        "derived_critical_path_seconds": derived.get("critical_path_seconds"),
+        "busy_seconds": derived.get("busy_seconds"), "max_in_flight": derived.get("max_in_flight"),
+    }

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis.rows import mean
+from analysis.rows import build_figures, mean
 from benchmarks.harness.results import RunFiles, read_jsonl, write_json_atomic
 from benchmarks.harness.simulation import CLIENT_LOG, SERVED_LOG
 from memforest.llm.calllog import CallRecord, summarize
@@ -79,24 +79,21 @@ def run_row(run_dir: str | Path) -> dict[str, Any] | None:
     builds = [b for b in files.builds().values() if not b.get("error")]
     if not builds:
         return None
-    llm = [b.get("llm") or {} for b in builds]
-    waves = [b.get("call_waves") or {} for b in builds]
+    figures = [build_figures(b) for b in builds]
     row: dict[str, Any] = {
         "system": run["config"]["method"]["name"], "backbone": run["config"]["llm"]["name"],
         "simulated": bool(run.get("simulated")), "run_dir": str(files.dir.resolve()),
         "instances": len(builds),
-        "turns": _mean([float(b["turns"]) for b in builds]),
-        "build_seconds": _mean([float(b["build_seconds"]) for b in builds]),
-        "turns_per_second": _mean([float(b["turns_per_second"]) for b in builds]),
-        "llm_calls": _mean([float(x.get("calls", 0)) for x in llm]),
-        "uncached_prompt_tokens": _mean([float(x.get("prompt_tokens", 0))
-                                         - float(x.get("cached_prompt_tokens", 0))
-                                         for x in llm]),
-        "cached_prompt_tokens": _mean([float(x.get("cached_prompt_tokens", 0)) for x in llm]),
-        "output_tokens": _mean([float(x.get("completion_tokens", 0)) for x in llm]),
+        **{key: _mean([float(f[key]) for f in figures])
+           for key in ("turns", "build_seconds", "turns_per_second", "llm_calls")},
+        "uncached_prompt_tokens": _mean([float(f["uncached_prompt_tokens"]) for f in figures]),
+        "cached_prompt_tokens": _mean([float(f["cached_prompt_tokens"]) for f in figures]),
+        "output_tokens": _mean([float(f["completion_tokens"]) for f in figures]),
     }
-    for key in ("waves", "critical_path_seconds", "busy_seconds", "max_in_flight"):
-        row[key] = _mean([float(w[key]) for w in waves if key in w])
+    derived = (("waves", "derived_waves"), ("critical_path_seconds", "derived_critical_path_seconds"),
+               ("busy_seconds", "busy_seconds"), ("max_in_flight", "max_in_flight"))
+    for key, figure in derived:
+        row[key] = _mean([float(f[figure]) for f in figures if f[figure] is not None])
     row.update(_recorded(files.dir, builds))
     row["modelled_critical_path_seconds"] = (modelled_critical_path(files.dir, builds) if row["simulated"]
                                              else None)
