@@ -14,7 +14,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
-from memforest.config import EmbedderConfig, LLMConfig, MemForestConfig
+from memforest.config import EmbedderConfig, LLMConfig, MemForestConfig, QueryConfig
 
 
 @dataclass
@@ -94,7 +94,7 @@ class BudgetNode:
     which config.yaml's defaults list merges into the method node during composition."""
 
     mode: str = "native"  # native | shared
-    evidence: int = 10
+    evidence: int = QueryConfig.final_units  # MemForest's own evidence budget
 
 
 @dataclass
