@@ -4,10 +4,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from omegaconf import OmegaConf
 
+from benchmarks.harness import runner
 from benchmarks.harness.app import CONFIG_DIR, compose_config
+from benchmarks.harness.results import RunFiles
+from benchmarks.harness.schema import bench_config
+
+FAKE_MODELS = ["llm.backend=scripted", "llm.responder=responders:harness_responder", "embedder.backend=hash",
+               "embedder.dim=256"]
 
 
 def method_options() -> list[str]:
@@ -48,3 +56,23 @@ def test_full_context_has_no_budget_to_share() -> None:
     native, shared = (compose_config(["method=full_context", *o]) for o in ([], ["budget=shared"]))
     assert native.method == shared.method
 
+
+@pytest.mark.parametrize(("name", "setting"), [
+    ("flat_rag", "top_k"), ("flat_sessions", "top_k"), ("memforest_sessions", "query.final_units"),
+])
+def test_a_shared_budget_run_records_and_builds_what_composition_printed(name: str, setting: str,
+                                                                         tmp_path: Path) -> None:
+    """What `--cfg job` prints is what runs: run.json's config is the composed configuration, resolved,
+    and the system is built with the shared budget."""
+    composed = compose_config([*FAKE_MODELS, f"output_root={tmp_path}", "progress=false", f"method={name}",
+                               "budget=shared", "budget.evidence=3", "dataset.limit=1",
+                               "answer.enabled=false", "judge.enabled=false"])
+    cfg = bench_config(composed)
+    summary = runner.run_benchmark(cfg)
+    assert "skipped" not in summary
+    run = RunFiles(cfg.run_dir, create=False).load_run()
+    assert run["config"] == OmegaConf.to_container(composed, resolve=True)
+    if setting == "top_k":
+        assert run["system"][setting] == 3
+    else:
+        assert run["config"]["method"]["memforest"]["query"]["final_units"] == 3

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from baselines.base import SystemUnavailable
 from benchmarks.harness import runner, systems
-from benchmarks.harness.app import CONFIG_DIR, compose_config, plain
+from benchmarks.harness.app import CONFIG_DIR, compose_config
 from benchmarks.harness.results import RunFiles, read_jsonl
+from benchmarks.harness.schema import BenchConfig, bench_config
 from benchmarks.judging.judges import JUDGE_IDS
 from memforest.config import LLMConfig, MemForestConfig
 from memforest.llm import testing
@@ -30,8 +31,12 @@ def options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml") if not p.stem.startswith("_"))
 
 
-def config(tmp_path: Path, *overrides: str) -> dict[str, Any]:
-    return plain(compose_config([*FAKE_MODELS, f"output_root={tmp_path}", "progress=false", *overrides]))
+def composed_config(tmp_path: Path, *overrides: str) -> DictConfig:
+    return compose_config([*FAKE_MODELS, f"output_root={tmp_path}", "progress=false", *overrides])
+
+
+def config(tmp_path: Path, *overrides: str) -> BenchConfig:
+    return bench_config(composed_config(tmp_path, *overrides))
 
 
 _REFERENCE = re.compile(r"\$\{([A-Za-z_]\w*)[.}]")
@@ -112,28 +117,31 @@ def _reached(group: str, node: dict[str, Any], top: dict[str, Any],
 @pytest.mark.parametrize("method", options("method"))
 def test_every_method_builds_or_says_why_not(method: str, tmp_path: Path) -> None:
     cfg = config(tmp_path, f"method={method}")
-    llm = testing.ScriptedChatModel() if cfg["method"]["needs_chat_model"] else None
+    llm = testing.ScriptedChatModel() if cfg.method.needs_chat_model else None
     models = systems.Models(testing.HashEmbedder(256), llm, RunFiles(tmp_path).call_log)
     try:
-        system = systems.build_system(cfg["method"], cfg["llm"], cfg["embedder"], models)
+        system = systems.build_system(cfg.method, cfg.llm, cfg.embedder, models)
     except SystemUnavailable as exc:  # a baseline that cannot run here says why
         assert str(exc).startswith(f"{method}:")
         return
     assert system.name == method
-    settings = systems.system_settings(cfg["method"])
-    assert settings["_target_"] == cfg["method"]["system"]["_target_"]
+    settings = systems.system_settings(cfg.method)
+    assert settings["_target_"] == cfg.method.system["_target_"]
     system.close()
 
 
 def test_the_backbone_is_served_to_every_baseline_with_memforests_context() -> None:
-    memforest = systems.memforest_config(plain(compose_config(["llm=smollm2_cpu"]))["method"])
+    node = bench_config(compose_config(["llm=smollm2_cpu"])).method.memforest
+    assert node is not None
+    memforest = systems.memforest_config(node)
     assert isinstance(memforest, MemForestConfig) and memforest.llm == LLMConfig(seed=0)
-    served = [m for m in options("method") if plain(compose_config([f"method={m}"]))["method"]["serving"]]
+    served = [m for m in options("method") if bench_config(compose_config([f"method={m}"])).method.serving]
     assert {"mem0", "mempalace", "memoryos", "zep_local", "lightmem", "evermemos"} <= set(served)
     for method in served:
-        serving = plain(compose_config([f"method={method}", "llm=smollm2_cpu"]))["method"]["serving"]
-        assert serving["context_tokens"] == memforest.llm.context_tokens, method  # one length for all
-    full = plain(compose_config(["method=full_context"]))["method"]["system"]
+        serving = bench_config(compose_config([f"method={method}", "llm=smollm2_cpu"])).method.serving
+        assert serving is not None
+        assert serving.context_tokens == memforest.llm.context_tokens, method  # one length for all
+    full = bench_config(compose_config(["method=full_context"])).method.system
     assert full["context_tokens"] == memforest.llm.context_tokens
 
 
@@ -144,7 +152,7 @@ def test_a_query_mode_set_in_a_method_config_reaches_the_system(tmp_path: Path) 
         cfg = config(tmp_path, *overrides)
         models = systems.Models(testing.HashEmbedder(256), testing.ScriptedChatModel(),
                                 RunFiles(tmp_path).call_log)
-        system = systems.build_system(cfg["method"], cfg["llm"], cfg["embedder"], models)
+        system = systems.build_system(cfg.method, cfg.llm, cfg.embedder, models)
         assert system.config.query.mode == mode  # type: ignore[attr-defined]
         system.close()
 
@@ -159,16 +167,22 @@ def test_library_overrides_are_type_checked_at_composition() -> None:
 def test_run_json_records_every_setting_of_the_system(tmp_path: Path) -> None:
     cfg = config(tmp_path, "method=flat_rag", "dataset.limit=1", "answer.enabled=false")
     runner.run_benchmark(cfg)
-    run = RunFiles(cfg["run_dir"], create=False).load_run()
+    run = RunFiles(cfg.run_dir, create=False).load_run()
     assert run["system"] == {"_target_": "baselines.flat_rag.FlatRAGSystem", "top_k": 10, "name": "flat_rag"}
 
 
 @pytest.mark.parametrize("experiment", options("experiment"))
 def test_every_experiment_smoke_runs_on_the_sample(experiment: str, tmp_path: Path) -> None:
-    cfg = config(tmp_path, f"experiment={experiment}", "dataset.limit=1")
-    if cfg["dataset"]["subset"]:  # a LongMemEval-S subset: its ids are not in the sample
-        cfg = config(tmp_path, f"experiment={experiment}", "dataset.limit=1", "dataset.subset=null")
+    """... with the configuration Hydra composed: run.json records exactly what `--cfg job` prints,
+    resolved (nothing rewrites the configuration after composition)."""
+    overrides = [f"experiment={experiment}", "dataset.limit=1"]
+    if config(tmp_path, *overrides).dataset.subset:  # a LongMemEval-S subset: its ids are not in the sample
+        overrides.append("dataset.subset=null")
+    composed = composed_config(tmp_path, *overrides)
+    cfg = bench_config(composed)
     summary = runner.run_benchmark(cfg)
     assert "skipped" not in summary
-    task = cfg["task"]
-    assert read_jsonl(Path(cfg["run_dir"]) / ("records.jsonl" if task == "qa" else f"{task}.jsonl"))
+    run = RunFiles(cfg.run_dir, create=False).load_run()
+    assert run["config"] == OmegaConf.to_container(composed, resolve=True)
+    task = cfg.task
+    assert read_jsonl(Path(cfg.run_dir) / ("records.jsonl" if task == "qa" else f"{task}.jsonl"))

@@ -11,20 +11,22 @@ import pytest
 
 from baselines.base import SystemUnavailable
 from benchmarks.harness import runner, systems
-from benchmarks.harness.app import compose_config, main, plain
+from benchmarks.harness.app import compose_config, main
 from benchmarks.harness.results import RunFiles, read_jsonl
+from benchmarks.harness.schema import BenchConfig, WandbNode, bench_config, plain_config
 
 FAKE_MODELS = ["llm.backend=scripted", "llm.responder=responders:harness_responder", "embedder.backend=hash",
                "embedder.dim=256"]
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def config(tmp_path: Path, *overrides: str) -> dict[str, Any]:
-    return plain(compose_config([*FAKE_MODELS, f"output_root={tmp_path}", "progress=false", *overrides]))
+def config(tmp_path: Path, *overrides: str) -> BenchConfig:
+    return bench_config(compose_config([*FAKE_MODELS, f"output_root={tmp_path}", "progress=false",
+                                        *overrides]))
 
 
-def run_dir_of(cfg: dict[str, Any]) -> Path:
-    return Path(cfg["run_dir"])
+def run_dir_of(cfg: BenchConfig) -> Path:
+    return Path(cfg.run_dir)
 
 
 def answer_calls(path: Path) -> list[dict[str, Any]]:
@@ -217,9 +219,9 @@ def test_wandb_stays_optional(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     from benchmarks.harness.wandb_logger import WandbLogger
 
     monkeypatch.setitem(sys.modules, "wandb", None)  # as if not installed: `import wandb` fails
-    WandbLogger({"enabled": False}, tmp_path, {}).log_summary({"accuracy": 1.0})  # disabled: never imported
+    WandbLogger(WandbNode(enabled=False), tmp_path, {}).log_summary({"accuracy": 1.0})  # never imported
     with pytest.raises(RuntimeError, match="memforest\\[wandb\\]"):
-        WandbLogger({"enabled": True}, tmp_path, {})
+        WandbLogger(WandbNode(enabled=True), tmp_path, {})
 
 
 def test_wandb_mirrors_builds_questions_and_the_summary(tmp_path: Path,
@@ -250,7 +252,7 @@ def test_wandb_mirrors_builds_questions_and_the_summary(tmp_path: Path,
     module = type(sys)("wandb")
     module.init = init  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "wandb", module)
-    logger = WandbLogger({"enabled": True, "project": "p", "tags": ["t"]}, tmp_path / "a/b/c/d/e",
+    logger = WandbLogger(WandbNode(enabled=True, project="p", tags=["t"]), tmp_path / "a/b/c/d/e",
                          {"seed": 1})
     logger.log_build({"build_seconds": 2.0, "llm": {"calls": 3}})
     logger.log_records([{"latency": {"retrieve": 0.5}}])
@@ -266,7 +268,7 @@ def test_wandb_mirrors_builds_questions_and_the_summary(tmp_path: Path,
 
 @pytest.mark.slow
 def test_sample_instance_with_the_embedded_cpu_stack(tmp_path: Path) -> None:
-    cfg = plain(compose_config([f"output_root={tmp_path}", "progress=false", "dataset.limit=1"]))
+    cfg = bench_config(compose_config([f"output_root={tmp_path}", "progress=false", "dataset.limit=1"]))
     summary = runner.run_benchmark(cfg)
     assert summary["build"]["instances"] == 1 and summary["query"]["questions"] == 1
 
@@ -274,13 +276,15 @@ def test_sample_instance_with_the_embedded_cpu_stack(tmp_path: Path) -> None:
 def test_rejudge_config_follows_the_run_unless_told_otherwise(tmp_path: Path) -> None:
     from benchmarks.harness.app import judge_config
 
-    stored = config(tmp_path, "dataset=locomo")
+    stored = plain_config(config(tmp_path, "dataset=locomo"))  # as run.json stores it
     stored["llm"]["model"] = "the-run-backbone"
     judge = judge_config(stored, [])
-    assert judge["judge_id"] == "locomo-generous" and judge["model"]["model"] == "the-run-backbone"
+    assert judge.model is not None
+    assert judge.judge_id == "locomo-generous" and judge.model.model == "the-run-backbone"
     other = judge_config(stored, ["judge=strict", "llm=qwen3_30b_a3b_server"])
-    assert other["judge_id"] == "strict" and other["model"]["model"] == "Qwen/Qwen3-30B-A3B-Instruct-2507"
-    assert other["model"]["seed"] == stored["seed"]
+    assert other.model is not None
+    assert other.judge_id == "strict" and other.model.model == "Qwen/Qwen3-30B-A3B-Instruct-2507"
+    assert other.model.seed == stored["seed"]
 
 
 def haystack_with_faults(tmp_path: Path) -> Path:

@@ -103,8 +103,8 @@ def test_markdown_names_every_headline_figure(tmp_path: Path) -> None:
     for verdict in verdicts:
         files.add_judgment(verdict)
     files.close()
-    cfg = {"method": {"name": "m"}, "dataset": {"name": "d"}, "llm": {"name": "b"}, "seed": 0}
-    text = report.write_summary(files, cfg)["markdown"]
+    labels = report.RunLabels(method="m", dataset="d", backbone="b", seed=0, simulated=False)
+    text = report.write_summary(files, labels)["markdown"]
     for figure in ("accuracy pass@1 [j (x)] | 50.0%", "accuracy pass@2", "session recall_any@1 | 100.0%",
                    "session recall_any@5 | 100.0%", "turn recall_any@10 | 0.0%", "turn recall_all@10 | 0.0%",
                    "build seconds / instance", "source turns / second",

@@ -191,17 +191,18 @@ def test_mem0_2_ranking_signals_reach_the_run_record(tmp_path: Path, monkeypatch
     """Without fastembed and spaCy's model in its environment Mem0 2.x ranks by similarity alone: the
     harness warns and keeps what the worker reported for run.json (`system_runtime`)."""
     from benchmarks.harness import systems
-    from benchmarks.harness.app import compose_config, plain
+    from benchmarks.harness.app import compose_config
+    from benchmarks.harness.schema import bench_config
     from benchmarks.serving.stack import ProxiedSystem
     from memforest.llm.calllog import CallLog
     from memforest.llm.testing import HashEmbedder, ScriptedChatModel
 
     monkeypatch.setenv("MEM0_STUB_LOG", str(tmp_path / "mem0.jsonl"))
     monkeypatch.setenv("PYTHONPATH", str(FIXTURES / "mem0_v2_stub"))
-    cfg = plain(compose_config(["method=mem0_additive", f"method.system.python={sys.executable}",
-                                "llm.backend=scripted", "embedder.backend=hash", "embedder.dim=64"]))
+    cfg = bench_config(compose_config(["method=mem0_additive", f"method.system.python={sys.executable}",
+                                       "llm.backend=scripted", "embedder.backend=hash", "embedder.dim=64"]))
     models = systems.Models(HashEmbedder(64), ScriptedChatModel(), CallLog())
-    system = systems.build_system(cfg["method"], cfg["llm"], cfg["embedder"], models)
+    system = systems.build_system(cfg.method, cfg.llm, cfg.embedder, models)
     assert isinstance(system, ProxiedSystem)
     assert system.runtime_settings == {"mem0ai": "2.0.18", "bm25": False, "entity_boosts": False}
     assert sum("runs WITHOUT" in r.getMessage() for r in caplog.records) == 2

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -13,8 +12,9 @@ from benchmarks.datasets import load_dataset
 from benchmarks.datasets.compose import compose
 from benchmarks.datasets.subsets import subset_ids
 from benchmarks.harness import runner, write_path
-from benchmarks.harness.app import compose_config, plain
+from benchmarks.harness.app import compose_config
 from benchmarks.harness.results import read_jsonl
+from benchmarks.harness.schema import BenchConfig, bench_config
 from benchmarks.harness.tasks.scaling import level_parallel_times
 from benchmarks.harness.waves import derived_waves
 from memforest.llm.calllog import CallRecord
@@ -23,8 +23,8 @@ FAKE = ["llm.backend=scripted", "llm.responder=responders:harness_responder", "e
         "embedder.dim=64", "progress=false"]
 
 
-def _config(tmp_path: Path, *overrides: str) -> dict[str, Any]:
-    return plain(compose_config([*FAKE, f"output_root={tmp_path}", *overrides]))
+def _config(tmp_path: Path, *overrides: str) -> BenchConfig:
+    return bench_config(compose_config([*FAKE, f"output_root={tmp_path}", *overrides]))
 
 
 def _call(start: float, end: float, stage: str = "chat", level: int = 0) -> CallRecord:
@@ -82,20 +82,20 @@ def test_composed_memories_hold_n_haystacks():
 def test_migration_task_writes_one_row_per_n(tmp_path):
     cfg = _config(tmp_path, "experiment=migration", "task_options.max_n=3")
     summary = runner.run_benchmark(cfg)
-    rows = read_jsonl(Path(cfg["run_dir"]) / "migration.jsonl")
+    rows = read_jsonl(Path(cfg.run_dir) / "migration.jsonl")
     assert [r["n"] for r in rows] == [1, 2, 3] and summary["rows"] == rows
     for r in rows:
         assert (r["facts_merged"] > 0 and r["facts_sequential"] > 0 and r["merge_s"] > 0
                 and r["sequential_s"] > 0)
         assert r["simulated"] is False
     assert rows[-1]["facts_sequential"] > rows[0]["facts_sequential"]
-    assert "migration" in (Path(cfg["run_dir"]) / "summary.md").read_text()
+    assert "migration" in (Path(cfg.run_dir) / "summary.md").read_text()
 
 
 def test_scaling_task_counts_eager_and_batched_refreshes(tmp_path):
     cfg = _config(tmp_path, "experiment=scaling", "task_options.parallelism=[1,2,4]")
     runner.run_benchmark(cfg)
-    (row,) = read_jsonl(Path(cfg["run_dir"]) / "scaling.jsonl")
+    (row,) = read_jsonl(Path(cfg.run_dir) / "scaling.jsonl")
     assert row["eager_calls"] > row["batched_calls"] > 0 and row["refresh_calls"] > 0
     assert set(row["speedup"]) == {"1", "2", "4"} and row["speedup"]["1"] == 1.0
     assert row["refresh_s"]["4"] <= row["refresh_s"]["2"] <= row["refresh_s"]["1"]
@@ -111,7 +111,7 @@ def test_write_path_table_ranks_systems_against_the_slowest(tmp_path):
     for method in ("memforest_embed", "flat_rag"):
         cfg = _config(tmp_path, "experiment=write_path", f"method={method}", "dataset.limit=1")
         runner.run_benchmark(cfg)
-        dirs.append(cfg["run_dir"])
+        dirs.append(cfg.run_dir)
     data = write_path.write(dirs, tmp_path / "table")
     rows = {r["system"]: r for r in data["rows"]}
     assert set(rows) == {"memforest_embed", "flat_rag"}

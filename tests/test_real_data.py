@@ -14,8 +14,9 @@ import pytest
 
 from benchmarks.datasets import Dataset, load_dataset
 from benchmarks.harness import runner
-from benchmarks.harness.app import compose_config, plain
+from benchmarks.harness.app import compose_config
 from benchmarks.harness.results import read_jsonl
+from benchmarks.harness.schema import bench_config
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SLICE = DATA / "longmemeval_s_slice.json.xz"
@@ -93,10 +94,10 @@ def quirky_entries() -> list[dict[str, Any]]:
 
 
 def retrieval_run(tmp_path: Path, *overrides: str) -> tuple[Path, dict[str, Any]]:
-    cfg = plain(compose_config(["experiment=retrieval", *FAKE_MODELS, f"output_root={tmp_path}",
-                                "progress=false", *overrides]))
+    cfg = bench_config(compose_config(["experiment=retrieval", *FAKE_MODELS, f"output_root={tmp_path}",
+                                       "progress=false", *overrides]))
     summary = runner.run_benchmark(cfg)
-    return Path(cfg["run_dir"]), summary
+    return Path(cfg.run_dir), summary
 
 
 def test_a_retrieval_run_builds_oracle_instances(tmp_path: Path) -> None:

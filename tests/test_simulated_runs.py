@@ -6,13 +6,13 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from benchmarks.harness import runner, write_path
-from benchmarks.harness.app import compose_config, plain
+from benchmarks.harness.app import compose_config
 from benchmarks.harness.results import read_jsonl
+from benchmarks.harness.schema import BenchConfig, bench_config
 
 SIMULATED = ["llm=qwen3_30b_a3b_simulated", "llm.backend=scripted",
              "llm.responder=responders:harness_responder", "embedder.backend=hash", "embedder.dim=64",
@@ -20,21 +20,22 @@ SIMULATED = ["llm=qwen3_30b_a3b_simulated", "llm.backend=scripted",
              "dataset.limit=1", "progress=false"]
 
 
-def _config(tmp_path: Path, *overrides: str) -> dict[str, Any]:
-    return plain(compose_config([*SIMULATED, f"output_root={tmp_path}", *overrides]))
+def _config(tmp_path: Path, *overrides: str) -> BenchConfig:
+    return bench_config(compose_config([*SIMULATED, f"output_root={tmp_path}", *overrides]))
 
 
 def test_the_named_config_composes_with_its_latency_parameters() -> None:
-    llm = plain(compose_config(["llm=qwen3_30b_a3b_simulated"]))["llm"]
-    assert llm["name"] == "qwen3_30b_a3b_simulated" and llm["backend"] == "llamacpp"
-    assert llm["latency_model"]["max_concurrency"] == 256 and llm["latency_model"]["source"] == "model"
-    assert plain(compose_config([]))["llm"]["latency_model"] is None
+    llm = bench_config(compose_config(["llm=qwen3_30b_a3b_simulated"])).llm
+    assert llm.name == "qwen3_30b_a3b_simulated" and llm.backend == "llamacpp"
+    assert llm.latency_model is not None
+    assert llm.latency_model.max_concurrency == 256 and llm.latency_model.source == "model"
+    assert bench_config(compose_config([])).llm.latency_model is None
 
 
 def test_memforest_through_the_latency_server_is_counted_once_and_labelled(tmp_path: Path) -> None:
     cfg = _config(tmp_path)
     runner.run_benchmark(cfg)
-    out = Path(cfg["run_dir"])
+    out = Path(cfg.run_dir)
     run = json.loads((out / "run.json").read_text())
     assert run["simulated"] is True
     assert run["latency_model"]["params"]["name"] == "qwen3_30b_a3b_h100"
@@ -65,15 +66,15 @@ def test_memforest_through_the_latency_server_is_counted_once_and_labelled(tmp_p
 def test_replay_answers_without_the_model(tmp_path: Path) -> None:
     first = _config(tmp_path, "answer.enabled=false", "judge.enabled=false")
     runner.run_benchmark(first)
-    recorded = Path(first["run_dir"]) / "served_calls.jsonl"
+    recorded = Path(first.run_dir) / "served_calls.jsonl"
     second = _config(tmp_path, "answer.enabled=false", "judge.enabled=false", "experiment_name=replayed",
                      "llm.latency_model.source=replay", f"llm.latency_model.replay_path={recorded}",
                      "llm.latency_model.fallback=false")
     runner.run_benchmark(second)
-    served = read_jsonl(Path(second["run_dir"]) / "served_calls.jsonl")
+    served = read_jsonl(Path(second.run_dir) / "served_calls.jsonl")
     assert served and {s["source"] for s in served} == {"replay"} and not any(s["error"] for s in served)
-    (a,), (b,) = (read_jsonl(Path(first["run_dir"]) / "builds.jsonl"),
-                  read_jsonl(Path(second["run_dir"]) / "builds.jsonl"))
+    (a,), (b,) = (read_jsonl(Path(first.run_dir) / "builds.jsonl"),
+                  read_jsonl(Path(second.run_dir) / "builds.jsonl"))
     assert a["system"]["new_facts"] == b["system"]["new_facts"] and a["llm"]["calls"] == b["llm"]["calls"]
 
 
@@ -81,7 +82,7 @@ def test_replay_answers_without_the_model(tmp_path: Path) -> None:
 def test_a_library_baseline_reaches_the_same_server(tmp_path: Path) -> None:
     cfg = _config(tmp_path, "method=mem0", "answer.enabled=false", "judge.enabled=false")
     runner.run_benchmark(cfg)
-    out = Path(cfg["run_dir"])
+    out = Path(cfg.run_dir)
     chat = [c for c in read_jsonl(out / "llm_calls.jsonl") if c["stage"] == "chat"]
     served = read_jsonl(out / "served_calls.jsonl")
     assert chat and len(chat) == len(served)

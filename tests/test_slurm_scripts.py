@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import vllm_stub
 
-from benchmarks.harness.app import compose_config, plain
+from benchmarks.harness.app import compose_config
+from benchmarks.harness.schema import bench_config
 from benchmarks.harness.vllm_args import flags, serve_args
 
 REPO = Path(__file__).resolve().parents[1]
@@ -143,6 +144,6 @@ def test_the_gpu_smoke_sweep_composes_for_each_of_its_runs(tmp_path: Path) -> No
     [methods] = [o for o in overrides if o.startswith("method=")]
     assert methods == "method=memforest_embed,memforest_planner,mem0"
     for method in methods.split("=")[1].split(","):
-        cfg = plain(compose_config([f"method={method}" if o == methods else o for o in overrides]))
-        assert (cfg["llm"]["backend"], cfg["embedder"]["backend"], cfg["seed"]) == ("vllm", "vllm", 3)
-        assert cfg["llm"]["engine_args"] == {"enforce_eager": True} and cfg["dataset"]["name"] == "sample"
+        cfg = bench_config(compose_config([f"method={method}" if o == methods else o for o in overrides]))
+        assert (cfg.llm.backend, cfg.embedder.backend, cfg.seed) == ("vllm", "vllm", 3)
+        assert cfg.llm.engine_args == {"enforce_eager": True} and cfg.dataset.name == "sample"

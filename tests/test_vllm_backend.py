@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import vllm_stub
 
-from benchmarks.harness.app import compose_config, plain
+from benchmarks.harness.app import compose_config
 from benchmarks.harness.models import library_config
+from benchmarks.harness.schema import BenchConfig, bench_config
 from memforest.config import EmbedderConfig, LLMConfig
 from memforest.errors import ConfigError, ModelError
 from memforest.llm.base import ChatRequest, ChatResponse
@@ -32,15 +33,15 @@ def stub(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> vll
 
 
 @functools.cache
-def composed(llm: str, embedder: str) -> dict[str, Any]:
-    return plain(compose_config([f"llm={llm}", f"embedder={embedder}"]))
+def composed(llm: str, embedder: str) -> BenchConfig:
+    return bench_config(compose_config([f"llm={llm}", f"embedder={embedder}"]))
 
 
 def shipped(llm: str = "qwen3_30b_a3b",
             embedder: str = "qwen3_embedding_0p6b") -> tuple[LLMConfig, EmbedderConfig]:
     """The library configs of the shipped `llm` and `embedder` options (fresh objects each time)."""
     cfg = composed(llm, embedder)
-    return library_config(LLMConfig, cfg["llm"]), library_config(EmbedderConfig, cfg["embedder"])
+    return library_config(LLMConfig, cfg.llm), library_config(EmbedderConfig, cfg.embedder)
 
 
 def request(text: str, schema: dict[str, Any] | None = None, **kwargs: Any) -> ChatRequest:

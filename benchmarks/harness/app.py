@@ -40,23 +40,16 @@ DATASET_ERRORS: list[str] = []  # dataset files that could not be read at all, i
 schema.register()
 
 
-def plain(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved configuration as plain containers (what the runner and run.json receive)."""
-    data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    assert isinstance(data, dict)
-    return {str(k): v for k, v in data.items()}
-
-
 @hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
 def run_app(cfg: DictConfig) -> None:
     from benchmarks.datasets import DatasetError, DatasetUnavailableError
     from benchmarks.harness.report import failed_instances
     from benchmarks.harness.runner import run_benchmark
 
-    resolved = plain(cfg)
+    resolved = schema.bench_config(cfg)  # the one conversion: the harness reads typed attributes
     job_dir = Path(HydraConfig.get().runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
-    (job_dir / RUN_DIR_MARKER).write_text(str(Path(resolved["run_dir"]).resolve()) + "\n", encoding="utf-8")
+    (job_dir / RUN_DIR_MARKER).write_text(str(Path(resolved.run_dir).resolve()) + "\n", encoding="utf-8")
     try:
         summary = run_benchmark(resolved)
     except (DatasetError, DatasetUnavailableError) as exc:  # the file as a whole: one line, no traceback
@@ -64,7 +57,7 @@ def run_app(cfg: DictConfig) -> None:
         DATASET_ERRORS.append(str(exc))
         return
     if summary.get("failures"):
-        FAILED_RUNS.append((str(resolved["run_dir"]), failed_instances(summary["failures"])))
+        FAILED_RUNS.append((resolved.run_dir, failed_instances(summary["failures"])))
 
 
 class SweepComparison(Callback):
@@ -107,10 +100,10 @@ def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
         return compose("config", overrides=list(overrides))
 
 
-def judge_config(stored: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """The `judge` group composed with `overrides` and resolved against the run's stored configuration:
-    the judge model is the run's backbone unless the overrides choose another (`llm=...`, or
-    `+llm@judge.model=...`)."""
+def judge_config(stored: dict[str, Any], overrides: Sequence[str]) -> schema.JudgeNode:
+    """The `judge` group composed with `overrides` and resolved against the run's stored configuration
+    (run.json's plain `config`): the judge model is the run's backbone unless the overrides choose
+    another (`llm=...`, or `+llm@judge.model=...`)."""
     composed = compose_config(overrides)
     base = OmegaConf.create(stored)
     if any(o.lstrip("+~").startswith(("llm=", "llm.")) for o in overrides):
@@ -119,8 +112,9 @@ def judge_config(stored: dict[str, Any], overrides: Sequence[str]) -> dict[str, 
     if base.judge.model is None:  # the backbone judges
         base.judge.model = base.llm
     judge = OmegaConf.to_container(base.judge, resolve=True)
-    assert isinstance(judge, dict)
-    return {str(k): v for k, v in judge.items()}
+    node = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema.JudgeNode), judge))
+    assert isinstance(node, schema.JudgeNode)
+    return node
 
 
 def judge_command(argv: Sequence[str]) -> int:
@@ -138,7 +132,7 @@ def judge_command(argv: Sequence[str]) -> int:
         print(f"memforest-bench judge: {exc}", file=sys.stderr)
         return 2
     judge = judge_config(stored, argv[1:])
-    rejudge_run(run_dir, judge, progress=bool(stored.get("progress", True)))
+    rejudge_run(run_dir, judge, progress=bool(stored.get("progress", True)))  # stored run.json config
     return 0
 
 
@@ -169,9 +163,7 @@ def data_command(argv: Sequence[str]) -> int:
               file=sys.stderr)
         return 2
     try:
-        node = OmegaConf.to_container(compose_config(argv).dataset, resolve=True)
-        assert isinstance(node, dict)
-        dataset = load_benchmark_dataset({str(k): v for k, v in node.items()})
+        dataset = load_benchmark_dataset(schema.bench_config(compose_config(argv)).dataset)
     except (HydraException, DatasetError, DatasetUnavailableError) as exc:
         print(f"memforest-bench data: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

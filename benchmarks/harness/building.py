@@ -14,13 +14,13 @@ from typing import Any
 from benchmarks.datasets import Instance
 from benchmarks.harness.results import RunFiles
 from benchmarks.harness.simulation import is_simulated
+from benchmarks.harness.state import Harness
 from benchmarks.harness.systems import attach
 from benchmarks.harness.waves import derived_waves
 from memforest.errors import MemForestError
 from memforest.llm.base import Embedder, embedder_settings
 from memforest.llm.calllog import summarize
 
-Harness = Any  # benchmarks.harness.runner.Harness (not imported: the runner imports this module)
 log = logging.getLogger(__name__)
 
 
@@ -32,11 +32,10 @@ def ensure_memory(h: Harness, instance: Instance) -> dict[str, Any]:
     """The instance's completed build, reopened; else a fresh build from an empty store."""
     iid = instance.instance_id
     prior = h.builds.get(iid)
-    reusable = (prior is not None and not prior.get("error")
-                and h.files.store_complete(iid, str(prior["build_id"])))
-    if reusable and attach(h.system, iid, h.files.store_dir(iid), instance.sessions):
+    if (prior is not None and not prior.get("error") and h.files.store_complete(iid, str(prior["build_id"]))
+            and attach(h.system, iid, h.files.store_dir(iid), instance.sessions)):
         return prior
-    copied = copy_store(h, instance) if h.cfg.get("stores_from") else None
+    copied = copy_store(h, instance) if h.cfg.stores_from else None
     if copied is not None:
         return copied
     return build_memory(h, instance, h.files.clear_store(iid))
@@ -46,7 +45,7 @@ def copy_store(h: Harness, instance: Instance) -> dict[str, Any] | None:
     """The completed store of `instance` in the `stores_from` run, copied into this run and reopened;
     None when that run has no completed build of it (this run then builds its own)."""
     iid = instance.instance_id
-    source = RunFiles(str(h.cfg["stores_from"]), create=False)
+    source = RunFiles(str(h.cfg.stores_from), create=False)
     if source.dir.resolve() == h.files.dir.resolve() or not source.builds_path.exists():
         return None
     prior = source.builds().get(iid)
@@ -80,8 +79,8 @@ def build_memory(h: Harness, instance: Instance, workdir: Path) -> dict[str, Any
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     calls = [r for r in h.call_log.since(mark) if r.tags.get("instance") == iid]
     h.call_log.context = {}
-    row = {
-        "build_id": uuid.uuid4().hex, "instance_id": iid, "method": h.cfg["method"]["name"],
+    row: dict[str, Any] = {
+        "build_id": uuid.uuid4().hex, "instance_id": iid, "method": h.cfg.method.name,
         "dataset": h.dataset.name, "sessions": len(instance.sessions), "turns": instance.num_turns,
         "build_seconds": round(seconds, 4), "build_cpu_seconds": round(cpu_seconds, 4),
         "turns_per_second": round(instance.num_turns / seconds, 3),

@@ -3,28 +3,25 @@ and described for run.json: the file, its sizes, what the loader changed and wha
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from benchmarks.datasets import Dataset, load_dataset
 from benchmarks.datasets.compose import compose
 from benchmarks.datasets.subsets import subset_ids
+from benchmarks.harness.schema import DatasetNode
 
-Config = Mapping[str, Any]
 
-
-def load_benchmark_dataset(cfg: Config) -> Dataset:
+def load_benchmark_dataset(node: DatasetNode) -> Dataset:
     """The dataset a run's `dataset` node names; a file that cannot be read raises `DatasetError` or
     `DatasetUnavailableError`, an entry that cannot be read is one of `Dataset.failures`."""
-    ids = cfg.get("instance_ids")
-    if cfg.get("subset"):
-        chosen = subset_ids(str(cfg["subset"]))
+    ids = node.instance_ids
+    if node.subset:
+        chosen = subset_ids(node.subset)
         ids = [i for i in chosen if i in set(ids)] if ids is not None else chosen
-    dataset = load_dataset(str(cfg["name"]), path=cfg.get("path"), limit=cfg.get("limit"),
+    dataset = load_dataset(node.name, path=node.path, limit=node.limit,
                            instance_ids=list(ids) if ids is not None else None,
-                           include_adversarial=bool(cfg.get("include_adversarial", False)),
-                           cache_dir=cfg.get("cache_dir"))
-    return compose(dataset, int(cfg.get("compose") or 1))
+                           include_adversarial=node.include_adversarial, cache_dir=node.cache_dir)
+    return compose(dataset, node.compose or 1)
 
 
 def dataset_metadata(dataset: Dataset) -> dict[str, Any]:

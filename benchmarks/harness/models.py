@@ -43,7 +43,8 @@ def embedder(**node: Any) -> Embedder:
     return build_embedder(library_config(EmbedderConfig, node))
 
 
-def scheduler(model: ChatModel, node: Mapping[str, Any], call_log: CallLog) -> Scheduler:
-    """A Scheduler over `model` with the concurrency and retry policy of its `llm` node."""
+def scheduler(model: ChatModel, node: LLMConfig, call_log: CallLog) -> Scheduler:
+    """A Scheduler over `model` with the concurrency and retry policy of its `llm` node (a harness
+    node of LLMConfig: its labels are left out)."""
     c = library_config(LLMConfig, node)
     return Scheduler(model, c.concurrency, call_log, c.max_retries, c.json_retries, c.backoff_s)

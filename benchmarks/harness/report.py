@@ -4,12 +4,14 @@ side-by-side table of several run directories (a sweep)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from analysis.rows import mean
 from benchmarks.harness.metrics import summarize
 from benchmarks.harness.results import RunFiles
+from benchmarks.harness.schema import BenchConfig
 
 Row = Mapping[str, Any]
 TOKENS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens")
@@ -119,7 +121,30 @@ def dataset_load(files: RunFiles) -> dict[str, Any]:
     return dict(invocations[-1].get("dataset") or run.get("dataset") or {})
 
 
-def summarize_run(files: RunFiles, cfg: Row) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RunLabels:
+    """What names a run in its summary and in the comparison table."""
+
+    method: str
+    dataset: str
+    backbone: str  # the llm config's name
+    seed: int
+    simulated: bool  # the backbone was the latency-model server
+
+    @classmethod
+    def of(cls, cfg: BenchConfig) -> RunLabels:
+        simulated = cfg.llm.latency_model is not None
+        return cls(cfg.method.name, cfg.dataset.name, cfg.llm.name, cfg.seed, simulated)
+
+    @classmethod
+    def stored(cls, config: Row) -> RunLabels:
+        """From the plain configuration a stored run.json records (runs of any harness version)."""
+        llm = config["llm"]
+        return cls(str(config["method"]["name"]), str(config["dataset"]["name"]), str(llm["name"]),
+                   int(config["seed"]), bool(llm.get("latency_model")))
+
+
+def summarize_run(files: RunFiles, labels: RunLabels) -> dict[str, Any]:
     """Accuracy, recall, build and query figures of a run directory."""
     latest = {(str(r["question_id"]), int(r["attempt"])): r for r in files.records()}
     records = list(latest.values())
@@ -127,11 +152,10 @@ def summarize_run(files: RunFiles, cfg: Row) -> dict[str, Any]:
     builds = list(files.builds().values())
     loaded = dataset_load(files)
     blocks = summarize(records, verdicts, builds)
-    key = f"{cfg['method']['name']}/{cfg['dataset']['name']}"
-    block = dict(blocks.get(key) or {"method": cfg["method"]["name"], "dataset": cfg["dataset"]["name"],
+    key = f"{labels.method}/{labels.dataset}"
+    block = dict(blocks.get(key) or {"method": labels.method, "dataset": labels.dataset,
                                       "questions": 0, "judges": {}, "retrieval": {}})
-    block.update(backbone=cfg["llm"]["name"], seed=cfg["seed"],
-                 simulated=bool(cfg["llm"].get("latency_model")),
+    block.update(backbone=labels.backbone, seed=labels.seed, simulated=labels.simulated,
                  build=build_figures(builds),
                  query=query_figures(records),
                  failures=failures(records, builds, loaded.get("failures") or ()),
@@ -140,8 +164,8 @@ def summarize_run(files: RunFiles, cfg: Row) -> dict[str, Any]:
     return block
 
 
-def write_summary(files: RunFiles, cfg: Row) -> dict[str, Any]:
-    summary = summarize_run(files, cfg)
+def write_summary(files: RunFiles, labels: RunLabels) -> dict[str, Any]:
+    summary = summarize_run(files, labels)
     files.summary_path.write_text(summary["markdown"], encoding="utf-8")
     return summary
 
@@ -275,19 +299,19 @@ COMPARISON_HEAD = ("method", "backbone", "seed", "questions", "accuracy", "recal
                    "write tokens / inst (prompt / cached / completion)", "query s", "query LLM calls / q")
 
 
-def comparison_row(files: RunFiles, cfg: Row) -> list[str]:
+def comparison_row(files: RunFiles, labels: RunLabels) -> list[str]:
     """One run directory (its files and stored config) as a row of the comparison table."""
-    backbone = cfg["llm"]["name"] + (" (simulated)" if cfg["llm"].get("latency_model") else "")
-    names = [cfg["method"]["name"], backbone, str(cfg["seed"])]
+    backbone = labels.backbone + (" (simulated)" if labels.simulated else "")
+    names = [labels.method, backbone, str(labels.seed)]
     if files.skipped_path.exists():
         reason = files.skipped_path.read_text(encoding="utf-8").strip()
         return [*names, "skipped: " + reason.replace("|", "/"), *["–"] * (len(COMPARISON_HEAD) - 4)]
-    block = summarize_run(files, cfg)
+    block = summarize_run(files, labels)
     judges = list(block["judges"].values())
     accuracy = _pct(judges[0]["accuracy"]) if judges else "–"
     retrieval = block["retrieval"]
     session, turn = retrieval.get("session") or {}, retrieval.get("turn") or {}
-    if cfg["dataset"]["name"] == "locomo":
+    if labels.dataset == "locomo":
         recall = [turn.get(f"recall@{k}") for k in (5, 10)]
     else:
         recall = [session.get(f"recall_any@{k}") for k in (5, 10)]
@@ -304,8 +328,8 @@ def comparison_markdown(run_dirs: Iterable[str | Path]) -> str:
     by_dataset: dict[str, list[list[str]]] = {}
     for run_dir in run_dirs:
         files = RunFiles(run_dir, create=False)
-        cfg = files.load_run()["config"]
-        by_dataset.setdefault(cfg["dataset"]["name"], []).append(comparison_row(files, cfg))
+        labels = RunLabels.stored(files.load_run()["config"])
+        by_dataset.setdefault(labels.dataset, []).append(comparison_row(files, labels))
     lines: list[str] = []
     for dataset, rows in by_dataset.items():
         lines += [f"## {dataset}: {len(rows)} runs side by side", "", *_table(COMPARISON_HEAD, rows), ""]

@@ -1,8 +1,9 @@
 """The benchmark loop. Per instance: build (or reopen) the memory, then per question retrieve once,
 answer `attempts` times and judge, writing every result the moment it exists.
 
-The runner takes a plain, resolved configuration mapping (the Hydra app converts it); it knows
-nothing of Hydra. Finished (question, attempt) pairs and completed builds are skipped on a rerun.
+The runner takes the typed, resolved configuration (`schema.BenchConfig`, which the Hydra app converts
+the composed config into); it knows nothing of Hydra. Finished (question, attempt) pairs and completed
+builds are skipped on a rerun.
 """
 
 from __future__ import annotations
@@ -10,14 +11,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from hydra.utils import instantiate
 from tqdm import tqdm
 
-from baselines.base import MemorySystem, SystemUnavailable
+from baselines.base import SystemUnavailable
 from benchmarks.datasets import Dataset, Instance, Question
 from benchmarks.harness import report
 from benchmarks.harness import simulation as simulated
@@ -27,7 +28,9 @@ from benchmarks.harness.evidence import retrieval_fields
 from benchmarks.harness.inputs import dataset_metadata, load_benchmark_dataset
 from benchmarks.harness.metrics import dedupe
 from benchmarks.harness.models import library_config, scheduler
-from benchmarks.harness.results import RunCallLog, RunFiles, git_info, package_versions, read_jsonl
+from benchmarks.harness.results import RunFiles, git_info, package_versions, read_jsonl
+from benchmarks.harness.schema import BenchConfig, plain_config
+from benchmarks.harness.state import Harness
 from benchmarks.harness.systems import Models, build_system, system_settings
 from benchmarks.harness.tasks import run_task
 from benchmarks.harness.wandb_logger import WandbLogger
@@ -35,117 +38,71 @@ from benchmarks.judging.grading import judge_rows, make_judge
 from benchmarks.judging.judges import Judge
 from memforest.config import LLMConfig
 from memforest.errors import MemForestError
-from memforest.llm.base import ChatModel, ChatResponse, Embedder, embedder_settings
+from memforest.llm.base import ChatModel, ChatResponse, embedder_settings
 from memforest.llm.calllog import CallLog, summarize
-from memforest.llm.scheduler import Scheduler
 
-Config = Mapping[str, Any]
-PairKey = tuple[str, int]
+Row = Mapping[str, Any]  # a build row (builds.jsonl)
 log = logging.getLogger(__name__)
 
 
-# ---------------------------------------------------------------- the harness state
-
-
-@dataclass
-class Harness:
-    cfg: Config
-    files: RunFiles
-    dataset: Dataset
-    system: MemorySystem
-    answerer: Scheduler | None
-    judge: Judge | None
-    wandb: WandbLogger
-    records: dict[PairKey, dict[str, Any]] = field(default_factory=dict)
-    judged: set[PairKey] = field(default_factory=set)
-    builds: dict[str, dict[str, Any]] = field(default_factory=dict)
-    closing: list[Any] = field(default_factory=list)  # schedulers and models to close, in order
-    bar: Any = None
-    embedder: Embedder | None = None
-    simulation: simulated.Simulation | None = None  # the latency-model server of a simulated run
-
-    @property
-    def call_log(self) -> RunCallLog:
-        return self.files.call_log
-
-    @property
-    def attempts(self) -> int:
-        return max(1, int(self.cfg["attempts"])) if self.answerer is not None else 1
-
-    def finished(self, key: PairKey) -> bool:
-        row = self.records.get(key)
-        if row is None or (row.get("error") and self.cfg.get("retry_errors", False)):
-            return False
-        return self.answerer is None or "response" in row
-
-    def close(self) -> None:
-        if self.simulation is not None:
-            self.files.note_invocation(latency_model=self.simulation.summary())
-        self.system.close()
-        for obj in self.closing:
-            obj.close()
-        self.wandb.finish()
-        self.files.close()
-
-
-def fingerprint(cfg: Config, dataset: Dataset) -> dict[str, Any]:
-    """What must not change between the invocations that fill one run directory."""
-    emb = cfg["embedder"]
+def fingerprint(cfg: BenchConfig, dataset: Dataset) -> dict[str, Any]:
+    """What must not change between the invocations that fill one run directory (stored in run.json,
+    so in plain form)."""
+    emb = cfg.embedder
     return {
-        "method": cfg["method"],
-        "llm_model": cfg["llm"]["model"],
-        "embedder": {k: emb.get(k) for k in ("model", "dim", "query_prefix")},
+        "method": asdict(cfg.method),
+        "llm_model": cfg.llm.model,
+        "embedder": {"model": emb.model, "dim": emb.dim, "query_prefix": emb.query_prefix},
         "dataset": dataset.name,
         "dataset_sha256": dataset.sha256,
-        "seed": cfg["seed"],
-        "answer": {k: cfg["answer"].get(k) for k in ("max_tokens", "temperature")},
+        "seed": cfg.seed,
+        "answer": {"max_tokens": cfg.answer.max_tokens, "temperature": cfg.answer.temperature},
     }
 
 
-def run_metadata(cfg: Config, dataset: Dataset) -> dict[str, Any]:
-    judge = cfg.get("judge") or {}
+def run_metadata(cfg: BenchConfig, dataset: Dataset) -> dict[str, Any]:
+    judge = cfg.judge
     return {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "git": git_info(),
-        "config": dict(cfg),
-        "system": system_settings(cfg["method"]),
+        "config": plain_config(cfg),
+        "system": system_settings(cfg.method),
         "packages": package_versions(),
         "dataset": dataset_metadata(dataset),
         "simulated": simulated.is_simulated(cfg),
-        "models": {"llm": cfg["llm"]["model"], "embedder": cfg["embedder"]["model"],
-                   "judge": (judge.get("model") or cfg["llm"])["model"] if judge.get("enabled") else None},
+        "models": {"llm": cfg.llm.model, "embedder": cfg.embedder.model,
+                   "judge": (judge.model or cfg.llm).model if judge.enabled else None},
     }
 
 
-def open_harness(cfg: Config, dataset: Dataset, files: RunFiles) -> Harness:
+def open_harness(cfg: BenchConfig, dataset: Dataset, files: RunFiles) -> Harness:
     """Build the models the configuration needs (no chat model when nothing generates) and the system."""
-    answering = bool(cfg["answer"]["enabled"])
+    answering = cfg.answer.enabled
     cache = ({"cache_dir": str(files.dir / "embeddings")}
-             if cfg.get("embed_cache") and not cfg["embedder"].get("cache_dir") else {})
-    embedder = instantiate(cfg["embedder"], **cache)
-    node = simulated.latency_node(cfg["llm"])
-    wanted = answering or cfg["method"]["needs_chat_model"] or node is not None
-    source = (instantiate(cfg["llm"]) if wanted and (node is None or simulated.needs_source_model(node))
+             if cfg.embed_cache and not cfg.embedder.cache_dir else {})
+    embedder = instantiate(cfg.embedder, **cache)
+    node = simulated.latency_node(cfg.llm)
+    wanted = answering or cfg.method.needs_chat_model or node is not None
+    source = (instantiate(cfg.llm) if wanted and (node is None or simulated.needs_source_model(node))
               else None)
     closing: list[Any] = []  # closed in this order: schedulers before their models
     sim = None
     try:
         if node is not None:  # every caller reaches the model through the latency server and the proxy
-            sim = simulated.open_simulation(cfg["llm"], source, files.call_log, files.dir,
-                                            str(cfg["method"]["name"]))
+            sim = simulated.open_simulation(cfg.llm, source, files.call_log, files.dir, cfg.method.name)
         llm = sim.client if sim is not None else source
         client_log = sim.client_log if sim is not None else files.call_log
         judge = open_judge(cfg, llm, files, closing, client_log) if answering else None
-        answerer = scheduler(llm, cfg["llm"], client_log) if answering and llm is not None else None
+        answerer = scheduler(llm, cfg.llm, client_log) if answering and llm is not None else None
         closing += [obj for obj in (answerer, sim, source, embedder) if obj is not None]
         models = Models(embedder, llm, files.call_log, client_log=client_log,
                         llm_base_url=sim.server_url if sim is not None else None)
-        system = build_system(cfg["method"], cfg["llm"], cfg["embedder"], models)
+        system = build_system(cfg.method, cfg.llm, cfg.embedder, models)
     except BaseException:
         for obj in closing or [o for o in (sim, source, embedder) if o is not None]:
             obj.close()
         raise
-    wandb = WandbLogger(cfg.get("wandb") or {}, files.dir, dict(cfg))
+    wandb = WandbLogger(cfg.wandb, files.dir, plain_config(cfg))
     h = Harness(cfg, files, dataset, system, answerer, judge, wandb, closing=closing, embedder=embedder)
     files.note_invocation(embedder=embedder_settings(embedder),
                           system_runtime=dict(getattr(system, "runtime_settings", None) or {}))
@@ -154,19 +111,19 @@ def open_harness(cfg: Config, dataset: Dataset, files: RunFiles) -> Harness:
     return h
 
 
-def open_judge(cfg: Config, llm: ChatModel | None, files: RunFiles, closing: list[Any],
+def open_judge(cfg: BenchConfig, llm: ChatModel | None, files: RunFiles, closing: list[Any],
                call_log: CallLog | None = None) -> Judge | None:
     """The run's judge, on the backbone model when its model config is the backbone's (its calls then
     go to `call_log`: the client log of a simulated run, whose proxy already logs them)."""
-    judge_cfg = cfg["judge"]
-    if not judge_cfg["enabled"]:
+    judge_cfg = cfg.judge
+    if not judge_cfg.enabled:
         return None
-    model_cfg = judge_cfg["model"] or cfg["llm"]  # null: the backbone
-    same = llm is not None and library_config(LLMConfig, model_cfg) == library_config(LLMConfig, cfg["llm"])
+    model_cfg = judge_cfg.model or cfg.llm  # null: the backbone
+    same = llm is not None and library_config(LLMConfig, model_cfg) == library_config(LLMConfig, cfg.llm)
     model = llm if same and llm is not None else instantiate(model_cfg)
     sched = scheduler(model, model_cfg, call_log if same and call_log is not None else files.call_log)
     closing += [sched] if same else [sched, model]
-    return make_judge(judge_cfg, sched, "judge")
+    return make_judge(asdict(judge_cfg), sched, "judge")
 
 
 def restore(h: Harness) -> None:
@@ -183,12 +140,12 @@ def restore(h: Harness) -> None:
 # ---------------------------------------------------------------- the loop
 
 
-def run_benchmark(cfg: Config, run_dir: str | Path | None = None) -> dict[str, Any]:
+def run_benchmark(cfg: BenchConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     """Run (or resume) one configuration; return the run summary, also written as summary.md."""
-    dataset = load_benchmark_dataset(cfg["dataset"])  # a file that cannot be read stops here, before any work
+    dataset = load_benchmark_dataset(cfg.dataset)  # a file that cannot be read stops here, before any work
     for failure in dataset.failures:
         log.error("instance %s not loaded: %s", failure.instance_id, failure.reason)
-    files = RunFiles(run_dir or cfg["run_dir"])
+    files = RunFiles(run_dir or cfg.run_dir)
     files.open_run(run_metadata(cfg, dataset), fingerprint(cfg, dataset))
     files.note_invocation(dataset=dataset_metadata(dataset))  # this invocation's load: the summary reads it
     files.skipped_path.unlink(missing_ok=True)
@@ -196,12 +153,12 @@ def run_benchmark(cfg: Config, run_dir: str | Path | None = None) -> dict[str, A
         h = open_harness(cfg, dataset, files)
     except SystemUnavailable as exc:
         return skipped(files, cfg, str(exc))
-    if str(cfg.get("task") or "qa") != "qa":
+    if cfg.task != "qa":
         try:
-            return run_task(h, str(cfg["task"]))
+            return run_task(h, cfg.task)
         except SystemUnavailable as exc:
             return skipped(files, cfg, str(exc))
-    progress = bool(cfg.get("progress", True))
+    progress = cfg.progress
     try:
         pending = sum(not h.finished((q.question_id, a)) for _, q in dataset.questions()
                       for a in range(h.attempts))
@@ -213,7 +170,7 @@ def run_benchmark(cfg: Config, run_dir: str | Path | None = None) -> dict[str, A
             except Exception as exc:  # one bad instance never ends a run: recorded, and the run goes on
                 instance_failed(h, instance, exc)
         h.bar.close()
-        summary = report.write_summary(files, cfg)
+        summary = report.write_summary(files, report.RunLabels.of(cfg))
         h.wandb.log_summary(summary)
     finally:
         h.close()
@@ -237,10 +194,10 @@ def instance_failed(h: Harness, instance: Instance, exc: Exception) -> None:
     judge_instance(h, instance)  # failed records are judged wrong without a judge call, so they count
 
 
-def skipped(files: RunFiles, cfg: Config, reason: str) -> dict[str, Any]:
+def skipped(files: RunFiles, cfg: BenchConfig, reason: str) -> dict[str, Any]:
     """A system that cannot run here: say why, in the log and in summary.md, and carry on (sweeps)."""
-    log.warning("%s skipped: %s", cfg["method"]["name"], reason)
-    text = f"## {cfg['method']['name']} on {cfg['dataset']['name']}: skipped\n\n{reason}\n"
+    log.warning("%s skipped: %s", cfg.method.name, reason)
+    text = f"## {cfg.method.name} on {cfg.dataset.name}: skipped\n\n{reason}\n"
     files.summary_path.write_text(text, encoding="utf-8")
     files.skipped_path.write_text(reason + "\n", encoding="utf-8")
     files.close()
@@ -275,7 +232,7 @@ def run_instance(h: Harness, instance: Instance) -> None:
         finally:
             h.system.close()
             h.call_log.context = {}
-        if not h.cfg.get("keep_stores", True):
+        if not h.cfg.keep_stores:
             h.files.remove_store(instance.instance_id)
     judge_instance(h, instance)
 
@@ -283,9 +240,9 @@ def run_instance(h: Harness, instance: Instance) -> None:
 # ---------------------------------------------------------------- one question
 
 
-def question_fields(h: Harness, instance: Instance, question: Question, build: Config) -> dict[str, Any]:
+def question_fields(h: Harness, instance: Instance, question: Question, build: Row) -> dict[str, Any]:
     out = {
-        "method": h.cfg["method"]["name"], "dataset": h.dataset.name, "instance_id": instance.instance_id,
+        "method": h.cfg.method.name, "dataset": h.dataset.name, "instance_id": instance.instance_id,
         "question_id": question.question_id, "category": question.category,
         "abstention": question.abstention, "question": question.question, "answer": question.answer,
         "question_date": question.question_date.isoformat() if question.question_date else None,
@@ -300,14 +257,14 @@ def question_fields(h: Harness, instance: Instance, question: Question, build: C
 
 
 def failed_rows(h: Harness, instance: Instance, question: Question, attempts: Sequence[int], error: str,
-                build: Config) -> list[dict[str, Any]]:
+                build: Row) -> list[dict[str, Any]]:
     base = question_fields(h, instance, question, build)
     extra = {"response": ""} if h.answerer is not None else {}
     return [{**base, "attempt": a, **extra, "error": error} for a in attempts]
 
 
 def ask(h: Harness, instance: Instance, question: Question, attempts: Sequence[int],
-        build: Config) -> list[dict[str, Any]]:
+        build: Row) -> list[dict[str, Any]]:
     """Retrieve once, then answer each pending attempt; one record per attempt."""
     h.call_log.context = {"instance": instance.instance_id, "phase": "retrieve",
                           "question": question.question_id}
@@ -332,11 +289,11 @@ def ask(h: Harness, instance: Instance, question: Question, attempts: Sequence[i
 def answer_attempts(h: Harness, question: Question, base: dict[str, Any],
                     attempts: Sequence[int]) -> list[dict[str, Any]]:
     """Answer with the shared prompt (reference date = question date); attempt 0 is greedy."""
-    answer_cfg, seed = h.cfg["answer"], int(h.cfg["seed"])
+    answer_cfg, seed = h.cfg.answer, h.cfg.seed
     requests = [
         answer_request(h.dataset.kind, question.question, question.question_date, base["context"],
-                       max_tokens=int(answer_cfg["max_tokens"]), seed=seed * 1000 + a,
-                       temperature=0.0 if a == 0 else float(answer_cfg["temperature"]))
+                       max_tokens=answer_cfg.max_tokens, seed=seed * 1000 + a,
+                       temperature=0.0 if a == 0 else answer_cfg.temperature)
         for a in attempts
     ]
     assert h.answerer is not None

@@ -8,11 +8,11 @@ library's LLMConfig and EmbedderConfig (plus a label and a `_target_`), and a Me
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from memforest.config import EmbedderConfig, LLMConfig, MemForestConfig, QueryConfig
 
@@ -180,3 +180,18 @@ def register() -> None:
     store.store(group="embedder", name="_schema", node=EmbedderNode)
     store.store(group="judge", name="_schema", node=JudgeNode)
     store.store(group="budget", name="_schema", node=BudgetNode)
+
+
+def bench_config(cfg: DictConfig) -> BenchConfig:
+    """The composed configuration as the harness receives it: one typed BenchConfig, every
+    interpolation resolved and every mandatory value present (else an error here, before any work)."""
+    out = OmegaConf.to_object(cfg)
+    if not isinstance(out, BenchConfig):
+        raise TypeError(f"expected a composed BenchConfig, got {type(out).__name__}")
+    return out
+
+
+def plain_config(cfg: BenchConfig) -> dict[str, Any]:
+    """The configuration as plain JSON-ready containers, as run.json records it (what `--cfg job`
+    prints, resolved)."""
+    return asdict(cfg)

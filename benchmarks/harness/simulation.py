@@ -13,11 +13,11 @@ Results are labelled `simulated: true` (run.json, builds, records, summary)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.schema import BenchConfig, ChatModelNode, LatencyModelNode
 from benchmarks.serving.latency_model import LatencyParams
 from benchmarks.serving.latency_server import SOURCES, LatencyModelServer, ReplaySource
 from benchmarks.serving.proxy import LoggingProxy
@@ -30,25 +30,22 @@ CLIENT_LOG = "llm_calls_client.jsonl"
 SERVED_LOG = "served_calls.jsonl"
 
 
-def latency_node(llm: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    node = llm.get("latency_model")
-    return node if node else None
+def latency_node(llm: ChatModelNode) -> LatencyModelNode | None:
+    return llm.latency_model
 
 
-def is_simulated(cfg: Mapping[str, Any]) -> bool:
-    return latency_node(cfg["llm"]) is not None
+def is_simulated(cfg: BenchConfig) -> bool:
+    return cfg.llm.latency_model is not None
 
 
-def latency_params(node: Mapping[str, Any]) -> LatencyParams:
-    names = {f.name for f in fields(LatencyParams)}
-    return LatencyParams(**{k: v for k, v in node.items() if k in names})
+def latency_params(node: LatencyModelNode) -> LatencyParams:
+    return LatencyParams(**{f.name: getattr(node, f.name) for f in fields(LatencyParams)})
 
 
-def needs_source_model(node: Mapping[str, Any]) -> bool:
-    if node.get("source", "model") not in SOURCES:
-        raise ValueError(f"llm.latency_model.source: {node.get('source')!r} is not one of "
-                         f"{', '.join(SOURCES)}")
-    return node.get("source", "model") == "model" or bool(node.get("fallback", True))
+def needs_source_model(node: LatencyModelNode) -> bool:
+    if node.source not in SOURCES:
+        raise ValueError(f"llm.latency_model.source: {node.source!r} is not one of {', '.join(SOURCES)}")
+    return node.source == "model" or node.fallback
 
 
 @dataclass
@@ -72,17 +69,16 @@ class Simulation:
         return self.server.summary()
 
 
-def open_simulation(llm_cfg: Mapping[str, Any], source: ChatModel | None, call_log: CallLog, run_dir: Path,
+def open_simulation(llm_cfg: ChatModelNode, source: ChatModel | None, call_log: CallLog, run_dir: Path,
                     system: str, embedder: Embedder | None = None) -> Simulation:
     """The latency server over `source` (and/or a replayed log), the proxy, and the in-process client."""
     node = latency_node(llm_cfg)
     assert node is not None
-    replay = ReplaySource(str(node["replay_path"])) if node.get("source") == "replay" else None
+    replay = ReplaySource(str(node.replay_path)) if node.source == "replay" else None
     server = LatencyModelServer(latency_params(node), chat=source, replay=replay, embedder=embedder,
-                                model_name=str(llm_cfg["model"]), log_path=run_dir / SERVED_LOG).start()
+                                model_name=llm_cfg.model, log_path=run_dir / SERVED_LOG).start()
     proxy = LoggingProxy(server.base_url, call_log, system=system).start()
-    concurrency = int(node.get("client_concurrency") or llm_cfg.get("concurrency") or 1)
-    client = build_chat_model(LLMConfig(backend="openai", model=str(llm_cfg["model"]),
-                                        base_url=proxy.base_url, concurrency=concurrency,
-                                        timeout_s=float(llm_cfg.get("timeout_s") or 120.0)))
+    concurrency = node.client_concurrency or llm_cfg.concurrency or 1
+    client = build_chat_model(LLMConfig(backend="openai", model=llm_cfg.model, base_url=proxy.base_url,
+                                        concurrency=concurrency, timeout_s=llm_cfg.timeout_s or 120.0))
     return Simulation(server, proxy, client, CallLog(run_dir / CLIENT_LOG))

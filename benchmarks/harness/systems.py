@@ -14,8 +14,8 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +24,12 @@ from hydra.utils import instantiate
 
 from baselines.base import Endpoints, MemorySystem, Session, SystemUnavailable
 from benchmarks.harness.models import library_config
+from benchmarks.harness.schema import ChatModelNode, EmbedderNode, MemForestNode, MethodNode, ServingNode
 from benchmarks.serving.stack import ProxiedSystem, ServingStack
 from memforest.config import EmbedderConfig, LLMConfig, MemForestConfig, from_dict
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
 
-Config = Mapping[str, Any]
 log = logging.getLogger(__name__)
 PROBE_URL = "http://127.0.0.1:9/v1"  # nothing listens there: adapters must not connect on construction
 
@@ -45,20 +45,20 @@ class Models:
     llm_base_url: str | None = None  # a simulated run: the latency-model server every baseline reaches
 
 
-def system_factory(method: Config) -> functools.partial[MemorySystem]:
+def system_factory(method: MethodNode) -> functools.partial[MemorySystem]:
     """The adapter of `method.system` with the method's settings bound."""
     try:
-        factory = instantiate(dict(method["system"]), _partial_=True, _convert_="all")
+        factory = instantiate(dict(method.system), _partial_=True, _convert_="all")
     except InstantiationException as exc:
-        raise ValueError(f"method {method.get('name')}: {exc}") from exc
+        raise ValueError(f"method {method.name}: {exc}") from exc
     assert isinstance(factory, functools.partial)
     return factory
 
 
-def system_settings(method: Config) -> dict[str, Any]:
+def system_settings(method: MethodNode) -> dict[str, Any]:
     """Every setting the adapter is built with, its own defaults included (recorded in run.json)."""
     factory = system_factory(method)
-    out: dict[str, Any] = {"_target_": method["system"]["_target_"]}
+    out: dict[str, Any] = {"_target_": method.system["_target_"]}  # the adapter's own settings node
     for name, param in inspect.signature(factory.func).parameters.items():
         if name in factory.keywords:
             out[name] = factory.keywords[name]
@@ -71,24 +71,26 @@ def _plain(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool, list, dict))
 
 
-def memforest_config(method: Config) -> MemForestConfig:
-    """The method's `memforest` node as the library's MemForestConfig."""
-    node = dict(method["memforest"])
-    node["llm"] = vars(library_config(LLMConfig, node["llm"]))
-    node["embedder"] = vars(library_config(EmbedderConfig, node["embedder"]))
-    return from_dict(MemForestConfig, node)
+def memforest_config(node: MemForestNode) -> MemForestConfig:
+    """A MemForest method's `memforest` node as the library's MemForestConfig (its backbone and
+    embedder as the library's LLMConfig and EmbedderConfig, without the harness's labels)."""
+    values = asdict(node)
+    values.update(llm=vars(library_config(LLMConfig, node.llm)),
+                  embedder=vars(library_config(EmbedderConfig, node.embedder)))
+    return from_dict(MemForestConfig, values)
 
 
-def build_system(method: Config, llm: Config, embedder: Config, models: Models) -> MemorySystem:
+def build_system(method: MethodNode, llm: ChatModelNode, embedder: EmbedderNode,
+                 models: Models) -> MemorySystem:
     factory = system_factory(method)
-    if method.get("serving"):
-        return served_system(method, llm, embedder, models, factory)
+    if method.serving is not None:
+        return served_system(method, method.serving, llm, embedder, models, factory)
     runtime: dict[str, Any] = {"llm": models.llm, "embedder": models.embedder,
                                "call_log": models.client_log if models.client_log is not None
                                    else models.call_log,
-                               "name": str(method["name"])}
-    if method.get("memforest") is not None:
-        runtime["config"] = memforest_config(method)
+                               "name": method.name}
+    if method.memforest is not None:
+        runtime["config"] = memforest_config(method.memforest)
     return factory(**_accepted(factory, runtime))
 
 
@@ -111,15 +113,14 @@ def attach(system: MemorySystem, instance_id: str, workdir: Path, sessions: Sequ
 HTTP_BACKENDS = ("llamacpp", "openai")
 
 
-def served_system(method: Config, llm: Config, embedder: Config, models: Models,
-                  factory: functools.partial[MemorySystem]) -> MemorySystem:
+def served_system(method: MethodNode, serving: ServingNode, llm: ChatModelNode, embedder: EmbedderNode,
+                  models: Models, factory: functools.partial[MemorySystem]) -> MemorySystem:
     """A ProxiedSystem; the adapter is built once first against an address where nothing listens, so
     a missing package or environment is reported before any instance is built."""
-    name, serving = str(method["name"]), method["serving"]
+    name = method.name
 
     def endpoints(url: str) -> Endpoints:
-        return Endpoints(url, str(llm["model"]), str(embedder["model"]), int(embedder["dim"]),
-                         int(serving["context_tokens"]))
+        return Endpoints(url, llm.model, embedder.model, embedder.dim, serving.context_tokens)
 
     probe = factory(endpoints(PROBE_URL), name=name)
     runtime = dict(getattr(probe, "runtime_settings", None) or {})
@@ -129,21 +130,22 @@ def served_system(method: Config, llm: Config, embedder: Config, models: Models,
                          runtime_settings=runtime)
 
 
-def serving_stack(name: str, serving: Config, llm: Config, embedder: Config, models: Models) -> ServingStack:
+def serving_stack(name: str, serving: ServingNode, llm: ChatModelNode, embedder: EmbedderNode,
+                  models: Models) -> ServingStack:
     """llama.cpp serves the packaged (or `llm.model_path`) GGUF at `serving.context_tokens`; an `openai`
     backbone is forwarded to; any other (vLLM in process, the scripted model) is served by the harness.
     The embedder is always the harness's own, served by the harness (an `openai` embedder is reached
     through it), so that a request with `input_type: query` gets the same query instruction MemForest's
     questions get."""
-    backend = "openai" if models.llm_base_url else str(llm["backend"])
-    base_url = models.llm_base_url or llm.get("base_url")
+    backend = "openai" if models.llm_base_url else llm.backend
+    base_url = models.llm_base_url or llm.base_url
     if backend not in HTTP_BACKENDS and models.llm is None:
         raise SystemUnavailable(f"{name}: llm.backend={backend} needs the harness's chat model")
     return ServingStack(
-        models.call_log, name, llm_model=str(llm["model"]),
+        models.call_log, name, llm_model=llm.model,
         llm_base_url=base_url if backend == "openai" else None,
-        chat=models.llm if backend not in HTTP_BACKENDS else None, gguf_path=llm.get("model_path"),
-        n_ctx=int(serving["context_tokens"]), threads=int(serving["threads"]), seed=int(llm["seed"]),
+        chat=models.llm if backend not in HTTP_BACKENDS else None, gguf_path=llm.model_path,
+        n_ctx=serving.context_tokens, threads=serving.threads, seed=llm.seed,
         embedder=models.embedder,
-        max_tokens_cap=serving.get("max_tokens_cap"),
+        max_tokens_cap=serving.max_tokens_cap,
     )

@@ -16,8 +16,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchmarks.harness.app import compose_config, plain
+from benchmarks.harness.app import compose_config
 from benchmarks.harness.models import library_config
+from benchmarks.harness.schema import bench_config
 from memforest.config import EmbedderConfig, LLMConfig
 from memforest.errors import ConfigError
 
@@ -61,10 +62,10 @@ def serve_args(overrides: Sequence[str]) -> list[str]:
     groups = [o.split("=", 1)[0] for o in overrides if o.split("=", 1)[0] in ("llm", "embedder")]
     if not groups:
         raise ValueError(USAGE)
-    cfg = plain(compose_config(overrides))
+    cfg = bench_config(compose_config(overrides))
     if groups[0] == "llm":
-        return llm_args(library_config(LLMConfig, cfg["llm"]))
-    return embedder_args(library_config(EmbedderConfig, cfg["embedder"]))
+        return llm_args(library_config(LLMConfig, cfg.llm))
+    return embedder_args(library_config(EmbedderConfig, cfg.embedder))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

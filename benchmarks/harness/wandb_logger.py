@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.schema import WandbNode
+
 INSTALL_HINT = "pip install 'memforest[wandb]'"
 
 
@@ -29,10 +31,11 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
 class WandbLogger:
     """Logs build rows, question records and the final summary; a no-op when disabled."""
 
-    def __init__(self, cfg: Mapping[str, Any], run_dir: Path, config: Mapping[str, Any]) -> None:
+    def __init__(self, cfg: WandbNode, run_dir: Path, config: Mapping[str, Any]) -> None:
+        """`config`: the run's resolved configuration as plain containers (run.json's), for wandb."""
         self._run: Any = None
         self._questions = 0
-        if not cfg.get("enabled", False):
+        if not cfg.enabled:
             return
         try:
             import wandb
@@ -41,14 +44,14 @@ class WandbLogger:
         # One wandb run per run directory, so a resumed run continues the same wandb run.
         run_id = hashlib.sha1(str(Path(run_dir).resolve()).encode()).hexdigest()[:16]
         self._run = wandb.init(
-            project=cfg.get("project", "memforest"),
-            entity=cfg.get("entity"),
-            mode=cfg.get("mode", "offline"),
+            project=cfg.project,
+            entity=cfg.entity,
+            mode=cfg.mode,
             dir=str(run_dir),
             id=run_id,
             resume="allow",
             name="/".join(Path(run_dir).parts[-5:]),
-            tags=list(cfg.get("tags") or []),
+            tags=list(cfg.tags),
             config=dict(config),
         )
 

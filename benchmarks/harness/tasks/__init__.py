@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from benchmarks.harness.state import Harness
+
 TASKS = ("qa", "migration", "scaling")
 
 
-def task_runner(name: str) -> Callable[..., dict[str, Any]]:
+def task_runner(name: str) -> Callable[[Harness], dict[str, Any]]:
     if name == "migration":
         from benchmarks.harness.tasks.migration import run_migration
 
@@ -27,7 +29,7 @@ def task_runner(name: str) -> Callable[..., dict[str, Any]]:
     raise ValueError(f"unknown task {name!r} (one of {', '.join(TASKS)})")
 
 
-def run_task(h: Any, task: str) -> dict[str, Any]:
+def run_task(h: Harness, task: str) -> dict[str, Any]:
     """Run `task` on an open harness and close it; the task's table becomes summary.md."""
     try:
         summary = task_runner(task)(h)
@@ -39,5 +41,6 @@ def run_task(h: Any, task: str) -> dict[str, Any]:
 
 
 def option(options: Mapping[str, Any], name: str, default: Any) -> Any:
+    """A task's setting from `task_options` (each task names its own; see its module)."""
     value = options.get(name, default)
     return default if value is None else value

@@ -19,6 +19,7 @@ from typing import Any
 
 from benchmarks.harness.results import JsonlWriter
 from benchmarks.harness.simulation import is_simulated
+from benchmarks.harness.state import Harness
 from benchmarks.harness.tasks import option
 from benchmarks.harness.tasks.common import open_forest, payload
 
@@ -26,8 +27,8 @@ log = logging.getLogger(__name__)
 FILE = "migration.jsonl"
 
 
-def run_migration(h: Any) -> dict[str, Any]:
-    max_n = min(int(option(h.cfg.get("task_options") or {}, "max_n", 8)), len(h.dataset.instances))
+def run_migration(h: Harness) -> dict[str, Any]:
+    max_n = min(int(option(h.cfg.task_options, "max_n", 8)), len(h.dataset.instances))
     rows: list[dict[str, Any]] = []
     (h.files.dir / FILE).write_text("", encoding="utf-8")  # a rerun measures again from scratch
     out = JsonlWriter(h.files.dir / FILE)

@@ -29,6 +29,7 @@ from typing import Any
 
 from benchmarks.harness.results import JsonlWriter
 from benchmarks.harness.simulation import is_simulated
+from benchmarks.harness.state import Harness
 from benchmarks.harness.tasks import option
 from benchmarks.harness.tasks.common import open_forest, payload
 from memforest.llm.calllog import CallRecord
@@ -73,8 +74,8 @@ def level_parallel_times(calls: Sequence[CallRecord], parallelism: Sequence[int]
     return out
 
 
-def run_scaling(h: Any) -> dict[str, Any]:
-    parallelism = [int(p) for p in option(h.cfg.get("task_options") or {}, "parallelism", PARALLELISM)]
+def run_scaling(h: Harness) -> dict[str, Any]:
+    parallelism = [int(p) for p in option(h.cfg.task_options, "parallelism", PARALLELISM)]
     (h.files.dir / FILE).write_text("", encoding="utf-8")
     out = JsonlWriter(h.files.dir / FILE)
     rows = []
@@ -98,7 +99,7 @@ def run_scaling(h: Any) -> dict[str, Any]:
                        "measured_refresh_wall_s": report.timings.get("refresh"),
                        "refresh_s": times,
                        "speedup": {p: round(base / t, 3) if t else None for p, t in times.items()},
-                       "concurrency": int(h.system.config.llm.concurrency), "simulated": is_simulated(h.cfg)}
+                       "concurrency": forest.config.llm.concurrency, "simulated": is_simulated(h.cfg)}
                 out.write(row)
                 rows.append(row)
     finally:

@@ -1,0 +1,60 @@
+"""The state of one open run: its configuration, files, dataset, system, models and what earlier
+invocations finished. The runner opens it; building, the question loop and the tasks work on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from baselines.base import MemorySystem
+from benchmarks.datasets import Dataset
+from benchmarks.harness.results import RunCallLog, RunFiles
+from benchmarks.harness.schema import BenchConfig
+from benchmarks.harness.simulation import Simulation
+from benchmarks.harness.wandb_logger import WandbLogger
+from benchmarks.judging.judges import Judge
+from memforest.llm.base import Embedder
+from memforest.llm.scheduler import Scheduler
+
+PairKey = tuple[str, int]  # (question id, attempt)
+
+
+@dataclass
+class Harness:
+    cfg: BenchConfig
+    files: RunFiles
+    dataset: Dataset
+    system: MemorySystem
+    answerer: Scheduler | None
+    judge: Judge | None
+    wandb: WandbLogger
+    records: dict[PairKey, dict[str, Any]] = field(default_factory=dict)
+    judged: set[PairKey] = field(default_factory=set)
+    builds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    closing: list[Any] = field(default_factory=list)  # schedulers and models to close, in order
+    bar: Any = None
+    embedder: Embedder | None = None
+    simulation: Simulation | None = None  # the latency-model server of a simulated run
+
+    @property
+    def call_log(self) -> RunCallLog:
+        return self.files.call_log
+
+    @property
+    def attempts(self) -> int:
+        return max(1, self.cfg.attempts) if self.answerer is not None else 1
+
+    def finished(self, key: PairKey) -> bool:
+        row = self.records.get(key)
+        if row is None or (row.get("error") and self.cfg.retry_errors):
+            return False
+        return self.answerer is None or "response" in row
+
+    def close(self) -> None:
+        if self.simulation is not None:
+            self.files.note_invocation(latency_model=self.simulation.summary())
+        self.system.close()
+        for obj in self.closing:
+            obj.close()
+        self.wandb.finish()
+        self.files.close()
