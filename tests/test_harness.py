@@ -277,7 +277,7 @@ def test_rejudge_config_follows_the_run_unless_told_otherwise(tmp_path: Path) ->
     from benchmarks.harness.app import judge_config
 
     stored = plain_config(config(tmp_path, "dataset=locomo"))  # as run.json stores it
-    stored["llm"]["model"] = "the-run-backbone"
+    stored["llm"].update(model="the-run-backbone", retired_knob=1)  # a key of an older harness's config
     judge = judge_config(stored, [])
     assert judge.model is not None
     assert judge.judge_id == "locomo-generous" and judge.model.model == "the-run-backbone"

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,9 @@ def judge_config(stored: dict[str, Any], overrides: Sequence[str]) -> schema.Jud
     if base.judge.model is None:  # the backbone judges
         base.judge.model = base.llm
     judge = OmegaConf.to_container(base.judge, resolve=True)
+    assert isinstance(judge, dict)
+    known = {f.name for f in fields(schema.ChatModelNode)}  # a stored backbone of an older harness
+    judge["model"] = {k: v for k, v in judge["model"].items() if k in known}
     node = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema.JudgeNode), judge))
     assert isinstance(node, schema.JudgeNode)
     return node
