@@ -7,6 +7,9 @@ from pathlib import Path
 
 from baselines.base import Session, Turn
 from baselines.memforest_method import MemForestSystem
+from baselines.memforest_method.system import StoredSessions
+from benchmarks.datasets import Instance
+from benchmarks.harness.tasks.common import payload
 from memforest.config import MemForestConfig
 from memforest.llm.calllog import CallLog
 from memforest.llm.testing import HashEmbedder, ScriptedChatModel
@@ -56,3 +59,15 @@ def test_derived_and_unsafe_session_ids_map_back_without_colliding(tmp_path: Pat
         turns = {t for item in evidence for t in item.turn_ids}
         assert turns <= {f"{s.session_id}:0" for s in sessions} and "trip#2:0" in turns
         system.close()
+
+
+def test_the_tasks_write_sessions_as_the_adapter_does() -> None:
+    when = datetime(2023, 5, 8, 13, 56)
+    chat = Session("session_1", when, (Turn("user", "Hi Ben, I adopted a whippet.", when, "D1:1", "Ana"),
+                                       Turn("user", "\u200b", when, "D1:2", "Ben"),
+                                       Turn("user", "Lovely!", when, "D1:3", "Ben")))
+    [written] = payload(Instance("conv-1", "conv-1", (chat,), ()), "i0-")
+    assert written["session_id"] == "i0-session_1"
+    assert [t["content"] for t in written["turns"]] == ["Ana: Hi Ben, I adopted a whippet.", "Ben: Lovely!"]
+    [adapter] = StoredSessions().payload([chat])
+    assert adapter["turns"] == written["turns"]
