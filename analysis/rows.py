@@ -38,6 +38,13 @@ def mean(values: Iterable[float]) -> float | None:
     return fmean(values) if values else None
 
 
+def write_rate(turns: Iterable[float], seconds: Iterable[float]) -> float | None:
+    """Write throughput: every source turn written over every second of build time (a rate of totals,
+    not a mean of per-build rates); None without build time."""
+    total = sum(seconds)
+    return sum(turns) / total if total > 0 else None
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from n samples with c correct: 1 - C(n-c, k) / C(n, k)."""
     if not (0 <= c <= n and 1 <= k <= n):

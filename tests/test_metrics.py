@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from analysis.rows import write_rate
 from benchmarks.harness.metrics import (
     QuestionScore,
     abstention_accuracy,
@@ -27,7 +28,6 @@ from benchmarks.harness.metrics import (
     retrieval_recall,
     summarize,
     task_averaged_accuracy,
-    turns_per_second,
 )
 
 
@@ -104,10 +104,10 @@ def test_retrieval_recall_skips_abstention() -> None:
     }
 
 
-def test_throughput() -> None:
-    assert turns_per_second(680, 96.9) == pytest.approx(7.0175, rel=1e-4)
-    with pytest.raises(ValueError):
-        turns_per_second(10, 0)
+def test_write_rate_is_a_rate_of_totals() -> None:
+    assert write_rate([680], [96.9]) == pytest.approx(7.0175, rel=1e-4)
+    assert write_rate([100, 300], [10.0, 90.0]) == pytest.approx(4.0)  # not the mean of 10 and 3.33
+    assert write_rate([10], [0.0]) is None and write_rate([], []) is None
 
 
 def test_f1_and_bleu1() -> None:

@@ -13,6 +13,7 @@ import pandas as pd
 from analysis.load import Results
 from analysis.names import backbone_name, family, paper_dataset, published, system_name
 from analysis.render import Table, finish_figure, fmt, legend, new_figure, series_label, write_table
+from analysis.rows import write_rate
 
 EXPERIMENTS = ("write_path",)
 NAME = "write_path"
@@ -36,7 +37,7 @@ def summarise(builds: pd.DataFrame) -> pd.DataFrame:
         max_in_flight=("max_in_flight", "max"),
         cached=("cached_prompt_tokens", "mean"), uncached=("uncached_prompt_tokens", "mean"),
         output=("completion_tokens", "mean")).reset_index()
-    out["turns_per_second"] = out["turns_total"] / out["seconds_total"]
+    out["turns_per_second"] = [write_rate([t], [s]) for t, s in zip(out["turns_total"], out["seconds_total"])]
     slowest = out.groupby(["dataset", "backbone", "simulated"],
                           dropna=False)["turns_per_second"].transform("min")
     out["speedup"] = out["turns_per_second"] / slowest

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
-from analysis.rows import mean, pass_at_k
+from analysis.rows import mean, pass_at_k, write_rate
 
 # ---------------------------------------------------------------- pass@k and accuracy
 
@@ -106,13 +106,6 @@ def retrieval_recall(
 
 
 # ---------------------------------------------------------------- throughput and text overlap
-
-
-def turns_per_second(turns: int, build_seconds: float) -> float:
-    """Write throughput: source turns ingested per second of build time."""
-    if build_seconds <= 0:
-        raise ValueError("build_seconds must be positive")
-    return turns / build_seconds
 
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -269,6 +262,6 @@ def summarize(
         }
         turns, seconds = build_totals.get((method, dataset), (0.0, 0.0))
         if seconds > 0:
-            block["turns_per_second"] = turns_per_second(int(turns), seconds)
+            block["turns_per_second"] = write_rate([turns], [seconds])
         summary[f"{method}/{dataset}"] = block
     return summary

@@ -11,9 +11,11 @@ For simulated runs also `modelled_critical_path_seconds` (the observed waves, ea
 latency-model time: robust to a content source slower than the model), `modelled_build_seconds`
 (build_seconds - busy_seconds + modelled_critical_path_seconds: the time with calls in flight replaced
 by the modelled one, the rest of the build as measured), `overrun_calls` and `served_calls`.
-Across runs: `speedup_vs_slowest` = slowest build_seconds / this build_seconds, and `ratio_to_mem0`
-= mem0's build_seconds / this build_seconds (when a run of a system named mem0 is among them); the
-same on modelled_build_seconds as `modelled_speedup_vs_slowest` and `modelled_ratio_to_mem0`.
+`turns_per_second` is the write rate, all source turns over all build seconds (`analysis.rows.write_rate`,
+as the paper's table and `analysis/` compute it), not a mean of per-build rates. Across runs:
+`speedup_vs_slowest` = this write rate / the lowest one, and `ratio_to_mem0` = this write rate / mem0's
+(when a run of a system named mem0 is among them); the same on modelled_build_seconds as
+`modelled_speedup_vs_slowest` and `modelled_ratio_to_mem0`.
 `simulated` marks runs on the latency-model server."""
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis.rows import build_figures, mean
+from analysis.rows import build_figures, mean, write_rate
 from benchmarks.harness.results import RunFiles, read_jsonl, write_json_atomic
 from benchmarks.harness.simulation import CLIENT_LOG, SERVED_LOG
 from memforest.llm.calllog import CallRecord, summarize
@@ -84,8 +86,9 @@ def run_row(run_dir: str | Path) -> dict[str, Any] | None:
         "system": run["config"]["method"]["name"], "backbone": run["config"]["llm"]["name"],
         "simulated": bool(run.get("simulated")), "run_dir": str(files.dir.resolve()),
         "instances": len(builds),
-        **{key: _mean([float(f[key]) for f in figures])
-           for key in ("turns", "build_seconds", "turns_per_second", "llm_calls")},
+        **{key: _mean([float(f[key]) for f in figures]) for key in ("turns", "build_seconds", "llm_calls")},
+        "turns_per_second": _rate(write_rate([float(f["turns"]) for f in figures],
+                                             [float(f["build_seconds"]) for f in figures])),
         "uncached_prompt_tokens": _mean([float(f["uncached_prompt_tokens"]) for f in figures]),
         "cached_prompt_tokens": _mean([float(f["cached_prompt_tokens"]) for f in figures]),
         "output_tokens": _mean([float(f["completion_tokens"]) for f in figures]),
@@ -107,18 +110,25 @@ def run_row(run_dir: str | Path) -> dict[str, Any] | None:
     return row
 
 
+def _rate(value: float | None) -> float | None:
+    return round(value, 3) if value is not None else None
+
+
 def table(run_dirs: Iterable[str | Path]) -> dict[str, Any]:
+    """The rows of `run_dirs`, each with its write-rate speedup over the slowest system and its ratio to
+    mem0's, measured and (simulated runs) modelled."""
     rows = [r for r in (run_row(d) for d in run_dirs) if r is not None]
-    timed = [r for r in rows if r["build_seconds"]]
-    slowest = max(timed, key=lambda r: r["build_seconds"]) if timed else None
+    slowest = None
     for key, prefix in (("build_seconds", ""), ("modelled_build_seconds", "modelled_")):
-        timed = [r for r in rows if r.get(key)]
-        slowest_r = max(timed, key=lambda r: r[key]) if timed else None
-        mem0_r = next((r for r in timed if r["system"] == "mem0"), None)
-        for r in rows:
-            r[f"{prefix}speedup_vs_slowest"] = (round(slowest_r[key] / r[key], 3) if slowest_r and r.get(key)
-                                                else None)
-            r[f"{prefix}ratio_to_mem0"] = round(mem0_r[key] / r[key], 3) if mem0_r and r.get(key) else None
+        rates = [write_rate([r["turns"]], [r[key]]) if r.get(key) else None for r in rows]
+        timed = [(rate, r) for rate, r in zip(rates, rows) if rate]
+        low = min(timed, key=lambda pair: pair[0]) if timed else None
+        mem0 = next((rate for rate, r in timed if r["system"] == "mem0"), None)
+        if not prefix and low is not None:
+            slowest = low[1]
+        for rate, r in zip(rates, rows):
+            r[f"{prefix}speedup_vs_slowest"] = round(rate / low[0], 3) if low is not None and rate else None
+            r[f"{prefix}ratio_to_mem0"] = round(rate / mem0, 3) if mem0 and rate else None
     return {"rows": rows, "slowest": slowest["system"] if slowest else None,
             "simulated": any(r["simulated"] for r in rows)}
 
