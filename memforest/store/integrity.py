@@ -142,7 +142,3 @@ def _compare(kind: str, have: tuple[np.ndarray, np.ndarray],
     differ = int((~np.all(vecs == want_vecs, axis=1)).sum())
     return [f"{kind} index: {differ} of {len(ids)} vectors differ from the store (checksum mismatch)"]
 
-
-def load_problem(exc: Exception) -> str:
-    return (str(exc) if isinstance(exc, StoreError)
-            else f"the state cannot be loaded ({type(exc).__name__}: {exc})")
