@@ -24,9 +24,13 @@ class Turn:
 
 @dataclass(frozen=True)
 class Session:
+    """`speakers`: the conversation's named speakers in the dataset's order (LoCoMo: speaker_a, then
+    speaker_b), the same on every session of a conversation; empty for user/assistant data."""
+
     session_id: str
     timestamp: datetime
     turns: tuple[Turn, ...]
+    speakers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,7 @@ def session_payload(session: Session) -> dict[str, Any]:
     return {
         "session_id": session.session_id,
         "timestamp": session.timestamp.isoformat(),
+        "speakers": list(session.speakers),
         "turns": [{"role": t.role, "content": t.content, "turn_id": t.turn_id, "speaker": t.speaker,
                    "timestamp": t.timestamp.isoformat() if t.timestamp else None} for t in session.turns],
     }

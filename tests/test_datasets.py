@@ -150,6 +150,24 @@ def test_real_shaped_locomo(tmp_path: Path) -> None:
     assert all(len(i.sessions) == 3 for i in full.instances)
 
 
+def test_locomo_sessions_carry_the_speaker_order(tmp_path: Path) -> None:
+    """speaker_a is not always the first to speak (6 of the 10 real conversations): the order is the
+    file's `speaker_a`/`speaker_b`, on every session, also one that lost an unreadable turn."""
+    samples = locomo_shaped(sessions=2, turns=3)[:2]
+    conversation = samples[0]["conversation"]
+    conversation.update(speaker_a=conversation["speaker_b"], speaker_b=conversation["speaker_a"])
+    conversation["session_2"][1]["text"] = "\u200b"  # unreadable: dropped, the session kept
+    del samples[1]["conversation"]["speaker_b"]
+    data = load_dataset("locomo", path=write_json(samples, tmp_path / "locomo.json"))
+    swapped, unnamed = data.instances
+    assert swapped.sessions[0].turns[0].speaker == "Ari0"  # speaker_b opens
+    assert [s.speakers for s in swapped.sessions] == [("Bea0", "Ari0")] * 2
+    assert len(swapped.sessions[1].turns) == 2 and swapped.counts.unreadable_turns_dropped == 1
+    assert all(s.speakers == () for s in unnamed.sessions)  # not both named: adapters fall back
+    chats = load_dataset("longmemeval_s", path=LME).instances
+    assert all(s.speakers == () for i in chats for s in i.sessions)
+
+
 def test_sample_file_is_current_and_well_formed() -> None:
     assert json.loads(SAMPLE_PATH.read_text(encoding="utf-8")) == build_sample()
     data = load_dataset("sample")

@@ -116,5 +116,8 @@ def test_serve_in_process_and_payload_has_no_gold_labels() -> None:
     assert replies[0] == {"id": 1, "ok": True, "result": {"options": {"k": 1}}}
     assert not replies[1]["ok"] and "unknown op" in replies[1]["error"]
     payload = session_payload(sessions()[0])
-    assert payload["timestamp"] == "2023-03-01T09:00:00"
+    assert payload["timestamp"] == "2023-03-01T09:00:00" and payload["speakers"] == []
+    named = Session("c1", datetime(2023, 5, 8), (Turn("user", "Hi.", None, "D1:1", speaker="Bo"),),
+                    speakers=("Ana", "Bo"))
+    assert session_payload(named)["speakers"] == ["Ana", "Bo"]
     assert all("has_answer" not in t for t in payload["turns"])

@@ -4,6 +4,9 @@ LoCoMo has no assistant: both speakers are people. Every turn gets role "user", 
 in `Turn.speaker` and the spoken text alone as content: each adapter attaches the speaker once, in the
 form its library takes (a field, or a `Name: ` prefix). A turn that shares an image renders as
 `text [shares <blip_caption>]`.
+Every session carries the conversation's `speaker_a` and `speaker_b`, in that order, as
+`Session.speakers` (speaker_a does not always speak first: adapters that treat the two apart read the
+order from there); a conversation without them leaves `speakers` empty.
 Turn ids are the source `dia_id`s (`D<N>:<i>`), session ids are `session_<N>`, and sessions are
 ordered by N. Questions are numbered in source order (`<sample_id>:q<index>`) whether or not
 category 5 is loaded. Category 5 (adversarial) questions are marked as abstentions: their `answer`
@@ -106,6 +109,7 @@ def parse_sessions(conversation: dict[str, Any]) -> tuple[Session, ...]:
         for key, value in conversation.items()
         if (match := _SESSION_KEY.match(key)) and isinstance(value, list)
     )
+    speakers = conversation_speakers(conversation)
     sessions = []
     for number in numbers:
         date_key = f"session_{number}_date_time"
@@ -114,8 +118,15 @@ def parse_sessions(conversation: dict[str, Any]) -> tuple[Session, ...]:
         timestamp = parse_date(str(conversation[date_key]))
         raw_turns = conversation[f"session_{number}"]
         turns = tuple(_turn(number, index, raw, timestamp) for index, raw in enumerate(raw_turns))
-        sessions.append(Session(session_id=f"session_{number}", timestamp=timestamp, turns=turns))
+        sessions.append(Session(session_id=f"session_{number}", timestamp=timestamp, turns=turns,
+                                speakers=speakers))
     return tuple(sessions)
+
+
+def conversation_speakers(conversation: dict[str, Any]) -> tuple[str, ...]:
+    """(`speaker_a`, `speaker_b`) as the conversation names them; empty unless both are named."""
+    names = tuple(scalar_text(conversation.get(key), key).strip() for key in ("speaker_a", "speaker_b"))
+    return names if all(names) else ()
 
 
 def _turn(number: int, index: int, raw: Any, timestamp: datetime) -> Turn:

@@ -15,7 +15,7 @@ import lzma
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, Literal, TypeVar
@@ -235,7 +235,7 @@ def clean_sessions(sessions: Sequence[Session]) -> tuple[list[Session], LoadCoun
         turns = readable_turns(session.turns)
         turns_dropped += len(session.turns) - len(turns)
         if turns:
-            kept.append(Session(session.session_id, session.timestamp, turns))
+            kept.append(replace(session, turns=turns))
         else:
             sessions_dropped += 1
     counts = LoadCounts(unreadable_turns_dropped=turns_dropped,
