@@ -15,6 +15,7 @@ SYSTEMS = {
     "memforest_sessions": "MemForest (no generator)",
     "mem0": "Mem0",
     "mem0_additive": "Mem0 2.x",
+    "mem0_additive_mb": "Mem0 2.x (memory-benchmarks)",
     "memoryos": "MemoryOS",
     "mempalace": "MemPalace",
     "zep_local": "Zep Local",

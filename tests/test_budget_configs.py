@@ -39,6 +39,7 @@ def test_flat_rag_budget_shared_composes_to_the_shared_evidence_budget() -> None
 @pytest.mark.parametrize(("name", "path"), [
     ("flat_rag", "system.top_k"), ("flat_sessions", "system.top_k"), ("mempalace", "system.top_k"),
     ("mem0", "system.evidence_limit"), ("mem0_additive", "system.evidence_limit"),
+    ("mem0_additive_mb", "system.evidence_limit"),
     ("zep_local", "system.evidence_limit"), ("memoryos", "system.retrieval_queue_capacity"),
     ("evermemos", "system.response_top_k"), ("lightmem", "system.limit"),
     ("memforest_embed", "memforest.query.final_units"), ("memforest_planner", "memforest.query.final_units"),

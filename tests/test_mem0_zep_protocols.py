@@ -124,6 +124,43 @@ def test_mem0_2_worker_follows_the_same_protocol(tmp_path: Path, monkeypatch: py
     assert searches == [("conv__Nadia", 30, 0.1), ("conv__Tomas", 30, 0.1), ("q1", 20, 0.1)]
 
 
+@pytest.mark.parametrize(("method", "expected"), [
+    ("mem0_additive", [("conv__Nadia", 30), ("conv__Tomas", 30), ("q1", 20)]),
+    ("mem0_additive_mb", [("conv__Nadia", 200), ("conv__Tomas", 200), ("q1", 200)]),
+])
+def test_mem0_2_searches_at_its_protocols_top_k(method: str, expected: list[tuple[str, int]], tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """mem0_additive searches at the 1.x scripts' budgets, mem0_additive_mb at memory-benchmarks' top-k
+    200, on both dataset shapes; both built from their method configs."""
+    from benchmarks.harness.app import compose_config
+    from benchmarks.harness.schema import bench_config
+
+    log = tmp_path / "mem0.jsonl"
+    monkeypatch.setenv("MEM0_STUB_LOG", str(log))
+    monkeypatch.setenv("PYTHONPATH", str(FIXTURES / "mem0_v2_stub"))
+    cfg = bench_config(compose_config([f"method={method}", f"method.system.python={sys.executable}"]))
+    options = {k: v for k, v in cfg.method.system.items() if k != "_target_"}
+    from baselines.mem0 import mem0_additive_system
+
+    system = mem0_additive_system(endpoints(), **options)
+    try:
+        for instance, sessions in (("conv", conversation()), ("q1", dialogue())):
+            system.reset(instance, tmp_path / instance)
+            system.ingest(sessions)
+            system.retrieve("Where?", None)
+    finally:
+        system.close()
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(c["filters"]["user_id"], c["top_k"]) for c in calls if c["op"] == "search"] == expected
+
+
+def test_mem0_2_refuses_an_unknown_protocol() -> None:
+    from baselines.mem0 import mem0_additive_system
+
+    with pytest.raises(ValueError, match="memory_benchmarks"):
+        mem0_additive_system(endpoints(), python=sys.executable, protocol="paper")
+
+
 def test_mem0_context_lists_each_speaker_and_cuts_to_the_budget() -> None:
     stores = speaker_stores("c", ["Ann", "Bo"], str)
     assert (stores == [Store("c__Ann", "Ann"), Store("c__Bo", "Bo")]

@@ -18,13 +18,20 @@ INSTALL_HINT = (
     "then method.system.python=/opt/mem0-2/bin/python"
 )
 
+# Search sizes (`top_k` for a single store, `speaker_top_k` for each store of a two-person conversation)
+# per evaluation protocol: "memory_benchmarks" is Mem0's own 2.x evaluation (github
+# mem0ai/memory-benchmarks, top-k 200 as Mem0's documentation publishes it); "mem0_1x_budgets" keeps the
+# sizes of the 1.x scripts (30 per speaker store, evaluation/ at b3ede5b7) and 2.x's library default (20).
+PROTOCOL_TOP_K = {"memory_benchmarks": (200, 200), "mem0_1x_budgets": (20, 30)}
+
 
 def mem0_additive_system(
     endpoints: Endpoints,
     *,
     python: str | None = None,
-    top_k: int = 20,
-    speaker_top_k: int = 30,
+    protocol: str = "mem0_1x_budgets",
+    top_k: int | None = None,
+    speaker_top_k: int | None = None,
     batch_turns: int = 2,
     threshold: float = 0.1,
     temperature: float = 0.0,
@@ -35,16 +42,20 @@ def mem0_additive_system(
     log_path: str | Path | None = None,
     name: str = "mem0_additive",
 ) -> WorkerSystem:
-    """`python`: the interpreter of an environment with mem0ai 2.x. `top_k` (Mem0 2.x's default search
-    size, 20) and `threshold` (its default minimum similarity, 0.1) apply to a single store;
-    `speaker_top_k` (30, Mem0's LoCoMo evaluation) to each store of a two-person conversation, which
-    gets one store per speaker with `instruction` as each add's prompt (baselines/mem0/protocol.py).
-    `evidence_limit` keeps only the best that many memories over all stores (the shared budget)."""
+    """`python`: the interpreter of an environment with mem0ai 2.x. `protocol` sets the search sizes
+    (PROTOCOL_TOP_K) that `top_k` and `speaker_top_k` leave unset. `top_k` and `threshold` (2.x's
+    default minimum similarity, 0.1) apply to a single store; `speaker_top_k` to each store of a
+    two-person conversation, which gets one store per speaker with `instruction` as each add's prompt
+    (baselines/mem0/protocol.py). `evidence_limit` keeps only the best that many memories over all
+    stores (the shared budget)."""
     if not python:
         raise SystemUnavailable(
             f"{name}: no interpreter configured (method.system.python); Mem0 2.x needs an "
             f"environment of its own: {INSTALL_HINT}"
         )
+    if protocol not in PROTOCOL_TOP_K:
+        raise ValueError(f"{name}: protocol must be one of {sorted(PROTOCOL_TOP_K)}, not {protocol!r}")
+    protocol_top_k, protocol_speaker_top_k = PROTOCOL_TOP_K[protocol]
     options = {
         "llm_base_url": endpoints.base_url,
         "llm_model": endpoints.chat_model,
@@ -52,8 +63,8 @@ def mem0_additive_system(
         "embed_model": endpoints.embed_model,
         "embed_dims": endpoints.embed_dim,
         "api_key": endpoints.api_key,
-        "top_k": top_k,
-        "speaker_top_k": speaker_top_k,
+        "top_k": protocol_top_k if top_k is None else top_k,
+        "speaker_top_k": protocol_speaker_top_k if speaker_top_k is None else speaker_top_k,
         "batch_turns": batch_turns,
         "threshold": threshold,
         "temperature": temperature,
