@@ -59,6 +59,24 @@ def document_turns(session: Session, user_only: bool) -> list[Turn]:
     return users if user_only and users else turns
 
 
+def raw_document(turns: Sequence[Turn]) -> str:
+    """MemPalace raw mode's indexed document of a session's document turns (`document_turns`): a user
+    turn's text alone (LongMemEval, `benchmarks/longmemeval_bench.py`), a named speaker's turn as
+    `Name said, "text"` (LoCoMo, `benchmarks/locomo_bench.py`), any other turn `role: text`."""
+    return "\n".join(f'{t.speaker} said, "{t.content}"' if t.speaker
+                     else t.content if t.role == "user" else render_turn(t) for t in turns)
+
+
+def session_text(session: Session) -> str:
+    """A whole session as an answer model reads it: every non-empty turn once, its speaker once
+    (`speaker: text`, the role for user/assistant data)."""
+    return "\n".join(render_turn(t) for t in session.turns if t.content.strip())
+
+
+# What the answer model reads of a ranked raw-mode session: the whole session, or the indexed document.
+ANSWER_DOCUMENTS = ("session", "indexed")
+
+
 def named_speakers(sessions: Sequence[Session]) -> list[str]:
     """The named speakers of a conversation (LoCoMo), in order of first turn; empty for user/assistant
     data."""

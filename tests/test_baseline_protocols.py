@@ -57,6 +57,21 @@ def conversation() -> list[Session]:
     return [s1, s2]
 
 
+def b_first() -> list[Session]:
+    """LoCoMo shape where speaker_b (Bo) speaks first, as in 6 of the 10 real conversations: the order
+    comes from `Session.speakers` (speaker_a, speaker_b), not from who opens."""
+    def turn(sid: str, i: int, who: str, text: str) -> Turn:
+        return Turn("user", text, None, f"{sid}:{i}", speaker=who)
+
+    pair = ("Ana", "Bo")
+    s1 = Session("c1", datetime(2023, 5, 8, 13, 56), (
+        turn("c1", 0, "Bo", "I got a job in Lisbon."), turn("c1", 1, "Ana", "Congratulations!"),
+        turn("c1", 2, "Bo", "I start on Monday.")), speakers=pair)
+    s2 = Session("c2", datetime(2023, 6, 1, 10), (
+        turn("c2", 0, "Ana", "How is Lisbon?"), turn("c2", 1, "Bo", "Sunny.")), speakers=pair)
+    return [s1, s2]
+
+
 def all_texts(sessions: Sequence[Session]) -> list[str]:
     return [t.content for s in sessions for t in s.turns]
 
@@ -158,6 +173,32 @@ def test_memoryos_pairs_locomo_speakers_and_names_them_once(memoryos_stub: objec
     assert "Characteristics of Ana" in context and "Ana: Ana:" not in context
 
 
+def test_memoryos_speaker_a_opens_pages_when_speaker_b_speaks_first(memoryos_stub: object,
+                                                                   tmp_path: Path) -> None:
+    mos, result, _ = run_memoryos(b_first(), tmp_path)
+    pages = [(p["user_input"], p["agent_response"]) for p in mos.added]  # type: ignore[attr-defined]
+    assert pages == [("", "I got a job in Lisbon."),  # Bo's opening reply has a page of its own
+                     ("Congratulations!", "I start on Monday."), ("How is Lisbon?", "Sunny.")]
+    context = result.context  # type: ignore[attr-defined]
+    assert "Ana: Congratulations!\nBo: I start on Monday." in context
+    assert "Characteristics of Ana:" in context and "Characteristics of Bo" not in context
+    assert "The Ana is a cat owner." in context  # the profile's "user" is speaker_a
+
+
+def test_memoryos_eval_script_settings(memoryos_stub: object, tmp_path: Path) -> None:
+    from baselines.memoryos.protocol import EVAL_SCRIPT_SETTINGS
+    from benchmarks.harness.app import compose_config
+
+    mos, _, _ = run_memoryos(chat(), tmp_path / "paper")
+    assert mos.retriever.calls[0]["top_k_knowledge"] == 20  # type: ignore[attr-defined]
+    system = compose_config(["method=memoryos_eval"]).method.system
+    assert system.short_term_capacity == 1 and system.top_k_knowledge == 10
+    mos, _, _ = run_memoryos(chat(), tmp_path / "eval", **EVAL_SCRIPT_SETTINGS)
+    assert mos.settings["short_term_capacity"] == 1  # type: ignore[attr-defined]
+    assert mos.retriever.calls[0]["top_k_knowledge"] == 10  # type: ignore[attr-defined]
+    assert len(mos.mid_term) == 3  # type: ignore[attr-defined]  # a queue of one moves every page on
+
+
 # ---------------------------------------------------------------- MemPalace raw mode (in process)
 
 
@@ -198,8 +239,11 @@ def test_mempalace_ranks_user_documents_and_answers_from_whole_sessions(mempalac
 
 
 def test_mempalace_locomo_documents_name_each_speaker_once(mempalace_stub: object, tmp_path: Path) -> None:
+    """LoCoMo documents as upstream's locomo_bench.py writes them: `Name said, "text"` per turn."""
     collection, result = run_mempalace(conversation(), tmp_path)
-    assert collection.rows[0][1] == "Ana: My cat Miso turned two.\nBo: Happy birthday to Miso!"  # type: ignore[attr-defined]
+    assert (collection.rows[0][1]  # type: ignore[attr-defined]
+            == 'Ana said, "My cat Miso turned two."\nBo said, "Happy birthday to Miso!"')
+    assert "Ana: My cat Miso turned two.\nBo: Happy birthday to Miso!" in result.context  # type: ignore[attr-defined]
     assert result.trace["top_k"] == 10  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="answer_documents"):
         run_mempalace(chat(), tmp_path / "c", answer_documents="user")
@@ -255,6 +299,7 @@ def test_lightmem_runs_the_paper_config_on_the_shared_endpoint(record_file: Path
     assert [a["force_extract"] for a in adds] == [False, False, False, True] and adds[0]["prompt"] is None
     assert adds[0]["messages"][0]["time_stamp"] == "2023-03-01T09:00:00"
     assert [e["event"] for e in events[-4:-2]] == ["construct_update_queue", "offline_update"]
+    assert events[-3]["score_threshold"] == 0.8  # the LongMemEval scripts' merge score
     assert next(e for e in events if e["event"] == "search")["limit"] == 20 and stats["limit"] == 20
     assert next(e for e in events if e["event"] == "embed")["text"] == PREFIX + "Where did I move?"
     assert stats["pinned_commit"].startswith("8fc9a91") and "checkout_commit" in stats
@@ -273,7 +318,21 @@ def test_lightmem_locomo_turns_carry_their_speakers(record_file: Path, tmp_path:
     assert adds[1]["messages"][0]["speaker_id"] == "speaker_b"
     assert (next(e for e in events if e["event"] == "search")["limit"] == 60
             and stats["shape"] == "conversation")
-    assert result.context.startswith("[Memory recorded on: 08 May 2023, Mon]\nMy cat Miso turned two.")  # type: ignore[attr-defined]
+    assert next(e for e in events if e["event"] == "offline_update")["score_threshold"] == 0.9
+    # Grouped by speaker, the speaker of the best-ranked memory first (search_locomo.py).
+    context = result.context  # type: ignore[attr-defined]
+    assert context.startswith("Memories for user Ana:\n\n[Memory recorded on: 08 May 2023, Mon]\n"
+                              "My cat Miso turned two.\n\n")
+    ana, bo = context.split("\n\nMemories for user Bo:\n\n")
+    assert "Happy birthday to Miso!" in bo and "Happy birthday" not in ana and "Congratulations!" in ana
+
+
+def test_lightmem_speaker_ids_follow_the_speaker_order(record_file: Path, tmp_path: Path) -> None:
+    stats, result = run_worker(lightmem(UPSTREAM / "lightmem", tmp_path), b_first(), tmp_path / "w")
+    adds = [e for e in records(record_file) if e["event"] == "add_memory"]
+    ids = [(a["messages"][0]["speaker_name"], a["messages"][0]["speaker_id"]) for a in adds]
+    assert ids[:2] == [("Bo", "speaker_b"), ("Ana", "speaker_a")] and stats["speakers"] == ["Ana", "Bo"]
+    assert result.context.startswith("Memories for user Bo:")  # type: ignore[attr-defined]
 
 
 def test_lightmem_refuses_another_layout(record_file: Path, tmp_path: Path) -> None:
@@ -331,6 +390,23 @@ def test_evermemos_messages_carry_staggered_times_and_current_fields(record_file
     assert stats["private_calls"] == {"rerank": 0} and result.trace["rerank_calls"] == 1  # type: ignore[attr-defined]
     assert next(e for e in events if e["event"] == "search")["response_top_k"] == 10  # upstream's
     assert result.context.startswith("Episodes memories for conversation between Ana and Bo")  # type: ignore[attr-defined]
+
+
+def test_evermemos_metadata_follows_the_speaker_order(record_file: Path, tmp_path: Path) -> None:
+    run_worker(evermemos(UPSTREAM / "evermemos", tmp_path, use_reranker=False), b_first(), tmp_path / "w")
+    added = next(e for e in records(record_file) if e["event"] == "add")
+    assert added["messages"][0]["sender_name"] == "Bo"
+    assert added["metadata"] == {"speaker_a": "Ana", "speaker_b": "Bo"}
+
+
+def test_evermemos_cuts_longmemeval_messages_at_8000_characters(record_file: Path, tmp_path: Path) -> None:
+    long = Session("s3", datetime(2023, 5, 2, 9), (Turn("user", "x" * 9000, None, "s3:0"),
+                                                    Turn("assistant", "y" * 8000, None, "s3:1")))
+    stats, _ = run_worker(evermemos(UPSTREAM / "evermemos", tmp_path, use_reranker=False),
+                          [*chat(), long], tmp_path / "w")
+    sent = [m["content"] for m in next(e for e in records(record_file) if e["event"] == "add")["messages"]]
+    assert sent[-2:] == ["x" * 8000, "y" * 8000] and stats["messages_cut"] == 1
+    assert sent[:-2] == all_texts(chat())
 
 
 def test_evermemos_stagger_shrinks_to_the_next_session() -> None:

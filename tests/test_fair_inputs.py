@@ -21,6 +21,7 @@ from library_stubs import TODAY, Recorder, install
 
 from baselines.base import Endpoints, Session, Turn
 from baselines.flat_rag import FlatRAGSystem
+from baselines.flat_sessions import FlatSessionsSystem
 from baselines.full_context import FullContextSystem
 from baselines.worker import WorkerSystem
 from benchmarks.datasets import load_dataset
@@ -74,7 +75,7 @@ KINDS = ["locomo", "longmemeval"]
 
 def test_turns_carry_no_gold_field() -> None:
     assert {f.name for f in fields(Turn)} == {"role", "content", "timestamp", "turn_id", "speaker"}
-    assert {f.name for f in fields(Session)} == {"session_id", "timestamp", "turns"}
+    assert {f.name for f in fields(Session)} == {"session_id", "timestamp", "turns", "speakers"}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -112,6 +113,27 @@ def test_flat_rag_and_full_context(kind: str, tmp_path: Path) -> None:
     lines = [line for line in full.retrieve("Where?", None).context.splitlines()
              if line and not line.startswith("[")]
     assert_each_turn_once(lines, [one_line(t) for t in turns], turns)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_flat_sessions_ranks_mempalace_documents_and_reads_both_roles(kind: str, tmp_path: Path) -> None:
+    """MemPalace's raw-mode documents (LongMemEval: user turns; LoCoMo: `Name said, "text"`) are
+    embedded; the answer model reads every turn of a ranked session once, its speaker once."""
+    sessions = sessions_of(kind)
+    turns = turns_of(sessions)
+    embedder = RecordingEmbedder()
+    system = FlatSessionsSystem(embedder, top_k=len(sessions))
+    system.reset("i", tmp_path)
+    system.ingest(sessions)
+    result = system.retrieve("Where?", None)
+    passages = "\n".join(t for k, texts in embedder.calls if k == "passage" for t in texts).splitlines()
+    indexed = [t for t in turns if t.speaker or t.role == "user"]
+    assert Counter(passages) == Counter(f'{t.speaker} said, "{t.content}"' if t.speaker else t.content
+                                        for t in indexed)
+    assert [k for k, _ in embedder.calls] == ["passage", "query"]
+    lines = [line for e in result.evidence for line in e.text.splitlines()]
+    assert_each_turn_once(lines, [one_line(t) for t in turns], turns)
+    assert any(t.role == "assistant" for t in turns) == (kind == "longmemeval")
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -1,9 +1,11 @@
 """Reference: one document per session, top-k sessions by embedding similarity (no structure, no model
-calls on write). The document is built as in MemPalace's raw mode (its user turns joined; every turn,
-as `speaker: text`, when a session has no user turn), but encoded by the run's embedder in process, so
-it is the published raw-session anchor without Chroma. As a reference it ranks at MemForest's evidence
-budget (`QueryConfig.final_units`, 10 sessions), not at MemPalace's own per-dataset budget (5 on
-LongMemEval): why, in baselines/README.md ("Budgets")."""
+calls on write). The documents are MemPalace's (baselines/mempalace): ranked by the raw-mode document
+(a session's user turns joined; LoCoMo's every turn as `Name said, "text"`), encoded by the run's
+embedder in process, so it is the published raw-session anchor without Chroma; the answer model reads
+each ranked session whole, both speakers (`answer_documents="session"`, as MemPalace does, so that
+assistant-side facts are not hidden), or the indexed document (`"indexed"`). As a reference it ranks at
+MemForest's evidence budget (`QueryConfig.final_units`, 10 sessions), not at MemPalace's own per-dataset
+budget (5 on LongMemEval): why, in baselines/README.md ("Budgets")."""
 
 from __future__ import annotations
 
@@ -16,17 +18,20 @@ from typing import Any
 import numpy as np
 
 from baselines.base import EvidenceItem, Retrieval, Session, render_evidence
-from baselines.common import PhaseClock, day, document_turns, render_turn
+from baselines.common import ANSWER_DOCUMENTS, PhaseClock, day, document_turns, raw_document, session_text
 from memforest.config import QueryConfig
 from memforest.llm.base import Embedder
 
 
 class FlatSessionsSystem:
     def __init__(self, embedder: Embedder, top_k: int = QueryConfig.final_units, user_turns_only: bool = True,
-                 name: str = "flat_sessions") -> None:
+                 answer_documents: str = "session", name: str = "flat_sessions") -> None:
+        if answer_documents not in ANSWER_DOCUMENTS:
+            raise ValueError(f"{name}: answer_documents must be one of {ANSWER_DOCUMENTS}, not "
+                             f"{answer_documents!r}")
         self.name = name
         self.embedder = embedder
-        self.top_k, self.user_turns_only = top_k, user_turns_only
+        self.top_k, self.user_turns_only, self.answer_documents = top_k, user_turns_only, answer_documents
         self.clock = PhaseClock()
         self.workdir: Path | None = None
         self.docs: list[dict[str, Any]] = []
@@ -42,13 +47,15 @@ class FlatSessionsSystem:
         docs: list[dict[str, Any]] = []
         for session in sessions:
             turns = document_turns(session, self.user_turns_only)
-            if turns:
-                text = "\n".join(t.content if t.role == "user" and not t.speaker else render_turn(t)
-                                 for t in turns)
-                docs.append({"text": text, "time": day(session.timestamp), "session_id": session.session_id,
-                             "turn_ids": [t.turn_id for t in turns]})
+            if not turns:
+                continue
+            whole = self.answer_documents == "session"
+            answered = [t for t in session.turns if t.content.strip()] if whole else turns
+            docs.append({"indexed": raw_document(turns), "time": day(session.timestamp),
+                         "text": session_text(session) if whole else raw_document(turns),
+                         "session_id": session.session_id, "turn_ids": [t.turn_id for t in answered]})
         with self.clock.measure("ingest"):
-            vectors = self.embedder.embed([str(d["text"]) for d in docs], kind="passage")
+            vectors = self.embedder.embed([str(d["indexed"]) for d in docs], kind="passage")
         self.docs += docs
         self.vectors = np.vstack([self.vectors, vectors])
         np.save(self.workdir / "vectors.npy", self.vectors)
@@ -63,7 +70,8 @@ class FlatSessionsSystem:
         evidence = [EvidenceItem(text=self.docs[i]["text"], time=self.docs[i]["time"], score=float(scores[i]),
                                  session_ids=[self.docs[i]["session_id"]], turn_ids=self.docs[i]["turn_ids"])
                     for i in order]
-        return Retrieval(render_evidence(evidence), evidence, trace=self.clock.of("query"))
+        return Retrieval(render_evidence(evidence), evidence,
+                         trace={**self.clock.of("query"), "answer_documents": self.answer_documents})
 
     def close(self) -> None:
         self.docs, self.vectors = [], np.zeros((0, self.embedder.dim), dtype=np.float32)

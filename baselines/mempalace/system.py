@@ -8,7 +8,8 @@ reads is a different matter: upstream hands it nothing, and a user-only document
 assistant-side fact (LongMemEval's single-session-assistant questions), so by default
 (`answer_documents="session"`) each ranked session reaches the answer prompt whole, both speakers, each
 turn once with its speaker once; `"indexed"` hands over the indexed document itself. LoCoMo has no
-assistant: its documents are every turn, rendered `speaker: text`. `top_k` defaults to the budget of
+assistant: its documents are every turn, written `Name said, "text"` as upstream's
+`benchmarks/locomo_bench.py` writes them (granularity "session"). `top_k` defaults to the budget of
 upstream's headline metric per dataset shape: 5 for user/assistant chats (LongMemEval R@5), 10 for
 two-person conversations (LoCoMo, `benchmarks/locomo_bench.py` top-10).
 
@@ -24,24 +25,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from baselines.base import Endpoints, EvidenceItem, Retrieval, Session, Turn
-from baselines.common import PhaseClock, day, document_turns, quiet_environment, render_turn, require
+from baselines.base import Endpoints, EvidenceItem, Retrieval, Session
+from baselines.common import (
+    ANSWER_DOCUMENTS,
+    PhaseClock,
+    day,
+    document_turns,
+    quiet_environment,
+    raw_document,
+    require,
+    session_text,
+)
 
 quiet_environment()  # telemetry off before the library is ever imported
 
 COLLECTION = "mempalace_drawers"
-ANSWER_DOCUMENTS = ("session", "indexed")
 TOP_K = {"chat": 5, "conversation": 10}  # upstream's headline budgets: LongMemEval R@5, LoCoMo top-10
-
-
-def indexed_text(turns: Sequence[Turn]) -> str:
-    """Upstream's document: user turns' text joined (named speakers rendered `speaker: text`)."""
-    return "\n".join(render_turn(t) if t.speaker else t.content for t in turns)
-
-
-def session_text(session: Session) -> str:
-    """The whole session for the answer model: every turn once, its speaker once."""
-    return "\n".join(render_turn(t) for t in session.turns if t.content.strip())
 
 
 def shape(sessions: Sequence[Session]) -> str:
@@ -92,7 +91,7 @@ class MemPalaceSystem:
             if not turns:
                 continue
             doc_id = f"doc_{len(self.docs)}"
-            text = indexed_text(turns)
+            text = raw_document(turns)
             answer = session_text(session) if self.answer_documents == "session" else text
             self.docs[doc_id] = {"session_id": session.session_id, "answer_text": answer,
                                  "turn_ids": [t.turn_id for t in session.turns if t.content.strip()]}
