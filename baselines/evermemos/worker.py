@@ -12,9 +12,11 @@ environment the adapter sets (EverMemOS reads VECTORIZE_* and RERANK_*).
 
 Ingest follows upstream's LoCoMo loader (`evaluation/src/core/loaders.py`) and LongMemEval converter:
 one conversation of every session's messages, `sender_name` the speaker (LongMemEval: `user_<id>` /
-`assistant_<id>`, as the converter names them), `sender_id` its lower-cased name with the conversation
-id, each message stamped 30 s after the previous one of its session (less when the next session starts
-sooner: the session's messages then fill 90% of the gap).
+`assistant_<id>`, as the converter names them, each message cut at 8,000 characters as the converter cuts
+it), `sender_id` its lower-cased name with the conversation id, each message stamped 30 s after the
+previous one of its session (less when the next session starts sooner: the session's messages then fill
+90% of the gap). The conversation's metadata names speaker_a and speaker_b as the sessions' `speakers`
+order them (LoCoMo's speaker_a need not speak first); without them, in order of first turn.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ _spec.loader.exec_module(protocol)
 CONVERSATION = "conv_0"  # upstream reads the index number after the last underscore
 MESSAGE_FIELDS = {"sender_id", "sender_name", "content", "timestamp", "metadata"}
 INTERVAL_S = 30.0
+MESSAGE_CHARS = 8000  # the LongMemEval converter's cut; LoCoMo messages are whole
 
 
 def staggered(sessions: list) -> list[list[datetime]]:
@@ -59,10 +62,16 @@ def sender(turn: dict, instance_id: str) -> str:
     return turn.get("speaker") or f"{turn['role']}_{instance_id}"
 
 
+def content(turn: dict) -> str:
+    return turn["content"] if turn.get("speaker") else turn["content"][:MESSAGE_CHARS]
+
+
 def messages(sessions: list, instance_id: str, message_class: Any) -> tuple[list, list[str]]:
-    """Upstream Message objects for every non-empty turn, and the two speakers in order of appearance."""
+    """Upstream Message objects for every non-empty turn, and the speakers: the sessions' `speakers`
+    (speaker_a first), then any other sender in order of appearance."""
     sessions = sorted(sessions, key=lambda s: s["timestamp"])
-    out, speakers = [], []
+    out: list = []
+    speakers: list[str] = list(next((s["speakers"] for s in sessions if s.get("speakers")), []))
     for session, times in zip(sessions, staggered(sessions)):
         for turn, when in zip(session["turns"], times):
             if not turn["content"].strip():
@@ -71,7 +80,7 @@ def messages(sessions: list, instance_id: str, message_class: Any) -> tuple[list
             if name not in speakers:
                 speakers.append(name)
             out.append(message_class(sender_id=f"{name.lower().replace(' ', '_')}_{CONVERSATION}",
-                                     sender_name=name, content=turn["content"], timestamp=when,
+                                     sender_name=name, content=content(turn), timestamp=when,
                                      metadata={"session": session["session_id"], "dia_id": turn["turn_id"]}))
     return out, speakers
 
@@ -157,7 +166,10 @@ class EverMemOSWorker:
                                                metadata=metadata)
         self.rerank.calls = 0
         self.index = asyncio.run(self.adapter.add([self.conversation], output_dir=self.workdir))
-        return {"messages": len(found), **self._private(), **self.options.get("upstream", {})}
+        cut = sum(1 for s in sessions for t in s["turns"]
+                  if t["content"].strip() and content(t) != t["content"])
+        return {"messages": len(found), "messages_cut": cut, **self._private(),
+                **self.options.get("upstream", {})}
 
     def retrieve(self, question: str, when: str | None) -> dict:
         before = self.rerank.calls

@@ -5,7 +5,9 @@ Upstream (github zjunlp/LightMem, pinned at `PIN`): `experiments/longmemeval/run
 `experiments/locomo/add_locomo.py` + `search_locomo.py`. Both build LightMem with LLMLingua-2
 pre-compression shared with topic segmentation, `messages_use` "user_only", metadata generation and text
 summaries, `extract_threshold` 0.1, an embedding index and embedding retrieval over Qdrant, offline
-update; they retrieve 20 memories for a LongMemEval question and 60 for a LoCoMo one (`LIMITS`).
+update (merging at score 0.8 on LongMemEval, 0.9 on LoCoMo: `UPDATE_THRESHOLDS`); they retrieve 20
+memories for a LongMemEval question and 60 for a LoCoMo one (`LIMITS`), and the LoCoMo answer context
+groups the memories by speaker.
 `paper_config` builds that configuration for each dataset shape; the worker picks one when it sees the
 data (two named speakers: LoCoMo's; user/assistant turns: LongMemEval's).
 
@@ -34,6 +36,7 @@ PIN = Pin("github zjunlp/LightMem", "8fc9a9179f9170c4a40fc653fcb410375900f26e", 
            "experiments/locomo/prompts.py"),
           hint="check out that commit (pyproject version 0.1.0) in the LightMem checkout")
 LIMITS = {"chat": 20, "conversation": 60}  # retrieve limit: LongMemEval script 20, LoCoMo search 60
+UPDATE_THRESHOLDS = {"chat": 0.8, "conversation": 0.9}  # offline_update.py 0.8, add_locomo.py 0.9
 UPSTREAM_MAX_TOKENS = 16000
 
 
@@ -106,7 +109,8 @@ def lightmem_system(endpoints: Endpoints, *, python: str | None = None, checkout
                                           device=device, max_tokens=max_tokens), config or {})
                    for shape in LIMITS}
     options = {"configs": configs, "limits": {s: limit or n for s, n in LIMITS.items()},
-               "offline_update": offline_update, "query_prefix": query_prefix,
+               "offline_update": offline_update, "update_thresholds": UPDATE_THRESHOLDS,
+               "query_prefix": query_prefix,
                "locomo_prompts": str(root / "experiments" / "locomo" / "prompts.py"),
                "upstream": PIN.record(root) if root.is_dir() else {}}
     return WorkerSystem(name, python, WORKER, options, cwd=root, pythonpath=[root / "src", root],

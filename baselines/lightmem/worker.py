@@ -4,20 +4,24 @@ baselines/worker.py. Standard library only at import time; kept small so it is e
 
 hello options (built by baselines/lightmem/system.py): `configs` (LightMem's paper configuration per
 dataset shape, "chat" and "conversation"), `limits` (memories retrieved per shape), `offline_update`,
+`update_thresholds` (the offline update's merge score per shape),
 `query_prefix` (prepended to the question before LightMem's text embedder sees it), `locomo_prompts`
 (the checkout's `experiments/locomo/prompts.py`, whose LoCoMo extraction prompt upstream passes on
 LoCoMo), `upstream` (pin and checkout commit, echoed into build statistics).
 
 Ingest follows upstream's scripts. User/assistant chats (LongMemEval): each user turn and the assistant
 reply after it are one `add_memory` call, with the session time as `time_stamp`. Two-person conversations
-(LoCoMo): each turn is a user message carrying `speaker_id` (speaker_a/speaker_b) and `speaker_name`,
-followed by an empty assistant message. Upstream skips a turn its pairing cannot place; here such a
-turn is paired with an empty other side. The last call forces segmentation and extraction; the offline
-update (upstream's offline_update.py: update queues, then merges at score 0.8) runs inside the build.
+(LoCoMo): each turn is a user message carrying `speaker_id` (speaker_a/speaker_b, as the session's
+`speakers` order them; the first to speak is speaker_a only when a session names none) and
+`speaker_name`, followed by an empty assistant message. Upstream skips a turn its pairing cannot place;
+here such a turn is paired with an empty other side. The last call forces segmentation and extraction;
+the offline update (update queues, then merges above the shape's score: 0.8 in the LongMemEval scripts,
+0.9 in add_locomo.py) runs inside the build.
 
 Retrieval embeds the question once and searches LightMem's Qdrant index for the shape's limit; the
-context is upstream's rendering: "time weekday memory" lines (LongMemEval), "[Memory recorded on: date,
-weekday]" blocks (LoCoMo).
+context is upstream's rendering: "time weekday memory" lines (LongMemEval); on LoCoMo, the memories
+grouped by their `speaker_name`, speakers in order of their best-ranked memory, each group of
+"[Memory recorded on: date, weekday]" blocks under the speaker's name (search_locomo.py's answer prompt).
 """
 
 from __future__ import annotations
@@ -75,8 +79,12 @@ def chat_pairs(session: dict) -> list[list[dict]]:
 
 
 def conversation_pairs(session: dict, speakers: list[str]) -> list[list[dict]]:
-    """add_locomo.py: every turn a user message with its speaker, then an empty assistant message."""
+    """add_locomo.py: every turn a user message with its speaker, then an empty assistant message.
+    `speakers` starts as the conversation's (speaker_a first); a speaker it lacks is added when met."""
     pairs = []
+    for name in session.get("speakers") or []:
+        if name not in speakers:
+            speakers.append(name)
     for turn in (t for t in session["turns"] if t["content"].strip()):
         name = turn.get("speaker") or turn["role"]
         if name not in speakers:
@@ -96,6 +104,16 @@ def render(shape: str, payload: dict) -> str:
     with contextlib.suppress(ValueError):
         stamp = datetime.fromisoformat(stamp.replace("Z", "+00:00")).strftime("%d %B %Y")
     return f"[Memory recorded on: {stamp}, {weekday}]\n{memory}"
+
+
+def by_speaker(found: list, texts: list[str]) -> str:
+    """search_locomo.py's answer context: the rendered memories grouped by the speaker they were
+    extracted for, the speaker of the best-ranked memory first."""
+    groups: dict[str, list[str]] = {}
+    for result, text in zip(found, texts):
+        groups.setdefault(result.get("payload", {}).get("speaker_name") or "Unknown", []).append(text)
+    return "\n\n".join(f"Memories for user {name}:\n\n" + "\n\n".join(group)
+                       for name, group in groups.items())
 
 
 class LightMemWorker:
@@ -147,8 +165,10 @@ class LightMemWorker:
                                    force_extract=last)
         if self.options.get("offline_update", True):
             self.memory.construct_update_queue_all_entries()
-            self.memory.offline_update_all_entries(score_threshold=0.8)
+            self.memory.offline_update_all_entries(
+                score_threshold=float(self.options["update_thresholds"][self.shape]))
         return {"adds": len(calls), "shape": self.shape, "limit": self.options["limits"][self.shape],
+                "speakers": speakers,
                 **self.options.get("upstream", {})}
 
     def retrieve(self, question: str, when: str | None) -> dict:
@@ -159,7 +179,8 @@ class LightMemWorker:
         texts = [render(self.shape, r.get("payload", {})) for r in found]
         evidence = [{"text": t, "time": r.get("payload", {}).get("time_stamp"), "score": r.get("score")}
                     for t, r in zip(texts, found)]
-        return {"context": ("\n" if self.shape == "chat" else "\n\n").join(texts), "evidence": evidence}
+        context = "\n".join(texts) if self.shape == "chat" else by_speaker(found, texts)
+        return {"context": context, "evidence": evidence}
 
     def close(self) -> dict:
         self.memory = None

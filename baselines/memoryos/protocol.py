@@ -1,11 +1,11 @@
 """How MemoryOS's own evaluation (github BAI-LAB/MemoryOS, `eval/main_loco_parse.py`) turns a dialogue
 into QA pages and a retrieval into the context its answer model reads; pure functions, no library.
 
-Pages: the first party (LongMemEval's user, LoCoMo's `speaker_a`) opens a page as `user_input`; the other
-party's next turn is its `agent_response`. The texts carry no speaker prefix: the context names the two
-parties once, per page. Upstream pairs across session boundaries and lets a second consecutive reply
-overwrite the first; here a page stays within its session and a reply with no open page gets a page of
-its own, so that no turn is lost.
+Pages: the first party (LongMemEval's user, LoCoMo's `speaker_a`, as `Session.speakers` names them, who
+need not speak first) opens a page as `user_input`; the other party's next turn is its `agent_response`.
+The texts carry no speaker prefix: the context names the two parties once, per page. Upstream pairs
+across session boundaries and lets a second consecutive reply overwrite the first; here a page stays
+within its session and a reply with no open page gets a page of its own, so that no turn is lost.
 
 Context: upstream's memory sections in upstream's order (user profile and knowledge with "user" and
 "assistant" replaced by the two names, assistant knowledge, then each retrieved page with its time and
@@ -21,13 +21,18 @@ from dataclasses import dataclass, field
 
 from baselines.base import Session, Turn
 
-# The settings of the MemoryOS paper (short-term queue 7, top-m segments 5, top-k pages 10) and the
-# retrieval thresholds of its `eval/` code (0.1 each); heat threshold 5 and topic similarity 0.6 likewise.
-SHORT_TERM, TOP_M_SEGMENTS, TOP_K_PAGES = 7, 5, 10
+# The settings of the MemoryOS paper (short-term queue 7, top-m segments 5, top-k pages 10), knowledge
+# top-k 20 (memoryos-pro's retriever default) and the retrieval thresholds of its `eval/` code (0.1 each);
+# heat threshold 5 and topic similarity 0.6 likewise.
+SHORT_TERM, TOP_M_SEGMENTS, TOP_K_PAGES, TOP_K_KNOWLEDGE = 7, 5, 10, 20
 PAPER_SETTINGS: dict[str, float] = {"short_term_capacity": SHORT_TERM, "top_k_sessions": TOP_M_SEGMENTS,
-                                    "retrieval_queue_capacity": TOP_K_PAGES, "segment_threshold": 0.1,
+                                    "retrieval_queue_capacity": TOP_K_PAGES,
+                                    "top_k_knowledge": TOP_K_KNOWLEDGE, "segment_threshold": 0.1,
                                     "page_threshold": 0.1, "knowledge_threshold": 0.1, "heat_threshold": 5.0,
                                     "similarity_threshold": 0.6}
+# What the authors' LoCoMo script (`eval/main_loco_parse.py` with `retrieval_and_answer.py`) sets apart
+# from the paper: a short-term queue of 1 and knowledge top-k 10 (`configs/method/memoryos_eval.yaml`).
+EVAL_SCRIPT_SETTINGS: dict[str, float] = {"short_term_capacity": 1, "top_k_knowledge": 10}
 
 
 @dataclass(frozen=True)
@@ -44,8 +49,9 @@ class Parties:
 
 
 def parties(sessions: Sequence[Session]) -> Parties:
-    """Named speakers (LoCoMo): the first to speak is speaker_a, the other speaker_b. Roles otherwise."""
-    names: list[str] = []
+    """Named speakers (LoCoMo): speaker_a and speaker_b in the order `Session.speakers` gives, else the
+    first to speak as speaker_a. Roles for user/assistant data."""
+    names = list(next((s.speakers for s in sessions if s.speakers), ()))
     for session in sorted(sessions, key=lambda s: s.timestamp):
         for turn in session.turns:
             if turn.speaker and turn.speaker not in names:

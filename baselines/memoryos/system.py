@@ -1,7 +1,9 @@
 """MemoryOS (PyPI `memoryos-pro` 0.1.0) driven as MemoryOS's own evaluation drives it (github
-BAI-LAB/MemoryOS `eval/main_loco_parse.py`): QA pages paired by speaker, the paper's settings (short-term
-queue 7, top-m segments 5, top-k pages 10; see `protocol.PAPER_SETTINGS`), the evaluation's retrieval
-thresholds (0.1), and its answer context with each page's `meta_info` (`protocol.render_context`).
+BAI-LAB/MemoryOS `eval/main_loco_parse.py`): QA pages paired by speaker (speaker_a opens), the paper's
+settings (short-term queue 7, top-m segments 5, top-k pages 10, knowledge top-k 20; see
+`protocol.PAPER_SETTINGS`; the authors' script sets short-term 1 and knowledge top-k 10,
+`protocol.EVAL_SCRIPT_SETTINGS`), the evaluation's retrieval thresholds (0.1), and its answer context with
+each page's `meta_info` (`protocol.render_context`).
 
 Installed without its pins (faiss-gpu, numpy==1.24); it runs on faiss-cpu. The adapter patches three
 things inside the library, and nothing else:
@@ -31,6 +33,7 @@ from baselines.common import PhaseClock, quiet_environment, require, safe_id
 from baselines.memoryos.protocol import (
     PAPER_SETTINGS,
     SHORT_TERM,
+    TOP_K_KNOWLEDGE,
     TOP_K_PAGES,
     TOP_M_SEGMENTS,
     Parties,
@@ -50,14 +53,16 @@ P = PAPER_SETTINGS
 
 
 class MemoryOSSystem:
-    """Defaults are the paper's settings; `query_prefix` is the run's embedder query instruction (the
+    """Defaults are the paper's settings (`configs/method/memoryos_eval.yaml` sets the authors' script's);
+    `query_prefix` is the run's embedder query instruction (the
     harness passes `${embedder.query_prefix}`), applied to the question only."""
 
     def __init__(self, endpoints: Endpoints, *, short_term_capacity: int = SHORT_TERM,
                  top_k_sessions: int = TOP_M_SEGMENTS, retrieval_queue_capacity: int = TOP_K_PAGES,
                  segment_threshold: float = P["segment_threshold"],
                  page_threshold: float = P["page_threshold"],
-                 knowledge_threshold: float = P["knowledge_threshold"], top_k_knowledge: int = 20,
+                 knowledge_threshold: float = P["knowledge_threshold"],
+                 top_k_knowledge: int = TOP_K_KNOWLEDGE,
                  mid_term_capacity: int = 2000, long_term_knowledge_capacity: int = 100,
                  heat_threshold: float = P["heat_threshold"],
                  similarity_threshold: float = P["similarity_threshold"], query_prefix: str = "",
