@@ -209,6 +209,36 @@ def test_zep_adds_one_episode_per_message_and_searches_edges_and_nodes(
     system.close()
 
 
+def test_zep_longmemeval_query_is_dated_and_cut_as_zeps_script(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """zep_longmem_eval.ipynb searches `(date: <question_date>) question`, cut to 255 characters; its
+    LoCoMo script searches the question alone."""
+    from baselines.zep_local import ZepLocalSystem
+
+    recorder = Recorder()
+    install(monkeypatch, recorder)
+    asked = datetime(2023, 5, 30, 23, 40)
+    system = ZepLocalSystem(endpoints())
+    system.reset("q1", tmp_path / "q1")
+    system.ingest(dialogue())
+    result = system.retrieve("What is my cat called?", asked)
+    dated = "(date: 2023/05/30 (Tue) 23:40) What is my cat called?"
+    assert [s["query"] for s in recorder.searches] == [dated, dated]
+    assert result.trace["query"] == recorder.searches[0]["query"]
+    long_question = "Which " + "very " * 80 + "long question?"
+    system.retrieve(long_question, asked)
+    assert recorder.searches[-1]["query"] == ("(date: 2023/05/30 (Tue) 23:40) " + long_question)[:255]
+    assert len(recorder.searches[-1]["query"]) == 255
+    system.close()
+    recorder.searches.clear()
+    system = ZepLocalSystem(endpoints())
+    system.reset("conv", tmp_path / "conv")
+    system.ingest(conversation())
+    system.retrieve(long_question, asked)
+    assert [s["query"] for s in recorder.searches] == [long_question] * 2  # LoCoMo: no date, no cut
+    system.close()
+
+
 def test_zep_shared_budget_alternates_facts_and_entities(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from baselines.zep_local import ZepLocalSystem

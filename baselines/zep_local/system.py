@@ -6,9 +6,12 @@ configured, driven as Zep's own evaluation drives Zep (getzep/zep-papers,
 - one `message` episode per turn, its body `speaker: text` as written (the role for user/assistant
   data), cut to `message_chars` as Zep's LongMemEval script cuts it, with the session's time as
   reference time, staggered by one second per message so that the graph keeps the turns' order;
-- a question searches edges (facts) and nodes (entities), `edge_limit` and `node_limit` of each, with
-  hybrid BM25 + cosine search fused by reciprocal rank (Zep's hosted edge cross-encoder has no
-  counterpart on our served models: no re-ranker is used rather than a cosine stand-in);
+- a question searches edges (facts) and nodes (entities), `edge_limit` and `node_limit` of each; on
+  user/assistant data (LongMemEval) the query is `(date: <question date>) question`, the date written as
+  LongMemEval writes it, cut to `query_chars` characters, as Zep's LongMemEval script searches (LoCoMo:
+  the question alone, as its LoCoMo script searches); searches fuse BM25 and cosine by reciprocal rank
+  (Zep's hosted edge cross-encoder has no counterpart on our served models: no re-ranker is used rather
+  than a cosine stand-in);
 - the answer model reads the facts with their validity ranges and the entities with their summaries,
   in our wording of Zep's context layout (`ZEP_CONTEXT`). The dates there are already the times the
   facts held (Graphiti resolved relative dates when it wrote them), and the context says so.
@@ -53,6 +56,15 @@ Entities, each with a summary (NAME: summary).
 </ENTITIES>"""
 
 
+LME_DATE = "%Y/%m/%d (%a) %H:%M"  # LongMemEval's question_date, e.g. 2023/05/30 (Tue) 23:40
+
+
+def dated_query(question: str, when: datetime | None, chars: int) -> str:
+    """Zep's LongMemEval search query: `(date: <question date>) question`, cut to `chars` characters."""
+    text = f"(date: {when.strftime(LME_DATE)}) {question}" if when else question
+    return text[:chars]
+
+
 def utc(when: datetime) -> datetime:
     return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when
 
@@ -77,10 +89,11 @@ class ZepLocalSystem:
     """`edge_limit`/`node_limit`: facts and entities per question (20 each in Zep's evaluation).
     `evidence_limit`: keep only that many items in all, facts and entities alternating (the shared
     budget; None: all). `message_chars`: a message's text is cut to that many characters (Zep's
-    LongMemEval script: 8000)."""
+    LongMemEval script: 8000). `query_chars`: a dated LongMemEval query is cut to that many characters
+    (the same script: 255)."""
 
     def __init__(self, endpoints: Endpoints, *, edge_limit: int = 20, node_limit: int = 20,
-                 evidence_limit: int | None = None, message_chars: int = 8000,
+                 evidence_limit: int | None = None, message_chars: int = 8000, query_chars: int = 255,
                  max_tokens: int = 8192, temperature: float = 0.0, neo4j_uri: str | None = None,
                  neo4j_user: str = "neo4j", neo4j_password_env: str = "NEO4J_PASSWORD",
                  name: str = "zep_local") -> None:
@@ -94,7 +107,8 @@ class ZepLocalSystem:
         self.embed: dict[str, Any] = dict(api_key=e.api_key, base_url=e.base_url,
                                           embedding_model=e.embed_model, embedding_dim=e.embed_dim)
         self.edge_limit, self.node_limit, self.evidence_limit = edge_limit, node_limit, evidence_limit
-        self.message_chars = message_chars
+        self.message_chars, self.query_chars = message_chars, query_chars
+        self.dated_queries = False  # set by ingest: user/assistant data (LongMemEval) gets dated queries
         self.neo4j = (neo4j_uri, neo4j_user, neo4j_password_env)  # the password is read when connecting
         self.clock = PhaseClock()
         self.graph: Any = None
@@ -155,6 +169,7 @@ class ZepLocalSystem:
         from graphiti_core.nodes import EpisodeType
 
         counts, failures = {"episodes": 0, "nodes": 0, "edges": 0}, []
+        self.dated_queries = not any(t.speaker for s in sessions for t in s.turns)
         with self.clock.measure("ingest"):
             for session in sessions:
                 turns = [t for t in session.turns if t.content.strip()]
@@ -185,8 +200,9 @@ class ZepLocalSystem:
 
         searches = [EDGE_HYBRID_SEARCH_RRF.model_copy(update={"limit": self.edge_limit}),
                     NODE_HYBRID_SEARCH_RRF.model_copy(update={"limit": self.node_limit})]
+        query = dated_query(question, when, self.query_chars) if self.dated_queries else question
         with self.clock.measure("query"), query_embeddings(self.embedder.client):
-            edges, nodes = (self.loop.run_until_complete(self.graph.search_(question, config=config,
+            edges, nodes = (self.loop.run_until_complete(self.graph.search_(query, config=config,
                                                                              group_ids=[self.group]))
                             for config in searches)
         facts = [self._fact(e, score)
@@ -196,7 +212,7 @@ class ZepLocalSystem:
         facts, entities = _within(facts, entities, self.evidence_limit)
         context = ZEP_CONTEXT.format(facts="\n".join(f"- {f.text} ({f.time})" for f in facts),
                                      entities="\n".join(f"- {e.text}" for e in entities))
-        return Retrieval(context, facts + entities, trace={**self.clock.of("query"),
+        return Retrieval(context, facts + entities, trace={**self.clock.of("query"), "query": query,
                          "counts": {"edges": len(edges.edges), "nodes": len(nodes.nodes)}})
 
     def _fact(self, edge: Any, score: float | None) -> EvidenceItem:
