@@ -457,3 +457,40 @@ def test_checkout_commit_reads_head_without_git(tmp_path: Path) -> None:
     assert checkout_commit(tmp_path) == "b" * 40
     (git / "HEAD").write_text("c" * 40)
     assert checkout_commit(tmp_path) == "c" * 40
+
+
+# ---------------------------------------------------------------- the speaker order, loader to adapters
+
+
+def worker_module(system: str) -> object:
+    spec = importlib.util.spec_from_file_location(f"{system}_worker",
+                                                  Path(f"baselines/{system}/worker.py").resolve())
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_locomo_speaker_order_reaches_each_adapter(tmp_path: Path) -> None:
+    """The tiny LoCoMo file with speaker_a and speaker_b swapped: speaker_b (Nadia) speaks first. The
+    loader's order, not the first turn, decides speaker_a in MemoryOS, LightMem and EverMemOS."""
+    from baselines.memoryos.protocol import parties
+    from baselines.worker import session_payload
+    from benchmarks.datasets import load_dataset
+
+    samples = json.loads((UPSTREAM.parent / "locomo_tiny.json").read_text())
+    conv = samples[0]["conversation"]
+    conv.update(speaker_a=conv["speaker_b"], speaker_b=conv["speaker_a"])
+    (tmp_path / "locomo.json").write_text(json.dumps(samples))
+    sessions = list(load_dataset("locomo", path=tmp_path / "locomo.json", limit=1).instances[0].sessions)
+    assert sessions[0].turns[0].speaker == "Nadia"
+    who = parties(sessions)
+    assert (who.first, who.first_label, who.second_label) == ("Tomas", "Tomas", "Nadia")
+    payloads = [session_payload(s) for s in sessions]
+    assert all(p["speakers"] == ["Tomas", "Nadia"] for p in payloads)
+    pairs = worker_module("lightmem").conversation_pairs(payloads[0], [])  # type: ignore[attr-defined]
+    assert [(p[0]["speaker_name"], p[0]["speaker_id"]) for p in pairs[:2]] == [
+        ("Nadia", "speaker_b"), ("Tomas", "speaker_a")]
+    _, speakers = worker_module("evermemos").messages(payloads, "conv", dict)  # type: ignore[attr-defined]
+    assert speakers[:2] == ["Tomas", "Nadia"]
+
