@@ -6,6 +6,7 @@ accuracy differences come from the retrieved memory, not from the prompt.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -103,3 +104,15 @@ def answer_request(
         seed=seed,
         allow_truncation=True,
     )
+
+
+TEMPLATE_TOKENS = 8  # per message: what a chat template adds around it (role markers, separators)
+
+
+def context_room(dataset_kind: str, question: str, question_date: datetime | None, context_tokens: int,
+                 max_tokens: int, count: Callable[[str], int]) -> int:
+    """Tokens left for the context in the answer prompt: the served window (`context_tokens`) less the
+    answer's `max_tokens` and the prompt's own text (its messages with an empty context)."""
+    messages, _, _ = build_answer_messages(dataset_kind, question, question_date, "")
+    text = sum(count(m["content"]) + TEMPLATE_TOKENS for m in messages)
+    return context_tokens - max_tokens - text

@@ -4,7 +4,7 @@ side-by-side table of several run directories (a sweep)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,10 @@ def query_figures(records: Sequence[Row]) -> dict[str, Any]:
         out[f"{key}_per_question"] = (retrieval + answers) / len(rows) if rows else None
     calls = sum(int((r.get("retrieval_llm") or {}).get("calls", 0)) for r in rows) + len(answered)
     out["llm_calls_per_question"] = calls / len(rows) if rows else None
+    # tokens of the context handed to the answer model (records of older harnesses do not say)
+    out["evidence_tokens_mean"] = mean([float(r["evidence_tokens"]) for r in rows if "evidence_tokens" in r])
+    out["evidence_cut"] = sum(bool(r.get("evidence_cut")) for r in rows)
+    out["prompt_cut"] = sum(bool(r.get("prompt_cut")) for r in rows)
     out["errors"] = sum(bool(r.get("error")) for r in records)
     return out
 
@@ -130,18 +134,31 @@ class RunLabels:
     backbone: str  # the llm config's name
     seed: int
     simulated: bool  # the backbone was the latency-model server
+    budget: str = "native"  # `native`, `shared <units>` or `tokens <tokens>`
 
     @classmethod
     def of(cls, cfg: BenchConfig) -> RunLabels:
         simulated = cfg.llm.latency_model is not None
-        return cls(cfg.method.name, cfg.dataset.name, cfg.llm.name, cfg.seed, simulated)
+        return cls(cfg.method.name, cfg.dataset.name, cfg.llm.name, cfg.seed, simulated,
+                   budget_label(asdict(cfg.budget)))
 
     @classmethod
     def stored(cls, config: Row) -> RunLabels:
         """From the plain configuration a stored run.json records (runs of any harness version)."""
         llm = config["llm"]
         return cls(str(config["method"]["name"]), str(config["dataset"]["name"]), str(llm["name"]),
-                   int(config["seed"]), bool(llm.get("latency_model")))
+                   int(config["seed"]), bool(llm.get("latency_model")),
+                   budget_label(config.get("budget") or {}))
+
+
+def budget_label(budget: Row) -> str:
+    """The budget a run answered under, from its (plain) budget node."""
+    mode = str(budget.get("mode") or "native")
+    if mode == "shared":
+        return f"shared {budget.get('evidence')}"
+    if mode == "tokens":
+        return f"tokens {budget.get('evidence_tokens')}"
+    return mode
 
 
 def summarize_run(files: RunFiles, labels: RunLabels) -> dict[str, Any]:
@@ -155,7 +172,7 @@ def summarize_run(files: RunFiles, labels: RunLabels) -> dict[str, Any]:
     key = f"{labels.method}/{labels.dataset}"
     block = dict(blocks.get(key) or {"method": labels.method, "dataset": labels.dataset,
                                       "questions": 0, "judges": {}, "retrieval": {}})
-    block.update(backbone=labels.backbone, seed=labels.seed, simulated=labels.simulated,
+    block.update(backbone=labels.backbone, seed=labels.seed, simulated=labels.simulated, budget=labels.budget,
                  build=build_figures(builds),
                  query=query_figures(records),
                  failures=failures(records, builds, loaded.get("failures") or ()),
@@ -242,6 +259,12 @@ def _cost_rows(build: Mapping[str, Any], query: Mapping[str, Any]) -> list[list[
         ["query LLM calls / question (retrieval and answers)", _num(query["llm_calls_per_question"], 1)],
         ["query tokens / question: prompt / cached / completion",
          " / ".join(_num(query[f"{k}_per_question"], 0) for k in TOKENS)],
+        ["evidence tokens / question (context handed to the answer model)",
+         _num(query.get("evidence_tokens_mean"), 0)],
+        *([["questions with evidence cut to the token budget", str(query["evidence_cut"])]]
+          if query.get("evidence_cut") else []),
+        *([["questions with evidence cut to the prompt's window (oldest first)", str(query["prompt_cut"])]]
+          if query.get("prompt_cut") else []),
         ["failed records", str(query["errors"])],
     ]
 
@@ -265,6 +288,8 @@ def _category_table(judges: Mapping[str, Any]) -> list[str]:
 def markdown(block: Mapping[str, Any]) -> str:
     title = (f"## {block['method']} on {block['dataset']} "
              f"(backbone {block['backbone']}, seed {block['seed']})")
+    if block.get("budget", "native") != "native":
+        title += f" at budget {block['budget']}"
     if block.get("simulated"):
         title += " [simulated: latency-model server, not a real GPU run]"
     rows = [["questions", str(block["questions"])]]
@@ -296,7 +321,8 @@ def _failure_lines(failed: Sequence[Row]) -> list[str]:
 
 COMPARISON_HEAD = ("method", "backbone", "seed", "questions", "accuracy", "recall@5", "recall@10",
                    "build s / inst", "write LLM calls / inst",
-                   "write tokens / inst (prompt / cached / completion)", "query s", "query LLM calls / q")
+                   "write tokens / inst (prompt / cached / completion)", "query s", "query LLM calls / q",
+                   "evidence tokens / q", "budget")
 
 
 def comparison_row(files: RunFiles, labels: RunLabels) -> list[str]:
@@ -305,7 +331,8 @@ def comparison_row(files: RunFiles, labels: RunLabels) -> list[str]:
     names = [labels.method, backbone, str(labels.seed)]
     if files.skipped_path.exists():
         reason = files.skipped_path.read_text(encoding="utf-8").strip()
-        return [*names, "skipped: " + reason.replace("|", "/"), *["–"] * (len(COMPARISON_HEAD) - 4)]
+        return [*names, "skipped: " + reason.replace("|", "/"), *["–"] * (len(COMPARISON_HEAD) - 5),
+                labels.budget]
     block = summarize_run(files, labels)
     judges = list(block["judges"].values())
     accuracy = _pct(judges[0]["accuracy"]) if judges else "–"
@@ -319,12 +346,15 @@ def comparison_row(files: RunFiles, labels: RunLabels) -> list[str]:
     return [*names, str(block["questions"]), accuracy, _pct(recall[0]), _pct(recall[1]),
             _num(build["build_seconds_mean"]), _num(build["llm_calls_mean"], 1),
             " / ".join(_num(build[f"{k}_mean"], 0) for k in TOKENS),
-            _num(query["query_seconds_mean"], 3), _num(query["llm_calls_per_question"], 1)]
+            _num(query["query_seconds_mean"], 3), _num(query["llm_calls_per_question"], 1),
+            _num(query["evidence_tokens_mean"], 0), labels.budget]
 
 
 def comparison_markdown(run_dirs: Iterable[str | Path]) -> str:
     """The side-by-side table of several runs, grouped by dataset; accuracy is the first judge's pass@1,
-    recall is session recall_any@k on LongMemEval and evidence recall@k (dia ids) on LoCoMo."""
+    recall is session recall_any@k on LongMemEval and evidence recall@k (dia ids) on LoCoMo; evidence
+    tokens are the mean tokens of context handed to the answer model per question, as the run's
+    counter counted them (run.json `token_counter`)."""
     by_dataset: dict[str, list[list[str]]] = {}
     for run_dir in run_dirs:
         files = RunFiles(run_dir, create=False)

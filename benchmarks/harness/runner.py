@@ -18,12 +18,13 @@ from typing import Any
 from hydra.utils import instantiate
 from tqdm import tqdm
 
-from baselines.base import SystemUnavailable
+from baselines.base import Retrieval, SystemUnavailable
 from benchmarks.datasets import Dataset, Instance, Question
 from benchmarks.harness import report
 from benchmarks.harness import simulation as simulated
-from benchmarks.harness.answering import answer_request
+from benchmarks.harness.answering import answer_request, context_room
 from benchmarks.harness.building import ensure_memory, failure_text
+from benchmarks.harness.context_budget import cut_to_budget, fit_window
 from benchmarks.harness.evidence import retrieval_fields
 from benchmarks.harness.inputs import dataset_metadata, load_benchmark_dataset
 from benchmarks.harness.metrics import dedupe
@@ -33,6 +34,7 @@ from benchmarks.harness.schema import BenchConfig, plain_config
 from benchmarks.harness.state import Harness
 from benchmarks.harness.systems import Models, build_system, system_settings
 from benchmarks.harness.tasks import run_task
+from benchmarks.harness.tokens import token_counter
 from benchmarks.harness.wandb_logger import WandbLogger
 from benchmarks.judging.grading import judge_rows, make_judge
 from benchmarks.judging.judges import Judge
@@ -57,6 +59,8 @@ def fingerprint(cfg: BenchConfig, dataset: Dataset) -> dict[str, Any]:
         "dataset_sha256": dataset.sha256,
         "seed": cfg.seed,
         "answer": {"max_tokens": cfg.answer.max_tokens, "temperature": cfg.answer.temperature},
+        # the token budget only: runs of the other modes keep the fingerprint they were written with
+        **({"budget": asdict(cfg.budget)} if cfg.budget.mode == "tokens" else {}),
     }
 
 
@@ -103,9 +107,11 @@ def open_harness(cfg: BenchConfig, dataset: Dataset, files: RunFiles) -> Harness
             obj.close()
         raise
     wandb = WandbLogger(cfg.wandb, files.dir, plain_config(cfg))
-    h = Harness(cfg, files, dataset, system, answerer, judge, wandb, closing=closing, embedder=embedder)
+    h = Harness(cfg, files, dataset, system, answerer, judge, wandb, closing=closing, embedder=embedder,
+                tokens=token_counter(cfg.llm, source))
     files.note_invocation(embedder=embedder_settings(embedder),
-                          system_runtime=dict(getattr(system, "runtime_settings", None) or {}))
+                          system_runtime=dict(getattr(system, "runtime_settings", None) or {}),
+                          token_counter=h.tokens.describe())
     h.simulation = sim
     restore(h)
     return h
@@ -277,13 +283,30 @@ def ask(h: Harness, instance: Instance, question: Question, attempts: Sequence[i
                   exc_info=not isinstance(exc, MemForestError))
         return failed_rows(h, instance, question, attempts, f"retrieval: {failure_text(exc)}", build)
     seconds = time.perf_counter() - start
+    cut: dict[str, Any] = {}
+    if h.cfg.budget.mode == "tokens":
+        retrieval, cut = cut_to_budget(retrieval, h.cfg.budget.evidence_tokens, h.tokens.count)
     base = {**question_fields(h, instance, question, build), **retrieval_fields(retrieval, instance),
+            **cut, **answer_context(h, question, retrieval),
             "latency": {**retrieval.latency, "retrieve": round(seconds, 6)},
             "retrieval_llm": summarize(h.call_log.since(mark)), "query_seconds": round(seconds, 6)}
     if h.answerer is None:
         return [{**base, "attempt": 0}]
     h.call_log.context["phase"] = "answer"
     return answer_attempts(h, question, base, attempts)
+
+
+def answer_context(h: Harness, question: Question, retrieval: Retrieval) -> dict[str, Any]:
+    """The context handed to the answer model and its size in tokens: the retrieval's, cut from its
+    oldest evidence when the answer prompt would not fit in the served window (`prompt_cut`)."""
+    context = retrieval.context
+    out: dict[str, Any] = {}
+    if h.answerer is not None:
+        room = context_room(h.dataset.kind, question.question, question.question_date,
+                            h.cfg.llm.context_tokens, h.cfg.answer.max_tokens, h.tokens.count)
+        context, details = fit_window(context, retrieval.evidence, room, h.tokens.count)
+        out = {"prompt_cut": details is not None, **({"prompt_window": details} if details else {})}
+    return {"context": context, "evidence_tokens": h.tokens.count(context), **out}
 
 
 def answer_attempts(h: Harness, question: Question, base: dict[str, Any],

@@ -91,10 +91,15 @@ class MethodNode:
 class BudgetNode:
     """`native`: each method at its authors' retrieval budget (the method configs as they are);
     `shared`: every method at `evidence` units, through its `budget_method/shared_<method>` settings,
-    which config.yaml's defaults list merges into the method node during composition."""
+    which config.yaml's defaults list merges into the method node during composition;
+    `tokens`: each method retrieves at its native budget, and the harness hands the answer model at
+    most `evidence_tokens` tokens of it (the answer model's tokenizer; benchmarks/harness/context_budget).
+    `run_suffix` is added to the run directory's experiment name (a token budget's runs apart)."""
 
-    mode: str = "native"  # native | shared
+    mode: str = "native"  # native | shared | tokens
     evidence: int = QueryConfig.final_units  # MemForest's own evidence budget
+    evidence_tokens: int = 2000
+    run_suffix: str = ""
 
 
 @dataclass
@@ -155,7 +160,8 @@ class BenchConfig:
     seed: int = 0
     attempts: int = 1  # answer samples per question (pass@1..k)
     output_root: str = "results"
-    run_dir: str = "${output_root}/${experiment_name}/${dataset.name}/${method.name}/${llm.name}/seed${seed}"
+    run_dir: str = ("${output_root}/${experiment_name}${budget.run_suffix}/${dataset.name}/${method.name}/"
+                    "${llm.name}/seed${seed}")
     keep_stores: bool = True  # keep each instance's store (a resumed run reuses finished builds)
     # cache vectors by (model, settings, text) in <run_dir>/embeddings when embedder.cache_dir is unset
     embed_cache: bool = False

@@ -11,6 +11,7 @@ from benchmarks.datasets import Dataset
 from benchmarks.harness.results import RunCallLog, RunFiles
 from benchmarks.harness.schema import BenchConfig
 from benchmarks.harness.simulation import Simulation
+from benchmarks.harness.tokens import TokenCounter, estimating_counter
 from benchmarks.harness.wandb_logger import WandbLogger
 from benchmarks.judging.judges import Judge
 from memforest.llm.base import Embedder
@@ -35,6 +36,8 @@ class Harness:
     bar: Any = None
     embedder: Embedder | None = None
     simulation: Simulation | None = None  # the latency-model server of a simulated run
+    # counts the context handed to the answer model (the token budget, the prompt's window)
+    tokens: TokenCounter = field(default_factory=lambda: estimating_counter("no answer model"))
 
     @property
     def call_log(self) -> RunCallLog:
