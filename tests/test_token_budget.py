@@ -151,7 +151,9 @@ def test_a_token_budget_run_records_the_cut(tmp_path: Path) -> None:
     assert all(r["evidence_budget"]["tokens_before"] > 150 and r["prompt_cut"] is False for r in rows)
     run = RunFiles(cfg.run_dir, create=False).load_run()
     assert run["token_counter"]["exact"] is False  # the scripted model has no tokenizer: the estimate
-    assert "evidence tokens / question" in (Path(cfg.run_dir) / "summary.md").read_text()
+    summary = (Path(cfg.run_dir) / "summary.md").read_text()
+    assert "evidence tokens / question" in summary and "at budget tokens 150" in summary
+    assert "| evidence tokens counted by | estimate: 4 characters per token (not the answer" in summary
 
 
 def test_a_prompt_over_the_window_is_cut_and_still_answered(tmp_path: Path) -> None:

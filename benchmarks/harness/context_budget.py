@@ -7,6 +7,7 @@ system's retrieval; adapters know nothing of it.
   much of the next as fits. A system's own layout of its context (headers, templates) is not used, so
   it neither counts against the budget nor differs between systems. Unranked evidence (the whole
   history, in time order) keeps its newest items instead. Without evidence items, the context's start.
+  Recall is then scored on the evidence the answer model is handed.
 - Window: a context too long for the prompt loses its oldest evidence items (by `EvidenceItem.time`;
   items without a readable time from the end of the list, after the timed ones) until it fits; the
   question is still answered, and its record says `prompt_cut: true`.

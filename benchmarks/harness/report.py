@@ -125,6 +125,17 @@ def dataset_load(files: RunFiles) -> dict[str, Any]:
     return dict(invocations[-1].get("dataset") or run.get("dataset") or {})
 
 
+def token_counter_name(files: RunFiles) -> str | None:
+    """What counted the evidence tokens (run.json's `token_counter`, the latest invocation's)."""
+    if not files.run_json.exists():
+        return None
+    run = files.load_run()
+    counter = (run.get("invocations") or [{}])[-1].get("token_counter") or run.get("token_counter")
+    if not counter:
+        return None
+    return str(counter["name"]) + ("" if counter.get("exact") else " (not the answer model's tokenizer)")
+
+
 @dataclass(frozen=True)
 class RunLabels:
     """What names a run in its summary and in the comparison table."""
@@ -176,7 +187,8 @@ def summarize_run(files: RunFiles, labels: RunLabels) -> dict[str, Any]:
                  build=build_figures(builds),
                  query=query_figures(records),
                  failures=failures(records, builds, loaded.get("failures") or ()),
-                 loader={key: int(loaded.get(key) or 0) for key in LOADER_COUNTS})
+                 loader={key: int(loaded.get(key) or 0) for key in LOADER_COUNTS},
+                 token_counter=token_counter_name(files))
     block["markdown"] = markdown(block)
     return block
 
@@ -296,6 +308,8 @@ def markdown(block: Mapping[str, Any]) -> str:
     rows += _accuracy_rows(block["judges"])
     rows += _recall_rows(block["retrieval"], str(block["dataset"]))
     rows += _cost_rows(block["build"], block["query"])
+    if block.get("token_counter"):
+        rows.append(["evidence tokens counted by", str(block["token_counter"]).replace("|", "/")])
     loader = block.get("loader") or {}
     rows += [[label, str(loader[key])] for key, label in LOADER_COUNTS.items() if loader.get(key)]
     failed = block.get("failures") or []
