@@ -78,6 +78,18 @@ def test_mem0_writes_one_store_per_speaker_with_roles_reversed(tmp_path: Path,
     assert result.trace["per_store"] == {"conv-1__Nadia": 3, "conv-1__Tomas": 3}
 
 
+def stub_calls(system: Any, tmp_path: Path, log: Path) -> list[dict[str, Any]]:
+    """Build and query a LoCoMo conversation and a LongMemEval dialogue; the stub's logged calls."""
+    try:
+        for instance, sessions in (("conv", conversation()), ("q1", dialogue())):
+            system.reset(instance, tmp_path / instance)
+            system.ingest(sessions)
+            system.retrieve("Where?", None)
+    finally:
+        system.close()
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
 def test_mem0_on_dialogue_keeps_one_store_and_the_roles(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from baselines.mem0 import Mem0System
@@ -102,14 +114,7 @@ def test_mem0_2_worker_follows_the_same_protocol(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("PYTHONPATH", str(FIXTURES / "mem0_v2_stub"))
     system = mem0_additive_system(endpoints(), python=sys.executable)
     assert system.runtime_settings == {"mem0ai": "2.0.18", "bm25": False, "entity_boosts": False}
-    try:
-        for instance, sessions in (("conv", conversation()), ("q1", dialogue())):
-            system.reset(instance, tmp_path / instance)
-            system.ingest(sessions)
-            system.retrieve("Where?", None)
-    finally:
-        system.close()
-    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    calls = stub_calls(system, tmp_path, log)
     adds = [c for c in calls if c["op"] == "add"]
     speaker_adds = [a for a in adds if a["user_id"].startswith("conv__")]
     assert {a["user_id"] for a in speaker_adds} == {"conv__Nadia", "conv__Tomas"}
@@ -143,14 +148,7 @@ def test_mem0_2_searches_at_its_protocols_top_k(method: str, expected: list[tupl
     from baselines.mem0 import mem0_additive_system
 
     system = mem0_additive_system(endpoints(), **options)
-    try:
-        for instance, sessions in (("conv", conversation()), ("q1", dialogue())):
-            system.reset(instance, tmp_path / instance)
-            system.ingest(sessions)
-            system.retrieve("Where?", None)
-    finally:
-        system.close()
-    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    calls = stub_calls(system, tmp_path, log)
     assert [(c["filters"]["user_id"], c["top_k"]) for c in calls if c["op"] == "search"] == expected
 
 
