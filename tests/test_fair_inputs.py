@@ -1,8 +1,11 @@
 """Equal inputs: every runnable system, on a tiny LoCoMo-format and a tiny LongMemEval-format file, gets
 each turn's text exactly once (per store, for Mem0's per-speaker stores), its speaker attached once,
-questions embedded in the query form, and no gold label. What reaches each library is recorded by
-stand-ins of the libraries (tests/library_stubs.py), by the real Mem0 2.x worker over a stand-in of
-mem0ai 2.x, and by a stub worker for the systems driven in their own environments."""
+questions embedded in the query form, and no gold label; each library that takes times gets the
+dataset's session times in its own convention, and each system that takes a question date gets it.
+What reaches each library is recorded by stand-ins of the libraries (tests/library_stubs.py, and the
+stubs of memoryos-pro and MemPalace/Chroma in tests/fixtures/upstream), by the real Mem0 2.x worker over
+a stand-in of mem0ai 2.x, and by the real LightMem and EverMemOS workers driving stub checkouts of their
+pinned layouts (tests/fixtures/upstream); the harness side of the worker protocol by a stub worker."""
 
 from __future__ import annotations
 
@@ -11,13 +14,14 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import fields
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from library_stubs import TODAY, Recorder, install
+from test_baseline_protocols import UPSTREAM, records, stub_packages
 
 from baselines.base import Endpoints, Session, Turn
 from baselines.flat_rag import FlatRAGSystem
@@ -260,3 +264,397 @@ def test_worker_systems_get_each_turn_once(kind: str, system_name: str, tmp_path
             == Counter(t.content for t in turns))
     assert [t["speaker"] for t in received if t["content"].strip()] == [t.speaker for t in turns]
     assert_no_gold(received)
+
+
+# ---------------------------------------------------------------- MemoryOS and MemPalace (stubs at their API)
+# The LoCoMo file as it is (speaker_a Nadia opens), the same file with speaker_a and speaker_b swapped
+# (speaker_b opens, as in 6 of the 10 real conversations), and the LongMemEval file.
+
+ALL_KINDS = ["locomo", "locomo_b_first", "longmemeval"]
+
+
+def instance_of(kind: str, tmp_path: Path) -> Any:
+    if kind == "longmemeval":
+        return load_dataset("longmemeval_s", path=FIXTURES / "longmemeval_tiny.json", limit=1).instances[0]
+    samples = json.loads((FIXTURES / "locomo_tiny.json").read_text())
+    if kind == "locomo_b_first":
+        conv = samples[0]["conversation"]
+        conv.update(speaker_a=conv["speaker_b"], speaker_b=conv["speaker_a"])
+    path = tmp_path / f"{kind}.json"
+    path.write_text(json.dumps(samples))
+    return load_dataset("locomo", path=path, limit=1).instances[0]
+
+
+def dataset_sessions(kind: str, tmp_path: Path) -> list[Session]:
+    sessions = list(instance_of(kind, tmp_path).sessions)
+    if kind == "locomo_b_first":
+        assert sessions[0].speakers == ("Tomas", "Nadia") and sessions[0].turns[0].speaker == "Nadia"
+    return sessions
+
+
+def session_of_text(sessions: Sequence[Session]) -> dict[str, Session]:
+    """Each turn's text -> its session (the tiny files' turn texts are all different)."""
+    out = {t.content: s for s in sessions for t in s.turns if t.content.strip()}
+    assert len(out) == len(turns_of(sessions))
+    return out
+
+
+def first_speaker(sessions: Sequence[Session]) -> str:
+    return sessions[0].speakers[0] if sessions[0].speakers else "user"
+
+
+class QueryEmbedder:
+    name, dim = "recording", 2
+
+    def embed(self, texts: Sequence[str], kind: str = "passage") -> np.ndarray:
+        return np.ones((len(texts), 2), dtype=np.float32) / np.sqrt(2)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def memoryos_stub(monkeypatch: pytest.MonkeyPatch) -> Any:
+    pytest.importorskip("faiss")
+    with stub_packages(monkeypatch, "memoryos_pro", ("memoryos",)):
+        yield
+
+
+def run_memoryos(sessions: list[Session], tmp_path: Path, when: datetime | None) -> tuple[Any, Any]:
+    from baselines.memoryos import MemoryOSSystem
+
+    system = MemoryOSSystem(endpoints())
+    system.embedder = QueryEmbedder()
+    system.reset("conv", tmp_path / "memoryos")
+    mos = system.mos
+    found: list[dict[str, Any]] = []
+    search = mos.retriever.retrieve_context
+
+    def recorded(**kwargs: Any) -> dict[str, Any]:
+        found.append(search(**kwargs))
+        return found[-1]
+
+    mos.retriever.retrieve_context = recorded
+    system.ingest(sessions)
+    system.retrieve("Where does Nadia sail?", when)
+    system.close()
+    return mos, found[0]
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_memoryos_gets_each_turn_once_in_speaker_order(kind: str, tmp_path: Path,
+                                                       memoryos_stub: None) -> None:
+    """Pages: speaker_a's (or the user's) turns as `user_input`, the other speaker's as `agent_response`,
+    the text alone, every turn once and in the dataset's order."""
+    sessions = dataset_sessions(kind, tmp_path)
+    turns = turns_of(sessions)
+    mos, _ = run_memoryos(sessions, tmp_path, None)
+    sides = [(side, text) for p in mos.added for side, text in (("user_input", p["user_input"]),
+                                                                ("agent_response", p["agent_response"]))
+             if text]
+    ordered = [t for s in sorted(sessions, key=lambda s: s.timestamp) for t in s.turns if t.content.strip()]
+    assert [text for _, text in sides] == [t.content for t in ordered]
+    opener = first_speaker(sessions)
+    assert [side for side, _ in sides] == [
+        "user_input" if (t.speaker or t.role) == opener else "agent_response" for t in ordered]
+    assert Counter(text for _, text in sides) == Counter(t.content for t in turns)
+    assert_no_gold(mos.added)
+
+
+@pytest.fixture
+def mempalace_stub(monkeypatch: pytest.MonkeyPatch) -> Any:
+    with stub_packages(monkeypatch, "mempalace_raw", ("chromadb", "mempalace")):
+        yield
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_mempalace_gets_each_turn_once_in_speaker_order(kind: str, tmp_path: Path,
+                                                        mempalace_stub: None) -> None:
+    """Indexed documents as MemPalace's raw mode writes them (LoCoMo: every turn `Name said, "text"` in
+    the session's order; LongMemEval: the user turns); the answer model reads every turn once."""
+    from baselines.mempalace import MemPalaceSystem
+
+    sessions = dataset_sessions(kind, tmp_path)
+    turns = turns_of(sessions)
+    system = MemPalaceSystem(endpoints())
+    system.reset("conv", tmp_path / "palace")
+    collection = system.collection
+    system.ingest(sessions)
+    result = system.retrieve("Where does Nadia sail?", None)
+    system.close()
+    documents = [row[1] for row in collection.rows]
+    assert documents == ["\n".join(f'{t.speaker} said, "{t.content}"' if t.speaker else t.content
+                                   for t in s.turns if t.content.strip() and (t.speaker or t.role == "user"))
+                         for s in sessions]
+    assert len(result.evidence) == len(sessions)
+    lines = [line for e in result.evidence for line in e.text.splitlines()]
+    assert_each_turn_once(lines, [one_line(t) for t in turns], turns)
+    assert_no_gold([row[:3] for row in collection.rows])
+
+
+# ---------------------------------------------------------------- LightMem and EverMemOS: the real workers
+# driving the stub checkouts (tests/fixtures/upstream), which record what reaches the library.
+
+
+def run_real_worker(system_name: str, sessions: list[Session], tmp_path: Path,
+                    monkeypatch: pytest.MonkeyPatch, when: datetime | None = None) -> list[dict[str, Any]]:
+    record = tmp_path / "record.jsonl"
+    monkeypatch.setenv("UPSTREAM_STUB_RECORD", str(record))
+    if system_name == "lightmem":
+        from baselines.lightmem import lightmem_system
+
+        system = lightmem_system(endpoints(), python=sys.executable, checkout=str(UPSTREAM / "lightmem"),
+                                 llmlingua_model_path="/m/llmlingua2", log_path=tmp_path / "worker.log")
+    else:
+        from baselines.evermemos import evermemos_system
+
+        system = evermemos_system(endpoints(), python=sys.executable, checkout=str(UPSTREAM / "evermemos"),
+                                  use_reranker=False, log_path=tmp_path / "worker.log")
+    try:
+        system.reset("conv", tmp_path / "w")
+        system.ingest(sessions)
+        system.retrieve("Where does Nadia sail?", when)
+    finally:
+        system.close()
+    return records(record)
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_lightmem_worker_passes_each_turn_once_with_its_speaker_and_time(
+        kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every turn reaches `add_memory` once, in order: LoCoMo as a user message with `speaker_name` and
+    `speaker_id` (speaker_a as `Session.speakers` names it, whoever opens), LongMemEval in its role; every
+    message (an empty partner too) stamped with its session's time, as the file gives it."""
+    sessions = dataset_sessions(kind, tmp_path)
+    turns = turns_of(sessions)
+    events = run_real_worker("lightmem", sessions, tmp_path, monkeypatch)
+    adds = [e for e in events if e["event"] == "add_memory"]
+    sent = [m for a in adds for m in a["messages"] if m["content"]]
+    assert [m["content"] for m in sent] == [t.content for t in turns]
+    if kind == "longmemeval":
+        assert [m["role"] for m in sent] == [t.role for t in turns]
+        assert all("speaker_name" not in m for a in adds for m in a["messages"])
+    else:
+        speaker_a = sessions[0].speakers[0]
+        assert all(m["role"] == "user" for m in sent)
+        assert [m["speaker_name"] for m in sent] == [t.speaker for t in turns]
+        assert [m["speaker_id"] for m in sent] == ["speaker_a" if t.speaker == speaker_a else "speaker_b"
+                                                   for t in turns]
+    session = session_of_text(sessions)
+    for a in adds:  # a turn and its partner (a reply, or empty) per add, both at their session's time
+        times = {session[m["content"]].timestamp.isoformat() for m in a["messages"] if m["content"]}
+        assert len(times) == 1 and {m["time_stamp"] for m in a["messages"]} == times
+    assert_no_gold(adds)
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_evermemos_worker_passes_each_turn_once_with_its_sender_and_time(
+        kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every turn reaches `EverCoreAdapter.add` once: LoCoMo with `sender_name` the speaker and the
+    conversation's speaker_a/speaker_b as `Session.speakers` gives them; LongMemEval as `user_<id>` /
+    `assistant_<id>`. Times: the session's time, then 30 s per message within it (upstream's loader; the
+    tiny files' sessions are far enough apart that the 90% squeeze never applies)."""
+    sessions = dataset_sessions(kind, tmp_path)
+    turns = turns_of(sessions)
+    events = run_real_worker("evermemos", sessions, tmp_path, monkeypatch)
+    added = next(e for e in events if e["event"] == "add")
+    messages = added["messages"]
+    by_id = {t.turn_id: (s, i, t) for s in sessions for i, t in enumerate(s.turns)}
+    assert Counter(m["metadata"]["dia_id"] for m in messages) == Counter(t.turn_id for t in turns)
+    for m in messages:
+        session, index, turn = by_id[m["metadata"]["dia_id"]]
+        assert m["metadata"]["session"] == session.session_id and m["content"] == turn.content
+        assert m["sender_name"] == (turn.speaker or f"{turn.role}_conv")
+        assert datetime.fromisoformat(m["timestamp"]) == session.timestamp + timedelta(seconds=30 * index)
+    starts = sorted(s.timestamp for s in sessions)
+    assert all((b - a).total_seconds() * 0.9 > 30 * 10 for a, b in zip(starts, starts[1:]))
+    if kind == "longmemeval":
+        assert added["metadata"] == {"speaker_a": "user_conv", "speaker_b": "assistant_conv"}
+    else:
+        assert added["metadata"] == dict(zip(("speaker_a", "speaker_b"), sessions[0].speakers))
+    assert_no_gold(messages)
+
+
+# ---------------------------------------------------------------- times: each library gets the dataset's
+# session times, in its own convention (baselines/README.md, fidelity table). LightMem and EverMemOS are
+# checked above, through their workers. flat_rag, flat_sessions and full_context hand no time to a library.
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_memoryos_pages_carry_their_session_time(kind: str, tmp_path: Path, memoryos_stub: None) -> None:
+    """`get_timestamp` is the dataset's clock: each page's timestamp is its session's time."""
+    sessions = dataset_sessions(kind, tmp_path)
+    session = session_of_text(sessions)
+    mos, _ = run_memoryos(sessions, tmp_path, None)
+    for page in mos.added:
+        texts = [t for t in (page["user_input"], page["agent_response"]) if t]
+        assert {page["timestamp"]} == {session[t].timestamp.strftime("%Y-%m-%d %H:%M:%S") for t in texts}
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_mempalace_documents_carry_their_session_time(kind: str, tmp_path: Path,
+                                                      mempalace_stub: None) -> None:
+    from baselines.mempalace import MemPalaceSystem
+
+    sessions = dataset_sessions(kind, tmp_path)
+    system = MemPalaceSystem(endpoints())
+    system.reset("conv", tmp_path / "palace")
+    collection = system.collection
+    system.ingest(sessions)
+    system.close()
+    assert [row[2] for row in collection.rows] == [
+        {"session_id": s.session_id, "timestamp": s.timestamp.strftime("%Y-%m-%d %H:%M")} for s in sessions]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_zep_episodes_carry_session_time_plus_a_second_per_message(kind: str, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from baselines.zep_local import ZepLocalSystem
+
+    recorder = Recorder()
+    install(monkeypatch, recorder)
+    sessions = sessions_of(kind)
+    system = ZepLocalSystem(endpoints())
+    system.reset("conv", tmp_path)
+    system.ingest(sessions)
+    system.close()
+    expected = [(f"{s.session_id}#{t.turn_id}",
+                 s.timestamp.replace(tzinfo=timezone.utc) + timedelta(seconds=i))
+                for s in sessions for i, t in enumerate(t for t in s.turns if t.content.strip())]
+    assert [(e["name"], e["reference_time"]) for e in recorder.episodes] == expected
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_mem0_adds_carry_their_session_date(kind: str, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mem0 1.x: the session's date as metadata and as "Today's date" in the extraction prompt."""
+    from baselines.mem0 import Mem0System
+
+    recorder = Recorder()
+    install(monkeypatch, recorder)
+    sessions = sessions_of(kind)
+    by_id = {s.session_id: s for s in sessions}
+    system = Mem0System(endpoints())
+    system.reset("conv", tmp_path)
+    system.ingest(sessions)
+    system.close()
+    for add in recorder.adds:
+        when = by_id[add["metadata"]["session_id"]].timestamp
+        assert add["metadata"]["session_date"] == when.strftime("%Y-%m-%d %H:%M")
+        assert f"Today's date is {when:%Y-%m-%d}" in add["prompt"]
+    assert {a["metadata"]["session_id"] for a in recorder.adds} == set(by_id)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_mem0_2_adds_carry_their_session_time(kind: str, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mem0 2.x: the session's day as the prompt's current and observation date, its time as
+    `created_at` and `session_date`."""
+    from baselines.mem0 import mem0_additive_system
+
+    log = tmp_path / "mem0.jsonl"
+    monkeypatch.setenv("MEM0_STUB_LOG", str(log))
+    monkeypatch.setenv("PYTHONPATH", str(FIXTURES / "mem0_v2_stub"))
+    sessions = sessions_of(kind)
+    by_id = {s.session_id: s for s in sessions}
+    system = mem0_additive_system(endpoints(), python=sys.executable, log_path=tmp_path / "worker.log")
+    try:
+        system.reset("conv", tmp_path / "store")
+        system.ingest(sessions)
+    finally:
+        system.close()
+    adds = [c for c in (json.loads(line) for line in log.read_text().splitlines()) if c["op"] == "add"]
+    for add in adds:
+        when = by_id[add["metadata"]["session_id"]].timestamp
+        assert add["metadata"]["created_at"] == when.isoformat()
+        assert add["metadata"]["session_date"] == when.strftime("%Y-%m-%d %H:%M")
+        assert add["prompt"]["current_date"] == add["prompt"]["timestamp"] == when.strftime("%Y-%m-%d")
+    assert {a["metadata"]["session_id"] for a in adds} == set(by_id)
+
+
+class RecordingForest:
+    """MemForest at its API: records the sessions ingested and the question's date."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.sessions: list[dict[str, Any]] = []
+        self.queries: list[dict[str, Any]] = []
+
+    def ingest_sessions(self, user: str, payload: list[dict[str, Any]]) -> Any:
+        self.sessions.extend(payload)
+        return type("Stats", (), {"to_dict": lambda self: {}})()
+
+    def query(self, user: str, question: str, *, date: str | None, answer: bool) -> Any:
+        self.queries.append({"question": question, "date": date})
+        return type("Result", (), {"evidence": [], "trace": {}})()
+
+    def snapshot(self, user: str) -> Any:
+        return type("Snapshot", (), {"state": None})()
+
+    def close(self) -> None:
+        pass
+
+
+def run_memforest(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                  when: datetime | None) -> tuple[list[Session], RecordingForest]:
+    import baselines.memforest_method.system as adapter
+
+    monkeypatch.setattr(adapter, "MemForest", RecordingForest)
+    system = adapter.MemForestSystem(None, None, HashEmbedder(), None)  # type: ignore[arg-type]
+    sessions = dataset_sessions(kind, tmp_path)
+    system.reset("conv", tmp_path)
+    forest = system.forest
+    assert isinstance(forest, RecordingForest)
+    system.ingest(sessions)
+    system.retrieve("Where does Nadia sail?", when)
+    return sessions, forest
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_memforest_sessions_carry_their_time(kind: str, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    sessions, forest = run_memforest(kind, tmp_path, monkeypatch, None)
+    assert [(p["session_id"], p["timestamp"]) for p in forest.sessions] == [
+        (s.session_id, s.timestamp.isoformat()) for s in sessions]
+    assert [t["timestamp"] for p in forest.sessions for t in p["turns"]] == [
+        t.timestamp.isoformat() if t.timestamp else None for t in turns_of(sessions)]
+
+
+# ---------------------------------------------------------------- the question date at query time
+# Systems that take it: Zep (LongMemEval: the search query `(date: <question date>) question`, as Zep's
+# script; LoCoMo: the question alone, as `zep_locomo_search.py`), MemForest (`query(date=...)`) and
+# MemoryOS (`get_timestamp` is the question's time while it retrieves). Systems that take no question
+# date at query time, so nothing is asserted for them: Mem0 1.x and 2.x (search by question alone; the
+# dates they hold are the sessions'), MemPalace, LightMem, EverMemOS, flat_rag, flat_sessions, full_context.
+
+
+def question_date(tmp_path: Path) -> datetime:
+    when = instance_of("longmemeval", tmp_path).questions[0].question_date
+    assert when == datetime(2023, 5, 30, 23, 40)
+    return when
+
+
+def test_zep_searches_behind_the_question_date(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from baselines.zep_local import ZepLocalSystem
+
+    recorder = Recorder()
+    install(monkeypatch, recorder)
+    when = question_date(tmp_path)
+    system = ZepLocalSystem(endpoints())
+    system.reset("conv", tmp_path)
+    system.ingest(sessions_of("longmemeval"))
+    result = system.retrieve("Which team do I coach now?", when)
+    system.close()
+    query = "(date: 2023/05/30 (Tue) 23:40) Which team do I coach now?"
+    assert [s["query"] for s in recorder.searches] == [query, query] and result.trace["query"] == query
+
+
+def test_memforest_queries_at_the_question_date(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    when = question_date(tmp_path)
+    _, forest = run_memforest("longmemeval", tmp_path, monkeypatch, when)
+    assert forest.queries == [{"question": "Where does Nadia sail?", "date": "2023-05-30T23:40:00"}]
+
+
+def test_memoryos_retrieves_at_the_question_date(tmp_path: Path, memoryos_stub: None) -> None:
+    when = question_date(tmp_path)
+    _, found = run_memoryos(dataset_sessions("longmemeval", tmp_path), tmp_path, when)
+    assert found["retrieved_at"] == "2023-05-30 23:40:00"
