@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memforest.errors import MemForestError, StoreError
+from memforest.errors import MemForestError, StoreError, error_line
 from memforest.index.forest_index import ForestIndex
 from memforest.routing import entities
 from memforest.state import UserState
@@ -89,8 +89,7 @@ def damaged(exc: BaseException, user: str, db: UserDB) -> BaseException:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
+    return error_line(exc, _MAX_ERROR_CHARS)
 
 
 _MAX_ERROR_CHARS = 200

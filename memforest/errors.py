@@ -65,6 +65,14 @@ def shown(value: object, limit: int = _MAX_SHOWN) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def error_line(error: object, limit: int | None = None) -> str:
+    """A failure as a message or a log shows it: `Type: text` (a string as it is), on one line,
+    credentials redacted, cut to `limit` characters (when given)."""
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    text = " ".join(redact(text).split())
+    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
+
+
 class MemForestError(Exception):
     """Base class: a clear, user-facing message; the store is unchanged."""
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from memforest.config import EmbedderConfig, LLMConfig
-from memforest.errors import ConfigError, MemForestError, ModelError, redact
+from memforest.errors import ConfigError, MemForestError, ModelError, error_line
 from memforest.llm.base import ChatModel, Embedder
 
 T = TypeVar("T")
@@ -20,7 +20,7 @@ def checked_build(what: str, backend: str, build: Callable[[], T]) -> T:
     except MemForestError:
         raise
     except Exception as e:
-        text = " ".join(redact(f"{type(e).__name__}: {e}").split())
+        text = error_line(e)
         raise ModelError(f"the {what} ({backend} backend) cannot be started: {text}") from e
 
 

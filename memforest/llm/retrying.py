@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from memforest.config import EmbedderConfig
-from memforest.errors import MemForestError, ModelError, redact
+from memforest.errors import MemForestError, ModelError, error_line
 from memforest.llm.base import (
     Embedder,
     EmbedKind,
@@ -66,10 +66,7 @@ class RetryingEmbedder:
         self.inner.close()
 
     def _failure(self, exc: Exception, retries: int) -> ModelError:
-        text = str(exc) if isinstance(exc, MemForestError) else f"{type(exc).__name__}: {exc}"
-        text = " ".join(redact(text).split())
-        if len(text) > _MAX_ERROR_CHARS:
-            text = text[: _MAX_ERROR_CHARS - 3] + "..."
+        text = error_line(str(exc) if isinstance(exc, MemForestError) else exc, _MAX_ERROR_CHARS)
         tries = f" after {retries} retries" if retries else ""
         return ModelError(f"embedder {describe_model(self)} failed{tries}: {text}")
 

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from memforest.errors import ModelError, redact
+from memforest.errors import ModelError, error_line
 from memforest.llm.base import (
     ChatModel,
     ChatRequest,
@@ -230,10 +230,8 @@ def _failure_kind(result: object) -> str | None:
 
 
 def _error_text(error: object) -> str:
-    """A failure as the call log and the ModelError show it: one line, credentials redacted, cut to
-    `_MAX_ERROR_CHARS`."""
-    text = " ".join(redact(f"{type(error).__name__}: {error}").split())
-    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
+    """A failure as the call log and the ModelError show it."""
+    return error_line(error, _MAX_ERROR_CHARS)
 
 
 _MAX_ERROR_CHARS = 1000
