@@ -107,3 +107,22 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     terminalreporter.write_line(fuzzkit.format_report())
     if os.environ.get("MEMFOREST_FUZZ_REPORT"):
         fuzzkit.write_report(os.environ["MEMFOREST_FUZZ_REPORT"])
+
+
+@pytest.fixture
+def memoryos_stub(monkeypatch):
+    """memoryos-pro's stand-in (tests/fixtures/upstream) in place of the library."""
+    from test_baseline_protocols import stub_packages
+
+    pytest.importorskip("faiss")
+    with stub_packages(monkeypatch, "memoryos_pro", ("memoryos",)):
+        yield
+
+
+@pytest.fixture
+def mempalace_stub(monkeypatch):
+    """MemPalace's and Chroma's stand-ins (tests/fixtures/upstream) in place of the libraries."""
+    from test_baseline_protocols import stub_packages
+
+    with stub_packages(monkeypatch, "mempalace_raw", ("chromadb", "mempalace")):
+        yield

@@ -14,39 +14,38 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import fields
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from library_stubs import TODAY, Recorder, install
-from test_baseline_protocols import UPSTREAM, records, stub_packages
+from fair_inputs_support import (
+    ALL_KINDS,
+    FIXTURES,
+    KINDS,
+    dataset_sessions,
+    endpoints,
+    first_speaker,
+    run_library,
+    run_memoryos,
+    session_of_text,
+    sessions_of,
+    turns_of,
+)
+from library_stubs import TODAY
+from test_baseline_protocols import UPSTREAM, records
 
-from baselines.base import Endpoints, Session, Turn
+from baselines.base import Session, Turn
 from baselines.flat_rag import FlatRAGSystem
 from baselines.flat_sessions import FlatSessionsSystem
 from baselines.full_context import FullContextSystem
 from baselines.worker import WorkerSystem
-from benchmarks.datasets import load_dataset
 from memforest.llm.base import EmbedKind
 from memforest.llm.testing import HashEmbedder
 
-FIXTURES = Path(__file__).parent / "fixtures"
 QUERY = {"input_type": "query"}
 GOLD_KEYS = ("has_answer", "answer_session_ids", "evidence", "adversarial_answer")
-
-
-def sessions_of(kind: str) -> list[Session]:
-    if kind == "locomo":
-        data = load_dataset("locomo", path=FIXTURES / "locomo_tiny.json", limit=1)
-    else:
-        data = load_dataset("longmemeval_s", path=FIXTURES / "longmemeval_tiny.json", limit=1)
-    return list(data.instances[0].sessions)
-
-
-def turns_of(sessions: Sequence[Session]) -> list[Turn]:
-    return [t for s in sessions for t in s.turns if t.content.strip()]
 
 
 def named(turn: Turn) -> str:
@@ -74,7 +73,6 @@ def assert_no_gold(payload: Any) -> None:
         assert f'"{key}"' not in text
 
 
-KINDS = ["locomo", "longmemeval"]
 
 
 def test_turns_carry_no_gold_field() -> None:
@@ -165,23 +163,13 @@ def test_memforest_gets_each_turn_once(kind: str, tmp_path: Path, monkeypatch: p
     assert_no_gold(received)
 
 
-def endpoints() -> Endpoints:
-    return Endpoints("http://127.0.0.1:9/v1", "chat", "embed", 64, 8192)
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_mem0_gets_each_turn_once_per_store(kind: str, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from baselines.mem0 import Mem0System
 
-    recorder = Recorder()
-    install(monkeypatch, recorder)
-    sessions = sessions_of(kind)
+    recorder, sessions, _ = run_library(Mem0System, kind, tmp_path, monkeypatch, "Where does Nadia sail?")
     turns = turns_of(sessions)
-    system = Mem0System(endpoints())
-    system.reset("conv", tmp_path)
-    system.ingest(sessions)
-    system.retrieve("Where does Nadia sail?", None)
     stores = sorted({a["user_id"] for a in recorder.adds})
     assert len(stores) == (2 if kind == "locomo" else 1)
     for store in stores:
@@ -199,15 +187,9 @@ def test_mem0_gets_each_turn_once_per_store(kind: str, tmp_path: Path,
 def test_zep_gets_each_turn_once(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from baselines.zep_local import ZepLocalSystem
 
-    recorder = Recorder()
-    install(monkeypatch, recorder)
-    sessions = sessions_of(kind)
+    recorder, sessions, _ = run_library(ZepLocalSystem, kind, tmp_path, monkeypatch, "Where does Nadia sail?",
+                                     datetime(2024, 1, 2))
     turns = turns_of(sessions)
-    system = ZepLocalSystem(endpoints())
-    system.reset("conv", tmp_path)
-    system.ingest(sessions)
-    system.retrieve("Where does Nadia sail?", datetime(2024, 1, 2))
-    system.close()
     expected = [f"{t.speaker or t.role}: {t.content}" for t in turns]
     assert_each_turn_once([e["episode_body"] for e in recorder.episodes], expected, turns)
     assert_no_gold(recorder.episodes)
@@ -270,77 +252,6 @@ def test_worker_systems_get_each_turn_once(kind: str, system_name: str, tmp_path
 # The LoCoMo file as it is (speaker_a Nadia opens), the same file with speaker_a and speaker_b swapped
 # (speaker_b opens, as in 6 of the 10 real conversations), and the LongMemEval file.
 
-ALL_KINDS = ["locomo", "locomo_b_first", "longmemeval"]
-
-
-def instance_of(kind: str, tmp_path: Path) -> Any:
-    if kind == "longmemeval":
-        return load_dataset("longmemeval_s", path=FIXTURES / "longmemeval_tiny.json", limit=1).instances[0]
-    samples = json.loads((FIXTURES / "locomo_tiny.json").read_text())
-    if kind == "locomo_b_first":
-        conv = samples[0]["conversation"]
-        conv.update(speaker_a=conv["speaker_b"], speaker_b=conv["speaker_a"])
-    path = tmp_path / f"{kind}.json"
-    path.write_text(json.dumps(samples))
-    return load_dataset("locomo", path=path, limit=1).instances[0]
-
-
-def dataset_sessions(kind: str, tmp_path: Path) -> list[Session]:
-    sessions = list(instance_of(kind, tmp_path).sessions)
-    if kind == "locomo_b_first":
-        assert sessions[0].speakers == ("Tomas", "Nadia") and sessions[0].turns[0].speaker == "Nadia"
-    return sessions
-
-
-def session_of_text(sessions: Sequence[Session]) -> dict[str, Session]:
-    """Each turn's text -> its session (the tiny files' turn texts are all different)."""
-    out = {t.content: s for s in sessions for t in s.turns if t.content.strip()}
-    assert len(out) == len(turns_of(sessions))
-    return out
-
-
-def first_speaker(sessions: Sequence[Session]) -> str:
-    return sessions[0].speakers[0] if sessions[0].speakers else "user"
-
-
-class QueryEmbedder:
-    name, dim = "recording", 2
-
-    def embed(self, texts: Sequence[str], kind: str = "passage") -> np.ndarray:
-        return np.ones((len(texts), 2), dtype=np.float32) / np.sqrt(2)
-
-    def close(self) -> None:
-        pass
-
-
-@pytest.fixture
-def memoryos_stub(monkeypatch: pytest.MonkeyPatch) -> Any:
-    pytest.importorskip("faiss")
-    with stub_packages(monkeypatch, "memoryos_pro", ("memoryos",)):
-        yield
-
-
-def run_memoryos(sessions: list[Session], tmp_path: Path, when: datetime | None) -> tuple[Any, Any]:
-    from baselines.memoryos import MemoryOSSystem
-
-    system = MemoryOSSystem(endpoints())
-    system.embedder = QueryEmbedder()
-    system.reset("conv", tmp_path / "memoryos")
-    mos = system.mos
-    found: list[dict[str, Any]] = []
-    search = mos.retriever.retrieve_context
-
-    def recorded(**kwargs: Any) -> dict[str, Any]:
-        found.append(search(**kwargs))
-        return found[-1]
-
-    mos.retriever.retrieve_context = recorded
-    system.ingest(sessions)
-    system.retrieve("Where does Nadia sail?", when)
-    system.close()
-    return mos, found[0]
-
-
 @pytest.mark.parametrize("kind", ALL_KINDS)
 def test_memoryos_gets_each_turn_once_in_speaker_order(kind: str, tmp_path: Path,
                                                        memoryos_stub: None) -> None:
@@ -359,12 +270,6 @@ def test_memoryos_gets_each_turn_once_in_speaker_order(kind: str, tmp_path: Path
         "user_input" if (t.speaker or t.role) == opener else "agent_response" for t in ordered]
     assert Counter(text for _, text in sides) == Counter(t.content for t in turns)
     assert_no_gold(mos.added)
-
-
-@pytest.fixture
-def mempalace_stub(monkeypatch: pytest.MonkeyPatch) -> Any:
-    with stub_packages(monkeypatch, "mempalace_raw", ("chromadb", "mempalace")):
-        yield
 
 
 @pytest.mark.parametrize("kind", ALL_KINDS)
@@ -473,188 +378,3 @@ def test_evermemos_worker_passes_each_turn_once_with_its_sender_and_time(
     else:
         assert added["metadata"] == dict(zip(("speaker_a", "speaker_b"), sessions[0].speakers))
     assert_no_gold(messages)
-
-
-# ---------------------------------------------------------------- times: each library gets the dataset's
-# session times, in its own convention (baselines/README.md, fidelity table). LightMem and EverMemOS are
-# checked above, through their workers. flat_rag, flat_sessions and full_context hand no time to a library.
-
-
-@pytest.mark.parametrize("kind", ALL_KINDS)
-def test_memoryos_pages_carry_their_session_time(kind: str, tmp_path: Path, memoryos_stub: None) -> None:
-    """`get_timestamp` is the dataset's clock: each page's timestamp is its session's time."""
-    sessions = dataset_sessions(kind, tmp_path)
-    session = session_of_text(sessions)
-    mos, _ = run_memoryos(sessions, tmp_path, None)
-    for page in mos.added:
-        texts = [t for t in (page["user_input"], page["agent_response"]) if t]
-        assert {page["timestamp"]} == {session[t].timestamp.strftime("%Y-%m-%d %H:%M:%S") for t in texts}
-
-
-@pytest.mark.parametrize("kind", ALL_KINDS)
-def test_mempalace_documents_carry_their_session_time(kind: str, tmp_path: Path,
-                                                      mempalace_stub: None) -> None:
-    from baselines.mempalace import MemPalaceSystem
-
-    sessions = dataset_sessions(kind, tmp_path)
-    system = MemPalaceSystem(endpoints())
-    system.reset("conv", tmp_path / "palace")
-    collection = system.collection
-    system.ingest(sessions)
-    system.close()
-    assert [row[2] for row in collection.rows] == [
-        {"session_id": s.session_id, "timestamp": s.timestamp.strftime("%Y-%m-%d %H:%M")} for s in sessions]
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_zep_episodes_carry_session_time_plus_a_second_per_message(kind: str, tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from baselines.zep_local import ZepLocalSystem
-
-    recorder = Recorder()
-    install(monkeypatch, recorder)
-    sessions = sessions_of(kind)
-    system = ZepLocalSystem(endpoints())
-    system.reset("conv", tmp_path)
-    system.ingest(sessions)
-    system.close()
-    expected = [(f"{s.session_id}#{t.turn_id}",
-                 s.timestamp.replace(tzinfo=timezone.utc) + timedelta(seconds=i))
-                for s in sessions for i, t in enumerate(t for t in s.turns if t.content.strip())]
-    assert [(e["name"], e["reference_time"]) for e in recorder.episodes] == expected
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_mem0_adds_carry_their_session_date(kind: str, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """Mem0 1.x: the session's date as metadata and as "Today's date" in the extraction prompt."""
-    from baselines.mem0 import Mem0System
-
-    recorder = Recorder()
-    install(monkeypatch, recorder)
-    sessions = sessions_of(kind)
-    by_id = {s.session_id: s for s in sessions}
-    system = Mem0System(endpoints())
-    system.reset("conv", tmp_path)
-    system.ingest(sessions)
-    system.close()
-    for add in recorder.adds:
-        when = by_id[add["metadata"]["session_id"]].timestamp
-        assert add["metadata"]["session_date"] == when.strftime("%Y-%m-%d %H:%M")
-        assert f"Today's date is {when:%Y-%m-%d}" in add["prompt"]
-    assert {a["metadata"]["session_id"] for a in recorder.adds} == set(by_id)
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_mem0_2_adds_carry_their_session_time(kind: str, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """Mem0 2.x: the session's day as the prompt's current and observation date, its time as
-    `created_at` and `session_date`."""
-    from baselines.mem0 import mem0_additive_system
-
-    log = tmp_path / "mem0.jsonl"
-    monkeypatch.setenv("MEM0_STUB_LOG", str(log))
-    monkeypatch.setenv("PYTHONPATH", str(FIXTURES / "mem0_v2_stub"))
-    sessions = sessions_of(kind)
-    by_id = {s.session_id: s for s in sessions}
-    system = mem0_additive_system(endpoints(), python=sys.executable, log_path=tmp_path / "worker.log")
-    try:
-        system.reset("conv", tmp_path / "store")
-        system.ingest(sessions)
-    finally:
-        system.close()
-    adds = [c for c in (json.loads(line) for line in log.read_text().splitlines()) if c["op"] == "add"]
-    for add in adds:
-        when = by_id[add["metadata"]["session_id"]].timestamp
-        assert add["metadata"]["created_at"] == when.isoformat()
-        assert add["metadata"]["session_date"] == when.strftime("%Y-%m-%d %H:%M")
-        assert add["prompt"]["current_date"] == add["prompt"]["timestamp"] == when.strftime("%Y-%m-%d")
-    assert {a["metadata"]["session_id"] for a in adds} == set(by_id)
-
-
-class RecordingForest:
-    """MemForest at its API: records the sessions ingested and the question's date."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.sessions: list[dict[str, Any]] = []
-        self.queries: list[dict[str, Any]] = []
-
-    def ingest_sessions(self, user: str, payload: list[dict[str, Any]]) -> Any:
-        self.sessions.extend(payload)
-        return type("Stats", (), {"to_dict": lambda self: {}})()
-
-    def query(self, user: str, question: str, *, date: str | None, answer: bool) -> Any:
-        self.queries.append({"question": question, "date": date})
-        return type("Result", (), {"evidence": [], "trace": {}})()
-
-    def snapshot(self, user: str) -> Any:
-        return type("Snapshot", (), {"state": None})()
-
-    def close(self) -> None:
-        pass
-
-
-def run_memforest(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                  when: datetime | None) -> tuple[list[Session], RecordingForest]:
-    import baselines.memforest_method.system as adapter
-
-    monkeypatch.setattr(adapter, "MemForest", RecordingForest)
-    system = adapter.MemForestSystem(None, None, HashEmbedder(), None)  # type: ignore[arg-type]
-    sessions = dataset_sessions(kind, tmp_path)
-    system.reset("conv", tmp_path)
-    forest = system.forest
-    assert isinstance(forest, RecordingForest)
-    system.ingest(sessions)
-    system.retrieve("Where does Nadia sail?", when)
-    return sessions, forest
-
-
-@pytest.mark.parametrize("kind", ALL_KINDS)
-def test_memforest_sessions_carry_their_time(kind: str, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    sessions, forest = run_memforest(kind, tmp_path, monkeypatch, None)
-    assert [(p["session_id"], p["timestamp"]) for p in forest.sessions] == [
-        (s.session_id, s.timestamp.isoformat()) for s in sessions]
-    assert [t["timestamp"] for p in forest.sessions for t in p["turns"]] == [
-        t.timestamp.isoformat() if t.timestamp else None for t in turns_of(sessions)]
-
-
-# ---------------------------------------------------------------- the question date at query time
-# Systems that take it: Zep (LongMemEval: the search query `(date: <question date>) question`, as Zep's
-# script; LoCoMo: the question alone, as `zep_locomo_search.py`), MemForest (`query(date=...)`) and
-# MemoryOS (`get_timestamp` is the question's time while it retrieves). Systems that take no question
-# date at query time, so nothing is asserted for them: Mem0 1.x and 2.x (search by question alone; the
-# dates they hold are the sessions'), MemPalace, LightMem, EverMemOS, flat_rag, flat_sessions, full_context.
-
-
-def question_date(tmp_path: Path) -> datetime:
-    when = instance_of("longmemeval", tmp_path).questions[0].question_date
-    assert when == datetime(2023, 5, 30, 23, 40)
-    return when
-
-
-def test_zep_searches_behind_the_question_date(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from baselines.zep_local import ZepLocalSystem
-
-    recorder = Recorder()
-    install(monkeypatch, recorder)
-    when = question_date(tmp_path)
-    system = ZepLocalSystem(endpoints())
-    system.reset("conv", tmp_path)
-    system.ingest(sessions_of("longmemeval"))
-    result = system.retrieve("Which team do I coach now?", when)
-    system.close()
-    query = "(date: 2023/05/30 (Tue) 23:40) Which team do I coach now?"
-    assert [s["query"] for s in recorder.searches] == [query, query] and result.trace["query"] == query
-
-
-def test_memforest_queries_at_the_question_date(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    when = question_date(tmp_path)
-    _, forest = run_memforest("longmemeval", tmp_path, monkeypatch, when)
-    assert forest.queries == [{"question": "Where does Nadia sail?", "date": "2023-05-30T23:40:00"}]
-
-
-def test_memoryos_retrieves_at_the_question_date(tmp_path: Path, memoryos_stub: None) -> None:
-    when = question_date(tmp_path)
-    _, found = run_memoryos(dataset_sessions("longmemeval", tmp_path), tmp_path, when)
-    assert found["retrieved_at"] == "2023-05-30 23:40:00"
