@@ -9,7 +9,9 @@ from typing import Any, TypeVar
 
 from omegaconf import OmegaConf
 
+from benchmarks.harness import preflight
 from memforest.config import EmbedderConfig, LLMConfig, from_dict
+from memforest.errors import ConfigError
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
 from memforest.llm.factory import build_chat_model, build_embedder
@@ -34,13 +36,27 @@ def _plain(value: Any) -> Any:
 
 
 def chat_model(**node: Any) -> ChatModel:
-    """`llm` group: `_target_: benchmarks.harness.models.chat_model`."""
-    return build_chat_model(library_config(LLMConfig, node))
+    """`llm` group: `_target_: benchmarks.harness.models.chat_model`. A GPU backend is built only after
+    the node passes the GPU preflight (driver, GPU, free memory for its share, caches)."""
+    cfg = library_config(LLMConfig, node)
+    _preflight(cfg, None)
+    return build_chat_model(cfg)
 
 
 def embedder(**node: Any) -> Embedder:
-    """`embedder` group: `_target_: benchmarks.harness.models.embedder`."""
-    return build_embedder(library_config(EmbedderConfig, node))
+    """`embedder` group: `_target_: benchmarks.harness.models.embedder`; preflight as `chat_model`."""
+    cfg = library_config(EmbedderConfig, node)
+    _preflight(None, cfg)
+    return build_embedder(cfg)
+
+
+def _preflight(llm: LLMConfig | None, embedder: EmbedderConfig | None) -> None:
+    shares, engines = preflight.gpu_shares(llm, embedder)
+    if engines:
+        try:
+            preflight.require_gpu(shares, engines)
+        except preflight.PreflightError as exc:
+            raise ConfigError(str(exc)) from exc
 
 
 def scheduler(model: ChatModel, node: LLMConfig, call_log: CallLog) -> Scheduler:
