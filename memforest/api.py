@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memforest import publish
+from memforest.caches import StoreCaches
 from memforest.check import check_store, damaged
 from memforest.config import LLM_QUERY_MODES, QUERY_MODES, MemForestConfig
 from memforest.errors import InputError, StoreError, configured_key, redact
@@ -76,6 +77,7 @@ class MemForest:
         self._scheduler: Scheduler | None = None
         self.generate = generate
         self._snapshots: dict[str, Snapshot] = {}
+        self._caches: dict[str, StoreCaches] = {}  # per user: the cache files beside its database
         # per user written to: a connection its writes use (UserDB.hold) and the file it was opened on
         self._held: dict[str, tuple[sqlite3.Connection, tuple[int, int] | None]] = {}
         self._lock = threading.Lock()
@@ -107,6 +109,15 @@ class MemForest:
             return self._scheduler
 
     def close(self) -> None:
+        with self._lock:
+            resident = [(self._caches.get(u), snap) for u, snap in self._snapshots.items()]
+        for caches, snap in resident:  # the next process maps the resident version's indexes
+            if caches is not None:
+                try:
+                    caches.persist(snap)
+                except Exception as e:  # a cache is never worth failing a close for
+                    log.warning("memforest: warning: caches of %r not written (%s)", snap.state.user,
+                                redact(str(e)))
         with self._lock:
             held, self._held = [con for con, _ in self._held.values()], {}
         for con in held:
@@ -161,12 +172,20 @@ class MemForest:
         snap = self._snapshots.get(user)
         if snap is None or snap.version != version:
             snap = publish.load(db, user)
+            snap.use_lexical_source(self._caches_of(user, db).lexical_source())
             _settle_if_large(snap, self.config)
             with self._lock:
                 held = self._snapshots.get(user)
                 if held is None or held.version < snap.version:
                     self._snapshots[user] = snap
         return snap
+
+    def _caches_of(self, user: str, db: UserDB) -> StoreCaches:
+        with self._lock:
+            caches = self._caches.get(user)
+            if caches is None or caches.db.path != db.path:
+                caches = self._caches[user] = StoreCaches(db.path)
+            return caches
 
     @contextmanager
     def _writer(self, user: str, create: bool = True, clock: Clock | None = None, whole: bool = False
@@ -352,7 +371,8 @@ class MemForest:
             raise StoreError(f"no memory for user {user!r} in {self.root}")
         with self._lock:
             resident = self._snapshots.get(user)
-        report = check_store(user, UserDB(path), resident.index if resident else None)
+        report = check_store(user, UserDB(path), resident.index if resident else None,
+                             self._caches_of(user, UserDB(path)).findings)
         if report["index_rebuilt"]:
             with self._lock:
                 if self._snapshots.get(user) is resident:

@@ -7,6 +7,7 @@ or stale indexes are dropped and rebuilt from it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from memforest.errors import MemForestError, StoreError, error_line
@@ -18,11 +19,13 @@ from memforest.store.integrity import database_problems, index_findings, vector_
 from memforest.trees.memtree import TreeInvariantError
 
 
-def check_store(user: str, db: UserDB, index: ForestIndex | None) -> dict[str, Any]:
+def check_store(user: str, db: UserDB, index: ForestIndex | None,
+                cache_findings: Callable[[UserState], list[str]] | None = None) -> dict[str, Any]:
     """`ok` is whether the database is sound; `problems` lists what is wrong with it, `cache` what
-    was wrong with the resident indexes `index` (the caller then drops them: `index_rebuilt`)."""
+    was wrong with the resident indexes `index` (the caller then drops them: `index_rebuilt`) and,
+    with `cache_findings`, with the cache files beside the database (rebuilt by it: `caches_rebuilt`)."""
     report: dict[str, Any] = {"user": user, "path": str(db.path), "ok": False, "problems": [], "cache": [],
-                              "index_rebuilt": False}
+                              "index_rebuilt": False, "caches_rebuilt": False}
     problems = database_problems(db.path)
     state = None
     if not problems:
@@ -42,6 +45,13 @@ def check_store(user: str, db: UserDB, index: ForestIndex | None) -> dict[str, A
         except Exception as e:
             report["cache"] = [f"the resident indexes cannot be compared with the store ({_one_line(e)})"]
         report["index_rebuilt"] = bool(report["cache"])
+    if state is not None and not problems and cache_findings is not None:
+        try:
+            files = cache_findings(state)
+        except Exception as e:
+            files = [f"the cache files cannot be checked ({_one_line(e)})"]
+        report["cache"] = [*report["cache"], *files]
+        report["caches_rebuilt"] = bool(files)
     report["problems"], report["ok"] = problems, not problems
     return report
 

@@ -6,7 +6,7 @@ change with it (copy-on-write), so readers keep using it while a writer prepares
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -20,7 +20,17 @@ class Snapshot:
         self.state = state
         self.index = index
         self._lexical = lexical
+        self._lexical_source: Callable[[UserState], VersionedLexical] | None = None
         self._lock = threading.Lock()
+
+    def use_lexical_source(self, source: Callable[[UserState], VersionedLexical]) -> None:
+        """Where the lexical index comes from when it is first needed (a cache beside the store)
+        instead of being built from the state; set before the snapshot is published."""
+        self._lexical_source = source
+
+    def built_lexical(self) -> VersionedLexical | None:
+        """The lexical index if it has been built or read (None otherwise)."""
+        return self._lexical
 
     @property
     def version(self) -> int:
@@ -52,7 +62,9 @@ class Snapshot:
         """BM25 over every cell's full text and every fact; built on the first query of a loaded
         version, then carried to each next version for the documents it changes."""
         with self._lock:
-            if self._lexical is None:
+            if self._lexical is None and self._lexical_source is not None:
+                self._lexical = self._lexical_source(self.state)
+            elif self._lexical is None:
                 self._lexical = VersionedLexical(_documents(self.state, self.state.cells, self.state.facts))
             return self._lexical
 

@@ -62,6 +62,26 @@ class Segment:
         return len(self.docs)
 
     @classmethod
+    def empty(cls) -> Segment:
+        return cls([], np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32))
+
+    @classmethod
+    def restored(cls, docs: list[str], lengths: np.ndarray, terms: np.ndarray, offsets: np.ndarray,
+                 positions: np.ndarray, counts: np.ndarray, doc_lengths: np.ndarray) -> Segment:
+        """A segment from the arrays of one already built (as `arrays` gives them): nothing is sorted
+        again; the arrays may be read-only views of a cache file."""
+        seg = cls.__new__(cls)
+        seg.seq = next(_SEQ)
+        seg.docs, seg.lengths, seg.terms, seg.offsets = docs, lengths, terms, offsets
+        seg.positions, seg.counts, seg.doc_lengths = positions, counts, doc_lengths
+        return seg
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The segment's arrays (documents apart), as `restored` takes them."""
+        return {"lengths": self.lengths, "terms": self.terms, "offsets": self.offsets,
+                "positions": self.positions, "counts": self.counts, "doc_lengths": self.doc_lengths}
+
+    @classmethod
     def of(cls, docs: Iterable[tuple[str, str]], vocab: Vocabulary) -> Segment:
         ids: list[str] = []
         lengths: list[int] = []
@@ -167,6 +187,30 @@ class VersionedLexical:
 
     def segment(self, seq: int) -> Segment:
         return self._by_seq[seq]
+
+    @classmethod
+    def of_segment(cls, seg: Segment, vocab: Vocabulary) -> VersionedLexical:
+        """The index of exactly the documents of `seg`, whose term ids are `vocab`'s."""
+        out = cls.__new__(cls)
+        out.vocab, out.segments = vocab, [seg] if len(seg) else []
+        out.live = CowMap(seg.places())
+        out.masks = {seg.seq: np.ones(len(seg), bool)} if len(seg) else {}
+        out._own, out.dead = set(out.masks), dict.fromkeys(out.masks, 0)
+        out._by_seq = {s.seq: s for s in out.segments}
+        out.total_length = float(seg.lengths.sum())
+        return out
+
+    def compacted(self) -> Segment:
+        """One segment of every live document (the removed ones dropped): what a cache stores."""
+        if not self.segments:
+            return Segment.empty()
+        seg, mask = self.segments[0], self.masks[self.segments[0].seq]
+        for nxt in self.segments[1:]:
+            seg = self._merged(seg, mask, nxt, self.masks[nxt.seq])
+            mask = np.ones(len(seg), bool)
+        if not mask.all():
+            seg = self._merged(seg, mask, Segment.empty(), np.zeros(0, bool))
+        return seg
 
     def next_version(self, removed: Iterable[str], added: Iterable[tuple[str, str]]) -> VersionedLexical:
         """A new version without `removed` and with `added` (documents re-added replace older copies)."""

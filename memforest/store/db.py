@@ -159,6 +159,14 @@ class UserDB:
             row = con.execute("SELECT value FROM meta WHERE key='version'").fetchone()
         return int(row[0]) if row else 0
 
+    def stamp(self, version: int) -> str:
+        """Which committed version `version` is, for caches kept beside the store: the version and
+        the time its operation committed (so a store restored from an older copy and written again
+        to the same version number has another stamp)."""
+        with self.read() as con:
+            row = con.execute("SELECT time FROM operations WHERE version=?", (version,)).fetchone()
+        return f"{version}:{row[0]!r}" if row else f"{version}:"
+
     def load(self, user: str) -> UserState:
         """The committed state, read in one snapshot; rows that do not fit together are a StoreError."""
         with self.read() as con:

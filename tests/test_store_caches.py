@@ -1,0 +1,192 @@
+"""Caches beside the store (the lexical index in query-ready form): written atomically, used only for
+the committed version they reflect, and a damaged, stale or older-format cache is detected, never
+trusted, and rebuilt with identical results."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import pytest
+from conftest import make_sessions
+
+from memforest import cache_file
+from memforest.cache_file import CacheMiss, read_arrays, write_arrays
+from memforest.index import lexical_cache
+from memforest.index.lexical_cache import build_lexical, read_lexical, write_lexical
+from memforest.index.lexical_versions import VersionedLexical
+
+QUESTIONS = ["Where did I move to?", "What do I keep near the door in Boston?", "Denver trip plans"]
+
+
+def _cache_path(forest, user: str = "u"):
+    return forest.user_dir(user) / "cache" / lexical_cache.FILE_NAME
+
+
+def _answers(forest, user: str = "u") -> list[list[tuple[str, str, float]]]:
+    out = []
+    for q in QUESTIONS:
+        result = forest.query(user, q, answer=False)
+        out.append([(e.id, e.text, round(e.score, 9)) for e in result.evidence])
+    return out
+
+
+def _stored(scripted_forest, tmp_path):
+    """A store of a few sessions, queried once and closed: its lexical cache written."""
+    forest = scripted_forest(path=tmp_path / "store")
+    forest.ingest_sessions("u", make_sessions(6, 4))
+    before = _answers(forest)
+    forest.close()
+    return before
+
+
+def _reopened_without_building(scripted_forest, tmp_path, monkeypatch):
+    """A new process's view of the store in which building the lexical index fails the test."""
+    forest = scripted_forest(path=tmp_path / "store")
+
+    def refuse(state):
+        raise AssertionError("the lexical index was rebuilt although the cache serves this version")
+    monkeypatch.setattr("memforest.caches.build_lexical", refuse)
+    return forest
+
+
+def test_a_reopened_store_queries_from_the_cache_with_identical_results(scripted_forest, tmp_path,
+                                                                          monkeypatch) -> None:
+    before = _stored(scripted_forest, tmp_path)
+    forest = _reopened_without_building(scripted_forest, tmp_path, monkeypatch)
+    assert _cache_path(forest).is_file()
+    assert _answers(forest) == before
+    assert isinstance(forest.snapshot("u").lexical, VersionedLexical)
+
+
+def test_writes_leave_the_cache_stale_and_close_rewrites_it(scripted_forest, tmp_path, monkeypatch) -> None:
+    _stored(scripted_forest, tmp_path)
+    forest = scripted_forest(path=tmp_path / "store")
+    _answers(forest)
+    path = _cache_path(forest)
+    written = path.read_bytes()
+    forest.ingest_sessions("u", make_sessions(8, 4)[6:])
+    forest.delete_session("u", "s001")
+    assert path.read_bytes() == written  # operations never write the cache
+    after = _answers(forest)
+    forest.close()
+    assert path.read_bytes() != written
+    reopened = _reopened_without_building(scripted_forest, tmp_path, monkeypatch)
+    assert _answers(reopened) == after
+
+
+def _header(path) -> dict:
+    raw = path.read_bytes()
+    _, n, _ = struct.unpack_from("<8sII", raw)
+    return json.loads(raw[16:16 + n])
+
+
+def _rewrite_header(path, **changes) -> None:
+    """Rewrite the header with `changes`, checksummed correctly: a cache written by another version."""
+    raw = path.read_bytes()
+    magic, n, _ = struct.unpack_from("<8sII", raw)
+    header = json.loads(raw[16:16 + n])
+    header.update(changes)
+    new = json.dumps(header, separators=(",", ":")).encode()
+    assert len(new) <= n
+    new += b" " * (n - len(new))
+    import zlib
+    path.write_bytes(struct.pack("<8sII", magic, n, zlib.crc32(new)) + new + raw[16 + n:])
+
+
+DAMAGE = {
+    "truncated": lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]),
+    "truncated to nothing": lambda p: p.write_bytes(b""),
+    "zeroed": lambda p: p.write_bytes(b"\0" * len(p.read_bytes())),
+    "zeroed payload": lambda p: p.write_bytes(p.read_bytes()[:-64] + b"\0" * 64),
+    "one flipped byte": lambda p: p.write_bytes(
+        (lambda b: b[:-100] + bytes([b[-100] ^ 0xFF]) + b[-99:])(p.read_bytes())),
+    "older format": lambda p: _rewrite_header(p, format=lexical_cache.FORMAT - 1),
+    "another store version": lambda p: _rewrite_header(p, store_version="1:0.0"),
+    "garbage": lambda p: p.write_bytes(b"not a cache at all" * 100),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_or_stale_cache_is_detected_and_rebuilt(scripted_forest, tmp_path, damage) -> None:
+    before = _stored(scripted_forest, tmp_path)
+    forest = scripted_forest(path=tmp_path / "store")
+    path = _cache_path(forest)
+    DAMAGE[damage](path)
+    state = forest.snapshot("u").state
+    stamp = forest._caches_of("u", forest._open_db("u", False)).db.stamp(state.version)
+    assert isinstance(read_lexical(path, stamp, state), CacheMiss)
+    assert _answers(forest) == before  # rebuilt from the store, not read from the damaged file
+    assert not isinstance(read_lexical(path, stamp, state), CacheMiss)  # and the cache rewritten
+
+
+@pytest.mark.parametrize("damage", ["truncated", "zeroed", "older format"])
+def test_check_reports_a_damaged_cache_and_rebuilds_it(scripted_forest, tmp_path, monkeypatch, damage) -> None:
+    before = _stored(scripted_forest, tmp_path)
+    forest = scripted_forest(path=tmp_path / "store")
+    DAMAGE[damage](_cache_path(forest))
+    report = forest.check("u")
+    assert report["ok"] and report["caches_rebuilt"]
+    assert any("lexical cache" in c for c in report["cache"])
+    again = forest.check("u")
+    assert again["ok"] and not again["caches_rebuilt"] and again["cache"] == []
+    forest.close()
+    reopened = _reopened_without_building(scripted_forest, tmp_path, monkeypatch)
+    assert _answers(reopened) == before
+
+
+def test_a_cache_of_other_documents_is_not_used(scripted_forest, tmp_path) -> None:
+    """A cache whose documents are not the state's (another store's, at the same version) is refused."""
+    _stored(scripted_forest, tmp_path)
+    forest = scripted_forest(path=tmp_path / "store")
+    state = forest.snapshot("u").state
+    stamp = forest._caches_of("u", forest._open_db("u", False)).db.stamp(state.version)
+    path = tmp_path / "other.cache"
+    write_lexical(path, stamp, VersionedLexical([("x1", "something else entirely")]))
+    assert "documents" in read_lexical(path, stamp, state).reason
+
+
+def test_the_cached_index_scores_exactly_as_a_fresh_build(scripted_forest, tmp_path) -> None:
+    """After versions that remove and replace documents, the compacted, cached index gives every query
+    the scores a fresh index of the live documents gives."""
+    forest = scripted_forest(path=tmp_path / "store")
+    forest.ingest_sessions("u", make_sessions(6, 4))
+    snap = forest.snapshot("u")
+    _ = snap.lexical
+    forest.ingest_sessions("u", make_sessions(9, 4)[6:])
+    forest.delete_session("u", "s002")
+    forest.correct_session("u", {**make_sessions(9, 4)[8], "session_id": "s003"})
+    snap = forest.snapshot("u")
+    carried = snap.lexical
+    assert len(carried.segments) >= 1
+    path = tmp_path / "lexical.cache"
+    write_lexical(path, "v", carried)
+    cached = read_lexical(path, "v", snap.state)
+    assert isinstance(cached, VersionedLexical)
+    fresh = build_lexical(snap.state)
+    for q in [*QUESTIONS, "Boston Davis Miami Austin", "session hallway bicycle"]:
+        want = fresh.scores(q).items()
+        assert cached.scores(q).items() == want
+        assert carried.scores(q).items() == want
+    docs = [d for d, _ in lexical_cache.documents(snap.state)]
+    assert np.array_equal(cached.scores("Boston Denver").get_many(docs), fresh.scores("Boston Denver").get_many(docs))
+
+
+def test_cache_files_round_trip_and_refuse_what_they_do_not_hold(tmp_path) -> None:
+    path = tmp_path / "a.cache"
+    arrays = {"f": np.arange(10, dtype=np.float64).reshape(2, 5), "i": np.arange(7, dtype=np.int32),
+              "empty": np.zeros(0, np.int64), **cache_file.pack_strings(["ab", "", "ünï", "x"])}
+    size = write_arrays(path, "kind", 3, "7:1.5", arrays)
+    assert size == path.stat().st_size
+    got = read_arrays(path, "kind", 3, "7:1.5")
+    assert not isinstance(got, CacheMiss)
+    for name, arr in arrays.items():
+        assert got[name].dtype == arr.dtype and np.array_equal(got[name], arr)
+        assert not got[name].flags.writeable
+    assert cache_file.unpack_strings(got["blob"], got["ends"]) == ["ab", "", "ünï", "x"]
+    assert "format" in read_arrays(path, "kind", 4, "7:1.5").reason
+    assert "other" in read_arrays(path, "other", 3, "7:1.5").reason
+    assert "store version" in read_arrays(path, "kind", 3, "8:1.5").reason
+    assert "missing" in read_arrays(tmp_path / "none.cache", "kind", 3, "7:1.5").reason
+    assert [p.name for p in tmp_path.iterdir()] == ["a.cache"]  # no temporary file left behind
