@@ -84,8 +84,12 @@ def test_incremental_suite_smoke(tmp_path) -> None:
     out = incremental.main(["--sizes", "4,8", "--reps", "1", "--turns", "4", "--batch", "4", "--root",
                             str(tmp_path)])
     assert [r["sessions"] for r in out["rows"]] == [4, 8]
+    for size in (4, 8):  # opened as a restarted process finds them: with the caches a query left
+        user = tmp_path / f"incremental_profile_n{size}_t4_s0" / "users" / "bench"
+        assert (user / "cache" / "lexical.cache").is_file()
     for row in out["rows"]:
         assert row["load_s"] > 0 and row["first_query_s"] > 0  # once per process, reported apart
+        assert row["load_cpu_s"] > 0 and row["first_query_cpu_s"] > 0 and "rss_bytes_per_session" in row
         for op in ("ingest", "delete", "correct", "query"):
             # the memory's own time, models apart
             assert row[op]["model_mean_s"] > 0 and row[op]["mean_s"] > 0
