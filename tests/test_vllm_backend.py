@@ -10,6 +10,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 import vllm_stub
@@ -20,8 +21,9 @@ from benchmarks.harness.schema import BenchConfig, bench_config
 from memforest.config import EmbedderConfig, LLMConfig
 from memforest.errors import ConfigError, ModelError
 from memforest.llm.base import ChatRequest, ChatResponse
-from memforest.llm.embedders import VLLMEmbedder
+from memforest.llm.embedders import OpenAIEmbedder, VLLMEmbedder
 from memforest.llm.factory import build_chat_model, build_embedder
+from memforest.llm.openai_compat import OpenAIChatModel
 from memforest.llm.vllm_backend import VLLMChatModel
 
 SCHEMA = {"type": "object", "properties": {"echo": {"type": "string"}}, "required": ["echo"]}
@@ -138,12 +140,82 @@ def test_an_over_length_prompt_fails_alone_and_later_waves_get_their_own_answers
     wave = [request(f"q{i}") for i in range(16)]
     wave[9] = request("long " * 60)
     results = chat.generate(wave)
-    assert isinstance(results[9], ValueError) and "maximum model length" in str(results[9])
+    refused = "VLLMValidationError" if stub.generation == "0.33.0" else "ValueError"
+    assert isinstance(results[9], ModelError)
+    assert f"vLLM refused the request: {refused}: The decoder prompt (length 60)" in str(results[9])
     assert [echoed(r) for i, r in enumerate(results) if i != 9] == [f"q{i}" for i in range(16) if i != 9]
     calls = stub.engines[0].chat_calls
     assert len(calls) <= 2 * math.ceil(math.log2(16)) + 1  # halves, not one call per request
     assert ([echoed(r) for r in chat.generate([request(f"next{i}") for i in range(4)])]
             == [f"next{i}" for i in range(4)])
+    chat.close()
+
+
+def test_a_prompt_filling_the_whole_context_leaves_no_room_for_output(stub: vllm_stub.StubState) -> None:
+    chat = VLLMChatModel(LLMConfig(backend="vllm", model="m", context_tokens=8))
+    [full, fits] = chat.generate([request("w " * 8), request("w " * 7)])
+    assert isinstance(full, ModelError) and "plus the number of requested output tokens" in str(full)
+    assert echoed(fits) == "w " * 7
+    chat.close()
+
+
+def test_the_refusal_is_caught_by_the_type_vllm_raises(stub: vllm_stub.StubState) -> None:
+    """vLLM 0.33's VLLMValidationError is a VLLMClientError, not a ValueError."""
+    vllm = stub_module(stub)
+    chat = VLLMChatModel(LLMConfig(backend="vllm", model="m", context_tokens=4))
+    if stub.generation == "0.33.0":
+        assert not issubclass(vllm.exceptions.VLLMValidationError, ValueError)
+        assert issubclass(vllm.exceptions.VLLMValidationError, vllm.exceptions.VLLMClientError)
+    with pytest.raises(Exception, match="maximum model length") as raised:
+        stub.engines[0].chat([[{"role": "user", "content": "w " * 9}]])
+    expected = vllm.exceptions.VLLMValidationError if stub.generation == "0.33.0" else ValueError
+    assert type(raised.value) is expected
+    [result] = chat.generate([request("w " * 9)])
+    assert isinstance(result, ModelError) and expected.__name__ in str(result)
+    chat.close()
+
+
+@pytest.mark.parametrize("reason", ["error", "abort", "repetition"])
+def test_a_request_the_engine_finished_without_an_answer_is_a_model_error(
+    stub: vllm_stub.StubState, reason: str,
+) -> None:
+    """vLLM returns some failed requests as finished outputs (finish_reason "error", "abort"); they are
+    failures with the engine's reason, never empty answers, and the rest of the wave is unaffected."""
+    chat = VLLMChatModel(LLMConfig(backend="vllm", model="m", concurrency=6))
+    stub.finish_reasons["q2"] = reason
+    wave = [request(f"q{i}", SCHEMA if i == 4 else None, allow_truncation=True) for i in range(6)]
+    results = chat.generate(wave)
+    assert isinstance(results[2], ModelError)
+    assert f"finish_reason={reason!r}" in str(results[2]) and "test request" in str(results[2])
+    assert [json.loads(echoed(r))["echo"] if i == 4 else echoed(r) for i, r in enumerate(results) if i != 2] \
+        == ["q0", "q1", "q3", "q4", "q5"]
+    assert stub.engines[0].chat_calls == [6]  # one call: a finished failure needs no halving
+    chat.close()
+
+
+def test_in_process_and_served_chat_send_the_same_sampling_fields(stub: vllm_stub.StubState) -> None:
+    """Every field the in-process SamplingParams gets from a request is sent to a server too, with the
+    same value, so that the server's generation-config defaults (Qwen3: top_k=20) never apply."""
+    bodies: list[dict[str, Any]] = []
+
+    def handler(http_request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(http_request.content))
+        message = {"role": "assistant", "content": "fine"}
+        return httpx.Response(200, json={"choices": [{"message": message, "finish_reason": "stop"}]})
+
+    served = OpenAIChatModel(LLMConfig(backend="openai", base_url="http://mock/v1"))
+    served._client = httpx.Client(base_url="http://mock/v1", transport=httpx.MockTransport(handler))
+    chat = VLLMChatModel(LLMConfig(backend="vllm", model="m"))
+    for sent in (request("a", max_tokens=40, seed=3, temperature=0.7, top_p=0.9), request("b")):
+        served.generate([sent])
+        chat.generate([sent])
+        body = {k: v for k, v in bodies[-1].items() if k not in ("model", "messages")}
+        param = stub.engines[0].sampling[-1]
+        defaults = dict(vllm_stub.SAMPLING_FIELDS)
+        assert {"top_k", "min_p", "repetition_penalty", "temperature", "top_p", "max_tokens"} <= set(body)
+        assert {k: getattr(param, k) for k in body} == body
+        assert all(getattr(param, k) == d for k, d in defaults.items() if k not in body)  # nothing else set
+    served.close()
     chat.close()
 
 
@@ -195,3 +267,98 @@ def test_an_embedder_of_another_width_than_configured_is_refused_and_released(
     with pytest.raises(ConfigError, match=r"embedder.dim=1024, but e gives 16-d vectors"):
         VLLMEmbedder(EmbedderConfig(backend="vllm", model="e", dim=1024))
     assert stub.engines[0].llm_engine.engine_core.shutdowns == 1 and stub.device.held == {}
+
+
+def test_an_embedding_the_engine_failed_is_a_model_error_with_its_reason(stub: vllm_stub.StubState) -> None:
+    """vLLM 0.33 returns a failed pooling request with `error` set and an empty vector."""
+    embedder = VLLMEmbedder(EmbedderConfig(backend="vllm", model="e", dim=vllm_stub.EMBED_DIM))
+    stub.fail_embedding("broken text", "KV load failure")
+    with pytest.raises(ModelError, match=r"e: vLLM failed text 1 of 3: internal_error: KV load failure"):
+        embedder.embed(["fine", "broken text", "also fine"])
+    assert embedder.embed(["fine"]).shape == (1, vllm_stub.EMBED_DIM)
+    embedder.close()
+
+
+def test_two_threads_inside_one_engine_raise_and_the_embedder_never_lets_them(
+    stub: vllm_stub.StubState,
+) -> None:
+    embedder = VLLMEmbedder(EmbedderConfig(backend="vllm", model="e", dim=vllm_stub.EMBED_DIM))
+    engine = stub.engines[0]
+    many = [{"prompt_token_ids": [i, i + 1]} for i in range(2000)]
+
+    def raw(_: int) -> str:
+        try:
+            engine.embed(many)
+        except RuntimeError as exc:
+            return str(exc)
+        return "ok"
+
+    with ThreadPoolExecutor(4) as pool:
+        assert "two threads inside one engine" in set(pool.map(raw, range(8)))
+    with ThreadPoolExecutor(8) as pool:
+        shapes = list(pool.map(lambda i: embedder.embed([f"text {i}"] * 200).shape, range(16)))
+    assert shapes == [(200, vllm_stub.EMBED_DIM)] * 16
+    embedder.close()
+
+
+def test_each_engine_process_holds_its_context_beside_its_share(stub: vllm_stub.StubState) -> None:
+    """Two engines of half the device each do not fit: each process's CUDA context (~0.7 GiB) comes
+    before its share; the shipped pair leaves room for both contexts."""
+    first = VLLMChatModel(LLMConfig(backend="vllm", model="m", gpu_memory_utilization=0.5))
+    with pytest.raises(ValueError, match="Free memory on device"):
+        VLLMChatModel(LLMConfig(backend="vllm", model="m", gpu_memory_utilization=0.5))
+    assert stub.device.free == pytest.approx(stub.device.total * 0.5 - vllm_stub.PROCESS_OVERHEAD_GIB)
+    first.close()
+    llm_cfg, emb_cfg = shipped()
+    embedder, chat = build_embedder(emb_cfg), build_chat_model(llm_cfg)
+    shares = llm_cfg.gpu_memory_utilization + emb_cfg.gpu_memory_utilization
+    contexts = 2 * vllm_stub.PROCESS_OVERHEAD_GIB
+    assert stub.device.free == pytest.approx(stub.device.total * (1 - shares) - contexts)
+    chat.close()
+    embedder.close()
+    assert stub.device.held == {}
+
+
+def test_a_share_too_small_for_one_full_context_of_kv_cache_is_refused(stub: vllm_stub.StubState) -> None:
+    """Within its share an engine holds weights, the activation peak and the CUDA-graph estimate; what
+    is left must hold the KV cache of one request at max_model_len."""
+    llm_cfg, _ = shipped()
+    llm_cfg.gpu_memory_utilization = 0.75  # 60 GiB: 57 of weights, 1 of activations and graphs, 2 of KV
+    with pytest.raises(ValueError, match=r"one request with the model's max seq len \(32768\)"):
+        build_chat_model(llm_cfg)
+    llm_cfg.context_tokens = 16384  # 1.5 GiB of KV fits
+    build_chat_model(llm_cfg).close()
+    llm_cfg.gpu_memory_utilization = 0.7
+    with pytest.raises(ValueError, match="No available memory for the cache blocks"):
+        build_chat_model(llm_cfg)
+    assert stub.device.held == {}  # a process that failed to start holds nothing
+
+
+def test_the_served_embedder_truncates_as_the_in_process_one() -> None:
+    bodies: list[dict[str, Any]] = []
+
+    def handler(http_request: httpx.Request) -> httpx.Response:
+        body = json.loads(http_request.content)
+        bodies.append(body)
+        return httpx.Response(200, json={"data": [{"index": i, "embedding": [1.0, 0.0]}
+                                                  for i in range(len(body["input"]))]})
+
+    embedder = OpenAIEmbedder(EmbedderConfig(backend="openai", base_url="http://mock/v1", dim=2,
+                                             context_tokens=512))
+    embedder._client = httpx.Client(base_url="http://mock/v1", transport=httpx.MockTransport(handler))
+    embedder.embed(["word " * 2000, "short"])
+    assert bodies[0]["truncate_prompt_tokens"] == 512
+    embedder.close()
+
+
+def test_the_served_timeout_grows_with_the_requests_in_flight() -> None:
+    def read_timeout(concurrency: int) -> float | None:
+        model = OpenAIChatModel(LLMConfig(backend="openai", base_url="http://mock/v1", timeout_s=120.0,
+                                          concurrency=concurrency))
+        timeout = model._client.timeout
+        model.close()
+        assert timeout.connect == 120.0
+        return timeout.read
+
+    assert read_timeout(2) == read_timeout(32) == 120.0
+    assert read_timeout(256) == 960.0

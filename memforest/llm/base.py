@@ -9,7 +9,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from memforest.errors import shown
+from memforest.errors import ModelError, shown
 
 Message = dict[str, str]
 
@@ -28,6 +28,12 @@ class ChatRequest:
     top_p: float = 1.0
     seed: int | None = None
     allow_truncation: bool = False  # free text (answers): a reply cut at max_tokens is kept as it is
+    # vLLM's neutral values (its SamplingParams defaults): nothing cut, nothing penalised
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
 
     def sampling(self) -> dict[str, Any]:
         """OpenAI-style sampling arguments (max_tokens, temperature, top_p, seed when set)."""
@@ -36,6 +42,15 @@ class ChatRequest:
         if self.seed is not None:
             out["seed"] = self.seed
         return out
+
+    def vllm_sampling(self) -> dict[str, Any]:
+        """Every sampling field of vLLM's SamplingParams that a request sets, each given explicitly: the
+        in-process engine builds its SamplingParams from these, and the served path sends the same
+        fields, so that a server's defaults from the model's generation config (Qwen3: top_k=20) never
+        apply to one path only."""
+        return {**self.sampling(), "top_k": self.top_k, "min_p": self.min_p,
+                "repetition_penalty": self.repetition_penalty, "presence_penalty": self.presence_penalty,
+                "frequency_penalty": self.frequency_penalty}
 
 
 @dataclass
@@ -107,9 +122,17 @@ def generate_each(
     return results
 
 
-def check_response(request: ChatRequest, response: ChatResponse) -> ChatResponse | InvalidOutputError:
-    """The response, or an InvalidOutputError if it was truncated (unless the request allows it) or is
-    not the JSON asked for."""
+SUCCESS_FINISHES = ("stop", "length")  # "length" is a success only where the request allows truncation
+
+
+def check_response(request: ChatRequest,
+                   response: ChatResponse) -> ChatResponse | InvalidOutputError | ModelError:
+    """The response; a ModelError if the engine did not finish it by itself (finish_reason "error",
+    "abort", or any other than "stop" and "length"); an InvalidOutputError if it was truncated (unless
+    the request allows it) or is not the JSON asked for."""
+    if response.finish_reason not in SUCCESS_FINISHES:
+        return ModelError(f"{request.stage}: {response.model or 'the model'} finished the request with "
+                          f"finish_reason={response.finish_reason!r}, not an answer")
     if response.finish_reason == "length" and not request.allow_truncation:
         return InvalidOutputError(
             f"{request.stage}: output truncated at max_tokens={request.max_tokens} "

@@ -120,7 +120,10 @@ class SentenceTransformerEmbedder:
 class OpenAIEmbedder:
     """POSTs batches to `/embeddings` of an OpenAI-compatible server; rows are L2-normalised.
 
-    `dim` is `cfg.dim`; a server answering with another width raises ModelError."""
+    Each request asks the server to truncate every input to `cfg.context_tokens` tokens (vLLM's
+    `truncate_prompt_tokens` field), as the in-process embedders truncate, so that a long text is cut
+    rather than failing its whole batch; servers without the field ignore it. `dim` is `cfg.dim`; a
+    server answering with another width raises ModelError."""
 
     def __init__(self, cfg: EmbedderConfig) -> None:
         self.cfg = cfg
@@ -146,7 +149,8 @@ class OpenAIEmbedder:
 
     def _post(self, batch: list[str]) -> list[list[float]]:
         try:
-            resp = self._client.post("/embeddings", json={"model": self.cfg.model, "input": batch})
+            resp = self._client.post("/embeddings", json={"model": self.cfg.model, "input": batch,
+                                                          "truncate_prompt_tokens": self.cfg.context_tokens})
             resp.raise_for_status()
         except Exception as exc:
             raise http_error(exc) from exc
@@ -158,7 +162,9 @@ class VLLMEmbedder(EngineOwner):
     """An embedding model run by `vllm.LLM` in this process (GPU), beside a chat engine on the same
     device: its own memory share and context length (`cfg.gpu_memory_utilization`, `cfg.context_tokens`).
     Texts are tokenised here, truncated to the context as sentence-transformers truncates, and sent as
-    token ids; one lock serialises the calls into the engine."""
+    token ids; one lock serialises the calls into the engine (which is not thread-safe). A text the
+    engine failed (vLLM 0.33 returns it with `error` set and an empty vector) fails the call with a
+    ModelError carrying the engine's reason."""
 
     def __init__(self, cfg: EmbedderConfig) -> None:
         vllm = import_vllm()
@@ -194,6 +200,12 @@ class VLLMEmbedder(EngineOwner):
             if self._llm is None:
                 raise ModelError(f"{self.name}: the embedder is closed")
             outputs = self._llm.embed(prompts, use_tqdm=False)
+        for index, output in enumerate(outputs):
+            error = getattr(output, "error", None)
+            if error is not None or not output.outputs.embedding:
+                reason = (f"{getattr(error, 'code', 'error')}: {getattr(error, 'message', error)}"
+                          if error is not None else "an empty embedding")
+                raise ModelError(f"{self.name}: vLLM failed text {index} of {len(outputs)}: {reason}")
         return np.asarray([o.outputs.embedding for o in outputs], dtype=np.float32)
 
 

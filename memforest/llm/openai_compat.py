@@ -1,4 +1,6 @@
-"""Chat backend for any OpenAI-compatible server (vLLM, SGLang, llama.cpp's server, hosted APIs)."""
+"""Chat backend for an OpenAI-compatible server (vLLM, SGLang, llama.cpp's server). Requests carry vLLM's
+sampling fields beside OpenAI's (top_k, min_p, repetition_penalty); servers that do not know them ignore
+them, while a hosted API that refuses unknown fields is not a target."""
 
 from __future__ import annotations
 
@@ -23,6 +25,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 BASE_URL_ENV = "MEMFOREST_LLM_BASE_URL"
+# Requests a server is taken to run side by side at the pace `timeout_s` allows for one; with more in
+# flight, a request waits behind the others (see served_timeout).
+TIMEOUT_BATCH = 32
+
+
+def served_timeout(timeout_s: float, concurrency: int) -> float:
+    """The read timeout of one request among `concurrency` in flight: `timeout_s` covers a request among
+    up to TIMEOUT_BATCH, and the allowance grows with the queue in front of it,
+    timeout_s * max(1, concurrency / TIMEOUT_BATCH) (e.g. 120 s at 32 in flight, 960 s at 256)."""
+    return timeout_s * max(1.0, concurrency / TIMEOUT_BATCH)
 
 
 def http_error(exc: Exception) -> Exception:
@@ -40,10 +52,11 @@ def http_error(exc: Exception) -> Exception:
 
 
 def make_client(base_url: str | None, env_name: str, api_key_env: str, timeout_s: float,
-                connections: int | None = None) -> httpx.Client:
+                connections: int | None = None, read_timeout_s: float | None = None) -> httpx.Client:
     """An httpx client for `base_url` (or the URL in env `env_name`), with an optional bearer key (read
-    from env `api_key_env`, and redacted from every message and log from then on) and, when given, a
-    pool of `connections` connections (httpx's default pool holds 100)."""
+    from env `api_key_env`, and redacted from every message and log from then on), `timeout_s` for
+    connecting, writing and the pool, `read_timeout_s` (default `timeout_s`) for the answer, and,
+    when given, a pool of `connections` connections (httpx's default pool holds 100)."""
     try:
         import httpx
     except ImportError as exc:  # pragma: no cover - httpx is a core dependency
@@ -57,12 +70,17 @@ def make_client(base_url: str | None, env_name: str, api_key_env: str, timeout_s
         headers["Authorization"] = f"Bearer {key}"
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections) if connections \
         else httpx.Limits()
-    return httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s, limits=limits)
+    timeout = httpx.Timeout(timeout_s, read=read_timeout_s if read_timeout_s is not None else timeout_s)
+    return httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout, limits=limits)
 
 
 class OpenAIChatModel:
     """POSTs each request to `/chat/completions`; thread-safe, one HTTP client per model, whose pool
-    holds `cfg.concurrency` connections.
+    holds `cfg.concurrency` connections, and whose read timeout grows with them (`served_timeout`).
+
+    Every sampling field the in-process vLLM engine sets is sent explicitly (`ChatRequest.vllm_sampling`),
+    so the server's defaults from the model's generation config do not apply; a finish other than
+    "stop" or "length" is a ModelError with the server's finish_reason (`check_response`).
 
     JSON schemas are sent as `response_format={"type": "json_schema", ...}`. When a server rejects
     that form for a request (llama.cpp's Python server only knows `json_object` with a `schema`; vLLM
@@ -78,7 +96,8 @@ class OpenAIChatModel:
         self.max_concurrency = cfg.concurrency
         self.schema_fallbacks = 0  # requests sent again as json_object
         self._client = make_client(cfg.base_url, BASE_URL_ENV, cfg.api_key_env, cfg.timeout_s,
-                                   connections=cfg.concurrency)
+                                   connections=cfg.concurrency,
+                                   read_timeout_s=served_timeout(cfg.timeout_s, cfg.concurrency))
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse | Exception]:
         return generate_each(requests, self._complete, http_error)
@@ -99,7 +118,7 @@ class OpenAIChatModel:
 
     def _body(self, request: ChatRequest, schema_format: str) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.cfg.model, "messages": list(request.messages),
-                                **request.sampling()}
+                                **request.vllm_sampling()}
         schema = request.json_schema
         if schema is not None and schema_format == "json_schema":
             body["response_format"] = {

@@ -14,8 +14,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memforest.config import LLMConfig
-from memforest.errors import ConfigError, ModelError
-from memforest.llm.base import ChatRequest, ChatResponse, TransientModelError, Usage, check_response
+from memforest.errors import ConfigError, ModelError, error_line
+from memforest.llm.base import (
+    SUCCESS_FINISHES,
+    ChatRequest,
+    ChatResponse,
+    TransientModelError,
+    Usage,
+    check_response,
+)
 
 INSTALL_HINT = "pip install 'memforest[gpu]'"
 
@@ -121,9 +128,22 @@ class EngineOwner:
             release_memory()
 
 
-def _failure(exc: Exception) -> Exception:
-    return (TransientModelError(f"{type(exc).__name__}: {exc}")
-            if isinstance(exc, (TimeoutError, ConnectionError)) else exc)
+def refusal_types(vllm: Any) -> tuple[type[Exception], ...]:
+    """What vLLM raises for a request it refuses (a prompt longer than the context, a schema it cannot
+    compile): `vllm.exceptions.VLLMClientError` from 0.33 on (its VLLMValidationError is not a
+    ValueError), ValueError in earlier versions."""
+    client_error = getattr(getattr(vllm, "exceptions", None), "VLLMClientError", None)
+    return (ValueError, client_error) if isinstance(client_error, type) else (ValueError,)
+
+
+def _failure(name: str, exc: Exception, refusals: tuple[type[Exception], ...]) -> Exception:
+    """A failed request's result: a refusal as a ModelError with vLLM's reason, a timeout or lost
+    connection as worth retrying, anything else as it is."""
+    if isinstance(exc, (TimeoutError, ConnectionError)):
+        return TransientModelError(f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, refusals):
+        return ModelError(f"{name}: vLLM refused the request: {error_line(exc)}")
+    return exc
 
 
 def _engine_dead(exc: Exception) -> bool:
@@ -137,7 +157,9 @@ def _engine_dead(exc: Exception) -> bool:
 class VLLMChatModel(EngineOwner):
     """`vllm.LLM` in this process; `generate` sends a whole wave through one `LLM.chat` call. A request
     that makes the call fail (a prompt longer than the context, a schema the engine refuses) fails
-    alone: the wave is split in halves and retried until the failing requests stand alone."""
+    alone: the wave is split in halves and retried until the failing requests stand alone. A request
+    the engine finished without an answer (finish_reason "error", "abort", "repetition") is a ModelError
+    with that reason."""
 
     batched = True
 
@@ -147,6 +169,7 @@ class VLLMChatModel(EngineOwner):
         self.name = cfg.model
         self.max_concurrency = cfg.concurrency
         self._vllm = vllm
+        self._refusals = refusal_types(vllm)
         self._lock = threading.Lock()
         fields = {
             "model": ("model", cfg.model),
@@ -173,10 +196,20 @@ class VLLMChatModel(EngineOwner):
             outputs = self._chat(requests)
         except Exception as exc:
             if len(requests) == 1 or _engine_dead(exc):
-                return [_failure(exc) for _ in requests]
+                return [_failure(self.name, exc, self._refusals) for _ in requests]
             half = len(requests) // 2
             return self._generate(requests[:half]) + self._generate(requests[half:])
-        return [check_response(r, self._response(o)) for r, o in zip(requests, outputs, strict=True)]
+        return [self._result(r, o) for r, o in zip(requests, outputs, strict=True)]
+
+    def _result(self, request: ChatRequest, output: Any) -> ChatResponse | Exception:
+        completion = output.outputs[0]
+        reason = completion.finish_reason or "stop"
+        if reason not in SUCCESS_FINISHES:
+            stop = getattr(completion, "stop_reason", None)
+            detail = f", stop_reason={stop!r}" if stop is not None else ""
+            return ModelError(f"{self.name}: vLLM finished the {request.stage} request with "
+                              f"finish_reason={reason!r}{detail}, not an answer")
+        return check_response(request, self._response(output))
 
     def _chat(self, requests: list[ChatRequest]) -> list[Any]:
         params = [self._sampling_params(r) for r in requests]
@@ -188,12 +221,7 @@ class VLLMChatModel(EngineOwner):
         return outputs[len(outputs) - len(requests):]
 
     def _sampling_params(self, request: ChatRequest) -> Any:
-        kwargs: dict[str, Any] = {
-            "temperature": request.temperature,
-            "top_p": request.top_p,
-            "max_tokens": request.max_tokens,
-            "seed": request.seed,
-        }
+        kwargs = request.vllm_sampling()
         if request.json_schema is not None:
             kwargs.update(json_constraint(request.json_schema))
         return self._vllm.SamplingParams(**kwargs)
