@@ -6,18 +6,44 @@ import contextlib
 import functools
 import importlib.util
 import os
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
 from baselines.base import Session, SystemUnavailable, Turn
-from baselines.worker import QUIET_ENV, UNSAFE_ID
+from baselines.worker import TELEMETRY_ENV, UNSAFE_ID
+
+_quiet_lock = threading.Lock()
+_quiet_depth = 0
+_quiet_saved: dict[str, str | None] = {}
 
 
-def quiet_environment() -> None:
-    """Set the telemetry and offline variables; called by each adapter before importing its library."""
-    os.environ.update(QUIET_ENV)
+@contextlib.contextmanager
+def quiet_environment() -> Iterator[None]:
+    """Telemetry off (`TELEMETRY_ENV`) while an adapter imports its library and builds its objects, where
+    the libraries read those settings; the process's own values (or their absence) come back when the
+    outermost block ends, whatever the library set meanwhile. Nested and concurrent blocks share one
+    application, so adapters built in parallel threads do not restore each other's values early."""
+    global _quiet_depth
+    with _quiet_lock:
+        if _quiet_depth == 0:
+            _quiet_saved.clear()
+            _quiet_saved.update({name: os.environ.get(name) for name in TELEMETRY_ENV})
+            os.environ.update(TELEMETRY_ENV)
+        _quiet_depth += 1
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet_depth -= 1
+            if _quiet_depth == 0:
+                for name, value in _quiet_saved.items():
+                    if value is None:
+                        os.environ.pop(name, None)
+                    else:
+                        os.environ[name] = value
 
 
 def require(module: str, system: str, extra: str) -> None:

@@ -47,14 +47,20 @@ OPS = ("hello", "reset", "ingest", "retrieve", "close")
 # digits, `_` and `-`.
 UNSAFE_ID = re.compile(r"[^A-Za-z0-9_-]")
 
-# Telemetry off and no hub downloads, for every library a baseline imports: set in the harness's own
-# process by `baselines.common.quiet_environment`, and in every worker's environment.
-QUIET_ENV = {
+# Telemetry off, for every library a baseline imports: in every worker's environment, and in the harness's
+# own process only while an adapter imports its library and builds its objects
+# (`baselines.common.quiet_environment`, which restores the process's values afterwards).
+TELEMETRY_ENV = {
     "MEM0_TELEMETRY": "False",
     "ANONYMIZED_TELEMETRY": "False",
     "GRAPHITI_TELEMETRY_ENABLED": "false",
     "POSTHOG_DISABLED": "1",
     "DO_NOT_TRACK": "1",
+}
+# A worker's whole environment adds no hub downloads (its library loads nothing by hub id) and quiet
+# tokenizers. The harness's process never gets these: its own models may still need the hub.
+QUIET_ENV = {
+    **TELEMETRY_ENV,
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",

@@ -39,8 +39,6 @@ from baselines.common import (
 )
 from baselines.mem0.protocol import NAME_PEOPLE, Store, render_stores, speaker_stores
 
-quiet_environment()  # telemetry off before the library is ever imported
-
 _TODAY = re.compile(r"Today's date is \d{4}-\d{2}-\d{2}")
 _PROMPTS = ("USER_MEMORY_EXTRACTION_PROMPT", "AGENT_MEMORY_EXTRACTION_PROMPT", "FACT_RETRIEVAL_PROMPT")
 
@@ -100,17 +98,18 @@ class Mem0System:
         self.close()
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
-        from mem0 import Memory
-
         self.instance, self.stores = safe_id(instance_id), []
-        self.memory = Memory.from_config({
-            "llm": {"provider": "openai", "config": self.llm},
-            "embedder": {"provider": "openai", "config": self.embed},
-            "vector_store": {"provider": "qdrant", "config": {
-                "collection_name": "mem0", "embedding_model_dims": self.dims,
-                "path": str(workdir / "qdrant"), "on_disk": True}},
-            "history_db_path": str(workdir / "history.db"),
-        })
+        with quiet_environment():  # Mem0 reads its telemetry switch when first imported
+            from mem0 import Memory
+
+            self.memory = Memory.from_config({
+                "llm": {"provider": "openai", "config": self.llm},
+                "embedder": {"provider": "openai", "config": self.embed},
+                "vector_store": {"provider": "qdrant", "config": {
+                    "collection_name": "mem0", "embedding_model_dims": self.dims,
+                    "path": str(workdir / "qdrant"), "on_disk": True}},
+                "history_db_path": str(workdir / "history.db"),
+            })
 
     def attach(self, instance_id: str, workdir: Path, sessions: Sequence[Session]) -> None:
         """Reopen a finished store (a resumed run): the stores follow from the sessions' speakers."""

@@ -45,8 +45,6 @@ from memforest.config import EmbedderConfig
 from memforest.llm.base import Embedder, EmbedKind
 from memforest.llm.embedders import OpenAIEmbedder
 
-quiet_environment()  # telemetry off before the library is ever imported
-
 CLOCK_FORMAT = "%Y-%m-%d %H:%M:%S"
 _MODULES = ("utils", "memoryos", "mid_term", "long_term", "short_term", "updater", "retriever")
 P = PAPER_SETTINGS
@@ -130,7 +128,7 @@ class MemoryOSSystem:
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / "memoryos.log"
         self.pages, self._vectors = {}, {}
-        with self._inside():
+        with quiet_environment(), self._inside():
             from memoryos import Memoryos
 
             self.mos = Memoryos(user_id=safe_id(instance_id), openai_api_key=self.api_key,

@@ -37,8 +37,6 @@ from baselines.common import (
     session_text,
 )
 
-quiet_environment()  # telemetry off before the library is ever imported
-
 COLLECTION = "mempalace_drawers"
 TOP_K = {"chat": 5, "conversation": 10}  # upstream's headline budgets: LongMemEval R@5, LoCoMo top-10
 
@@ -70,13 +68,15 @@ class MemPalaceSystem:
 
     def reset(self, instance_id: str, workdir: Path) -> None:
         self.close()
-        import chromadb
-        from chromadb.config import Settings
-        from mempalace.embedding import OpenAICompatEmbeddingFunction
-
         path = Path(workdir) / "palace"
         path.mkdir(parents=True, exist_ok=True)
-        self.client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+        with quiet_environment():  # MemPalace sets Chroma's telemetry variable when imported: undone here
+            import chromadb
+            from chromadb.config import Settings
+            from mempalace.embedding import OpenAICompatEmbeddingFunction
+
+            self.client = chromadb.PersistentClient(path=str(path),
+                                                    settings=Settings(anonymized_telemetry=False))
         function = OpenAICompatEmbeddingFunction(self.embed_base_url, self.embed_model, api_key="local")
         self.collection = self.client.get_or_create_collection(
             COLLECTION, embedding_function=function, metadata={"hnsw:space": "cosine"})

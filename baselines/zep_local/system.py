@@ -40,8 +40,6 @@ from baselines.common import (
     speaker_of,
 )
 
-quiet_environment()  # telemetry off before the library is ever imported
-
 ZEP_CONTEXT = """Facts and entities from the memory of past conversations.
 
 Facts, each with the range of time it held ("present": it still holds). These dates are when the
@@ -119,19 +117,20 @@ class ZepLocalSystem:
 
     def reset(self, instance_id: str, workdir: Path) -> None:
         self.close()
-        from graphiti_core import Graphiti
-        from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
-        from graphiti_core.llm_client.config import LLMConfig
-        from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
-
         Path(workdir).mkdir(parents=True, exist_ok=True)
         self.loop = asyncio.new_event_loop()
-        embedder = self.embedder = OpenAIEmbedder(OpenAIEmbedderConfig(**self.embed))
-        llm = OpenAIGenericClient(LLMConfig(**self.llm), max_tokens=int(self.llm["max_tokens"]),
-                                  structured_output_mode="json_object")
-        driver, self.group = self._driver(Path(workdir), safe_id(instance_id))
-        self.graph = Graphiti(llm_client=llm, embedder=embedder, cross_encoder=unused_reranker(),
-                              graph_driver=driver)
+        with quiet_environment():  # Graphiti reads its telemetry switch when a graph is built
+            from graphiti_core import Graphiti
+            from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
+            from graphiti_core.llm_client.config import LLMConfig
+            from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
+
+            embedder = self.embedder = OpenAIEmbedder(OpenAIEmbedderConfig(**self.embed))
+            llm = OpenAIGenericClient(LLMConfig(**self.llm), max_tokens=int(self.llm["max_tokens"]),
+                                      structured_output_mode="json_object")
+            driver, self.group = self._driver(Path(workdir), safe_id(instance_id))
+            self.graph = Graphiti(llm_client=llm, embedder=embedder, cross_encoder=unused_reranker(),
+                                  graph_driver=driver)
         self.episodes = {}
         self.loop.run_until_complete(self._prepare(driver))
 
