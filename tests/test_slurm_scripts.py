@@ -4,10 +4,13 @@ and `vllm` is importable only as far as its engine arguments, which the argument
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -17,17 +20,19 @@ import pytest
 import vllm_stub
 
 from benchmarks.harness.app import compose_config
+from benchmarks.harness.hub_models import hub_models, is_hub_id, option_model, script_options
 from benchmarks.harness.schema import bench_config
 from benchmarks.harness.vllm_args import flags, serve_args
 
 REPO = Path(__file__).resolve().parents[1]
 
 FAKE_VLLM = '''
-import json, sys
+import json, sys, time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 args = sys.argv[1:]
 with open(sys.argv[0] + ".calls", "a") as calls:
     calls.write(json.dumps(args) + "\\n")
+time.sleep(1)  # a server takes a while to start
 class Health(BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200 if self.path == "/health" else 404)
@@ -38,10 +43,14 @@ HTTPServer(("127.0.0.1", int(args[args.index("--port") + 1])), Health).serve_for
 '''
 FAKE_BENCH = '''
 import json, os, sys
-print("BENCH " + json.dumps({"argv": sys.argv[1:], "llm": os.environ.get("MEMFOREST_LLM_BASE_URL"),
-                             "embed": os.environ.get("MEMFOREST_EMBED_BASE_URL"),
-                             "offline": os.environ.get("HF_HUB_OFFLINE")}))
+names = ["MEMFOREST_LLM_BASE_URL", "MEMFOREST_EMBED_BASE_URL", "OPENAI_API_KEY", "HF_HUB_OFFLINE",
+         "VLLM_CACHE_ROOT", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"]
+print("BENCH " + json.dumps({"argv": sys.argv[1:], **{n: os.environ.get(n) for n in names}}))
 '''
+# A GPU node as the preflight reads it: nvidia-smi's answer and torch's CUDA facts.
+FAKE_SMI = "#!/bin/sh\nprintf '%s\\n' 'NVIDIA H100 80GB HBM3, {driver}, 81559, 81000'\n"
+FAKE_TORCH = ("import types\nversion = types.SimpleNamespace(cuda='13.0')\n"
+              "cuda = types.SimpleNamespace(is_available=lambda: True)\n")
 
 
 def test_vllm_serve_arguments_follow_the_in_process_configs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,69 +71,148 @@ def test_vllm_serve_arguments_follow_the_in_process_configs(monkeypatch: pytest.
         assert embed[embed.index("--gpu-memory-utilization") + 1] == "0.08"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def fake_environment(root: Path) -> Path:
+def fake_environment(root: Path, driver: str = "580.65.06") -> tuple[Path, dict[str, str]]:
     """A venv-shaped folder: bin/python (this interpreter, this checkout and a `vllm` exposing only its
-    engine arguments on the path), bin/vllm, bin/memforest-bench."""
+    engine arguments on the path; `-m pytest` only records that it was asked), bin/vllm,
+    bin/memforest-bench; and the job environment: a GPU node (nvidia-smi with `driver`, a CUDA 13 torch),
+    TMPDIR and the hub cache under `root`."""
     stub = root / "site" / "vllm"
     (stub / "engine").mkdir(parents=True)
     (stub / "__init__.py").write_text("")
     (stub / "engine" / "__init__.py").write_text("")
     (stub / "engine" / "arg_utils.py").write_text(
         "from dataclasses import dataclass\n\n@dataclass\nclass EngineArgs:\n    runner: str = 'auto'\n")
+    (root / "gpu" / "torch").mkdir(parents=True)
+    (root / "gpu" / "torch" / "__init__.py").write_text(FAKE_TORCH)
+    (root / "gpu" / "nvidia-smi").write_text(FAKE_SMI.format(driver=driver))
+    (root / "gpu" / "nvidia-smi").chmod(0o755)
     bin_dir = root / "venv" / "bin"
     bin_dir.mkdir(parents=True)
-    path = os.pathsep.join([str(REPO), str(root / "site")])
+    path = os.pathsep.join([str(REPO), str(root / "site"), str(root / "gpu")])
     for name, body in (("python", None), ("vllm", FAKE_VLLM), ("memforest-bench", FAKE_BENCH)):
         exe = bin_dir / name
         if body is None:
-            exe.write_text(f'#!/bin/sh\nPYTHONPATH="{path}" exec "{sys.executable}" "$@"\n')
+            exe.write_text(f'#!/bin/sh\nif [ "$1 $2" = "-m pytest" ]; then\n'
+                           f'  echo "$*" >> "{bin_dir}/pytest.calls"; exit 0\nfi\n'
+                           f'PYTHONPATH="{path}" exec "{sys.executable}" "$@"\n')
         else:
             (bin_dir / f"{name}.py").write_text(body)
             exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{bin_dir / name}.py" "$@"\n')
         exe.chmod(0o755)
-    return root / "venv"
+    (root / "tmp").mkdir()
+    env = {"MEMFOREST_VENV": str(root / "venv"), "PATH": f"{root / 'gpu'}{os.pathsep}{os.environ['PATH']}",
+           "TMPDIR": str(root / "tmp"), "HF_HOME": str(root / "hub"),
+           "MEMFOREST_SERVERS_DIR": str(root / "servers")}
+    for name in ("VLLM_CACHE_ROOT", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "HF_HUB_OFFLINE",
+                 "SLURM_JOB_ID", "MEMFOREST_SERVER_JOB", "OPENAI_API_KEY"):
+        env[name] = ""  # unset for the job: bash treats empty as unset in ${NAME:-default}
+    return root / "venv", env
 
 
 def job(script: str, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(["bash", f"slurm/{script}", *args], cwd=REPO, env={**os.environ, **env},
+    full = {k: v for k, v in {**os.environ, **env}.items() if v != ""}
+    return subprocess.Popen(["bash", f"slurm/{script}", *args], cwd=REPO, env=full,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
 
 
+def wait_for(path: Path, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.05)
+
+
+def read_env(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines())
+
+
+def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+    proc.wait(timeout=30)
+
+
 @pytest.mark.integration
-def test_server_job_writes_addresses_once_healthy_and_the_sweep_job_uses_them(tmp_path: Path) -> None:
-    venv = fake_environment(tmp_path)
-    servers = tmp_path / "servers.env"
-    llm_port, embed_port = free_port(), free_port()
-    env = {"MEMFOREST_VENV": str(venv), "MEMFOREST_SERVERS": str(servers), "LLM_PORT": str(llm_port),
-           "EMBED_PORT": str(embed_port), "MEMFOREST_SERVER_WAIT_S": "60"}
-    server = job("vllm_server.sbatch", env)
+def test_a_server_job_writes_its_own_keyed_addresses_once_healthy_for_its_sweep(tmp_path: Path) -> None:
+    venv, env = fake_environment(tmp_path)
+    servers = tmp_path / "servers" / "4242.env"
+    servers.parent.mkdir()
+    servers.write_text("MEMFOREST_SERVER_JOB=4242\nMEMFOREST_LLM_BASE_URL=http://gone:1/v1\n")  # a requeue's
+    server = job("vllm_server.sbatch", {**env, "SLURM_JOB_ID": "4242"})
     try:
-        sweep = job("bench_sweep.sbatch", env, "method=flat_rag", "seed=0,1")
-        out, _ = sweep.communicate(timeout=120)
+        deadline = time.monotonic() + 30
+        while servers.exists():  # removed before the servers start, not after
+            assert time.monotonic() < deadline and "gone" in servers.read_text()
+            time.sleep(0.02)
+        sweep = job("bench_sweep.sbatch", {**env, "MEMFOREST_SERVER_JOB": "4242",
+                                           "MEMFOREST_SERVER_WAIT_S": "120"}, "method=flat_rag", "seed=0,1")
+        out, _ = sweep.communicate(timeout=180)
         assert sweep.returncode == 0, out
         bench = json.loads(out.split("BENCH ", 1)[1])
         assert bench["argv"] == ["-m", "llm=qwen3_30b_a3b_server", "embedder=qwen3_embedding_0p6b_server",
                                  "method=flat_rag", "seed=0,1"]
-        assert bench["llm"].endswith(f":{llm_port}/v1") and bench["embed"].endswith(f":{embed_port}/v1")
+        addresses = read_env(servers)
+        assert stat.S_IMODE(servers.stat().st_mode) == 0o600
+        assert addresses["MEMFOREST_SERVER_JOB"] == "4242"
+        assert addresses["MEMFOREST_SERVER_PID"] == str(server.pid)
+        assert addresses["MEMFOREST_SERVER_HOST"] == socket.gethostname()
         calls = [json.loads(line) for line in (venv / "bin" / "vllm.py.calls").read_text().splitlines()]
         embed_call, llm_call = calls  # the embedder first: each server checks its share is free
         assert embed_call[:4] == ["serve", "Qwen/Qwen3-Embedding-0.6B", "--runner", "pooling"]
         assert (llm_call[1] == "Qwen/Qwen3-30B-A3B-Instruct-2507"
                 and "--enable-prompt-tokens-details" in llm_call)
+        ports = [call[call.index("--port") + 1] for call in (llm_call, embed_call)]
+        assert len(set(ports)) == 2 and not set(ports) & {"8000", "8001"}  # found free, not fixed
+        assert bench["MEMFOREST_LLM_BASE_URL"].endswith(f":{ports[0]}/v1")
+        assert bench["MEMFOREST_EMBED_BASE_URL"].endswith(f":{ports[1]}/v1")
+        keys = {call[call.index("--api-key") + 1] for call in calls}
+        assert keys == {bench["OPENAI_API_KEY"]} and len(bench["OPENAI_API_KEY"]) >= 32
+        assert addresses["OPENAI_API_KEY"] == bench["OPENAI_API_KEY"]
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
-    deadline = time.monotonic() + 10
-    while servers.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+        stop(server)
     assert not servers.exists()  # no stale address for the next sweep
+
+
+@pytest.mark.integration
+def test_a_killed_server_leaves_nothing_a_later_sweep_takes_for_live(tmp_path: Path) -> None:
+    _, env = fake_environment(tmp_path)
+    servers = tmp_path / "servers" / "77.env"
+    server = job("vllm_server.sbatch", {**env, "SLURM_JOB_ID": "77"})
+    try:
+        wait_for(servers)
+    finally:
+        stop(server, signal.SIGKILL)  # no trap runs: the file stays behind
+    assert servers.exists()
+    sweep = job("bench_sweep.sbatch", {**env, "MEMFOREST_SERVER_JOB": "77", "MEMFOREST_SERVER_WAIT_S": "60"})
+    out, _ = sweep.communicate(timeout=60)
+    assert sweep.returncode == 2 and "server job 77 has ended" in out and "BENCH" not in out
+    # the same file as if written on another host: its pid cannot be checked, /health decides
+    text = servers.read_text().replace(f"MEMFOREST_SERVER_HOST={socket.gethostname()}",
+                                       "MEMFOREST_SERVER_HOST=elsewhere")
+    servers.write_text(text)
+    sweep = job("bench_sweep.sbatch", {**env, "MEMFOREST_SERVER_JOB": "77", "MEMFOREST_SERVER_WAIT_S": "3"})
+    out, _ = sweep.communicate(timeout=120)
+    assert sweep.returncode == 2 and "does not answer" in out and "BENCH" not in out
+
+
+def test_a_sweep_names_its_server_job_and_a_server_start_has_a_deadline(tmp_path: Path) -> None:
+    _, env = fake_environment(tmp_path)
+    sweep = job("bench_sweep.sbatch", env)
+    out, _ = sweep.communicate(timeout=60)
+    assert sweep.returncode == 2 and "MEMFOREST_SERVER_JOB" in out
+    stuck = tmp_path / "stuck.py"  # a server that never answers
+    stuck.write_text("import time\ntime.sleep(600)\n")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "slurm/wait_health.py", "--deadline-s", "1", "--every-s", "0.2",
+                           "http://127.0.0.1:9/health"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "within 1s" in done.stderr and time.monotonic() - started < 30
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    done = subprocess.run([sys.executable, "slurm/wait_health.py", "--deadline-s", "60",
+                           "--pid", str(gone.pid), "http://127.0.0.1:9/health"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "exited" in done.stderr
 
 
 def test_a_job_without_the_built_environment_says_how_to_build_it(tmp_path: Path) -> None:
@@ -133,13 +221,19 @@ def test_a_job_without_the_built_environment_says_how_to_build_it(tmp_path: Path
     assert run.returncode == 2 and "slurm/setup_env.sh" in out
 
 
-def test_the_gpu_smoke_sweep_composes_for_each_of_its_runs(tmp_path: Path) -> None:
-    venv = fake_environment(tmp_path)
-    smoke = job("gpu_smoke.sh", {"MEMFOREST_VENV": str(venv)}, "seed=3")
-    out, _ = smoke.communicate(timeout=60)
+def test_the_gpu_smoke_sweep_checks_the_node_first_and_composes_for_each_of_its_runs(tmp_path: Path) -> None:
+    venv, env = fake_environment(tmp_path)
+    smoke = job("gpu_smoke.sh", {**env, "SLURM_JOB_ID": "99"}, "seed=3", "llm=qwen3_4b")
+    out, _ = smoke.communicate(timeout=120)
     assert smoke.returncode == 0, out
+    assert (venv / "bin" / "pytest.calls").read_text().split() == ["-m", "pytest", "-q",
+                                                                   "tests/test_vllm_contract.py"]
+    assert "preflight: ok (NVIDIA H100 80GB HBM3, driver 580.65.06" in out
     bench = json.loads(out.split("BENCH ", 1)[1].splitlines()[0])
-    assert bench["offline"] == "1" and bench["argv"][0] == "-m"
+    assert bench["HF_HUB_OFFLINE"] == "1" and bench["argv"][0] == "-m"
+    job_tmp = tmp_path / "tmp" / "memforest-99"  # node-local compile caches, one set per job
+    assert (bench["VLLM_CACHE_ROOT"], bench["TRITON_CACHE_DIR"], bench["TORCHINDUCTOR_CACHE_DIR"]) == (
+        str(job_tmp / "vllm"), str(job_tmp / "triton"), str(job_tmp / "inductor"))
     overrides = bench["argv"][1:]
     [methods] = [o for o in overrides if o.startswith("method=")]
     assert methods == "method=memforest_embed,memforest_planner,mem0"
@@ -147,3 +241,40 @@ def test_the_gpu_smoke_sweep_composes_for_each_of_its_runs(tmp_path: Path) -> No
         cfg = bench_config(compose_config([f"method={method}" if o == methods else o for o in overrides]))
         assert (cfg.llm.backend, cfg.embedder.backend, cfg.seed) == ("vllm", "vllm", 3)
         assert cfg.llm.engine_args == {"enforce_eager": True} and cfg.dataset.name == "sample"
+        assert cfg.llm.model == "Qwen/Qwen3-4B-Instruct-2507"  # the suggested override is downloaded
+    assert "Qwen/Qwen3-4B-Instruct-2507" in hub_models()
+
+
+def test_a_node_whose_driver_is_too_old_stops_before_any_model_starts(tmp_path: Path) -> None:
+    venv, env = fake_environment(tmp_path, driver="570.86.15")
+    for script in ("gpu_smoke.sh", "vllm_server.sbatch"):
+        run = job(script, {**env, "SLURM_JOB_ID": "5"})
+        out, _ = run.communicate(timeout=120)
+        assert run.returncode == 2 and "BENCH" not in out, out
+        [line] = [line for line in out.splitlines() if line.startswith("preflight: ")]
+        assert "driver 570.86.15 is too old for torch built with CUDA 13.0 (needs >= 580)" in line
+    assert not (venv / "bin" / "vllm.py.calls").exists()
+    cpu = job("memforest_bench.sbatch", env, "method=flat_rag", "llm=smollm2_cpu")  # nothing on the GPU
+    out, _ = cpu.communicate(timeout=120)
+    assert cpu.returncode == 0 and "nothing to check" in out and "BENCH" in out
+
+
+HUB_ID = re.compile(r"^\s*model:\s*['\"]?([A-Za-z0-9][\w.-]*/[\w.-]+)['\"]?\s*(#.*)?$", re.M)
+
+
+def test_one_list_names_every_hub_model_of_the_configs_and_scripts_and_setup_downloads_it() -> None:
+    listed = set(hub_models())
+    in_configs = {m for p in (REPO / "configs").rglob("*.yaml") for m in HUB_ID.findall(p.read_text())}
+    assert {m for m, _ in in_configs} <= listed and listed
+    named = script_options()
+    assert {"llm/qwen3_30b_a3b", "llm/qwen3_4b", "embedder/qwen3_embedding_0p6b"} <= set(named)
+    for option in named:
+        group, name = option.split("/")
+        model = option_model(group, name)
+        assert model in listed or not is_hub_id(model), option
+    done = subprocess.run([sys.executable, "-m", "benchmarks.harness.hub_models"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == sorted(listed)
+    setup = (REPO / "slurm" / "setup_env.sh").read_text()
+    assert "-m benchmarks.harness.hub_models" in setup and "snapshot_download" in setup
+    assert "Qwen/" not in setup  # no second list

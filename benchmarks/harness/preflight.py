@@ -2,10 +2,11 @@
 was built for, a GPU visible, free memory for the configured shares, writable caches. Each problem is one
 line that says what to do.
 
-    python -m benchmarks.harness.preflight [--share F ...] [--engines N] [OVERRIDES ...]
+    python -m benchmarks.harness.preflight [--share F ...] [--engines N] [--config] [OVERRIDES ...]
 
-With Hydra overrides (`llm=qwen3_30b_a3b embedder=qwen3_embedding_0p6b`) the memory shares are those of
-the composed configuration's GPU backends; `--share` adds one share by hand (no Hydra needed). Exit 0
+With `--config` or Hydra overrides (`llm=qwen3_30b_a3b embedder=qwen3_embedding_0p6b`) the memory shares
+are those of the composed configuration's GPU backends (none: nothing to check, exit 0); `--share` adds
+one share by hand (no Hydra needed). Exit 0
 when every check passes, 1 with one line per problem, 2 on bad arguments.
 
 Reads only what is at hand: `nvidia-smi` (absent: the driver is not checked, torch still says whether a
@@ -241,10 +242,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--engines", type=int, default=None,
                         help="engine processes (default: one per share, at least one)")
     parser.add_argument("--overhead-gib", type=float, default=OVERHEAD_GIB)
+    parser.add_argument("--config", action="store_true",
+                        help="add the shares of the composed configuration (implied by overrides)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides naming the llm and embedder")
     args = parser.parse_args(argv)
     shares, engines = list(args.share), args.engines
-    if args.overrides:
+    if args.config or args.overrides:
         try:
             configured, configured_engines = _configured_shares(args.overrides)
         except ValueError as exc:
