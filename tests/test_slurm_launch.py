@@ -47,7 +47,7 @@ def test_the_slurm_launcher_takes_cluster_settings_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("MEMFOREST_SLURM_PARTITION", "h100")
-    monkeypatch.setenv("MEMFOREST_SLURM_SETUP", "module load cuda/12.8")
+    monkeypatch.setenv("MEMFOREST_SLURM_SETUP", "umask 027")
     monkeypatch.delenv("MEMFOREST_SLURM_ACCOUNT", raising=False)
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3", job_name="memforest-bench"):
         cfg = compose("config", overrides=["hydra/launcher=slurm"], return_hydra_config=True)
@@ -55,8 +55,27 @@ def test_the_slurm_launcher_takes_cluster_settings_from_the_environment(
     assert isinstance(launcher, dict)
     assert launcher["_target_"].endswith("SlurmLauncher")
     assert (launcher["partition"], launcher["account"]) == ("h100", None)
-    assert launcher["setup"][0] == "module load cuda/12.8"
+    assert launcher["setup"][0] == "umask 027"
     assert launcher["gpus_per_node"] == 1 and launcher["max_num_timeout"] > 0
+    assert "module load" not in (CONFIG_DIR / "hydra" / "launcher" / "slurm.yaml").read_text()
+
+
+def test_each_task_compiles_into_caches_on_its_own_node_and_loads_weights_offline(tmp_path: Path) -> None:
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3", job_name="memforest-bench"):
+        cfg = compose("config", overrides=["hydra/launcher=slurm"], return_hydra_config=True)
+    setup = OmegaConf.to_container(cfg.hydra.launcher.setup, resolve=True)
+    assert isinstance(setup, list)
+    names = ["VLLM_CACHE_ROOT", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "HF_HUB_OFFLINE"]
+    script = "\n".join([*map(str, setup), *(f'echo "{n}=${n}"' for n in names)])
+    env = {k: v for k, v in os.environ.items() if k not in names}
+    for task in ("101", "102"):  # two tasks of one array, on the same node
+        task_env = {**env, "TMPDIR": str(tmp_path), "SLURM_JOB_ID": task}
+        done = subprocess.run(["bash", "-c", script], env=task_env, capture_output=True, text=True,
+                              check=True)
+        seen = dict(line.split("=", 1) for line in done.stdout.splitlines())
+        job_tmp = tmp_path / f"memforest-{task}"
+        assert seen == {"VLLM_CACHE_ROOT": str(job_tmp / "vllm"), "TRITON_CACHE_DIR": str(job_tmp / "triton"),
+                        "TORCHINDUCTOR_CACHE_DIR": str(job_tmp / "inductor"), "HF_HUB_OFFLINE": "1"}
 
 
 def snapshot(run: Path) -> dict[str, Any]:
