@@ -19,9 +19,11 @@ from pathlib import Path
 import pytest
 import vllm_stub
 
+from baselines.base import Endpoints, MemorySystem, SystemUnavailable
 from benchmarks.harness.app import compose_config
 from benchmarks.harness.hub_models import hub_models, is_hub_id, option_model, script_options
 from benchmarks.harness.schema import bench_config
+from benchmarks.harness.systems import served_system
 from benchmarks.harness.vllm_args import flags, serve_args
 
 REPO = Path(__file__).resolve().parents[1]
@@ -278,3 +280,23 @@ def test_one_list_names_every_hub_model_of_the_configs_and_scripts_and_setup_dow
     setup = (REPO / "slurm" / "setup_env.sh").read_text()
     assert "-m benchmarks.harness.hub_models" in setup and "snapshot_download" in setup
     assert "Qwen/" not in setup  # no second list
+
+
+def test_library_baselines_send_the_servers_key_through_the_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    served = ["method=mem0", "llm=qwen3_4b_server", "embedder=qwen3_embedding_0p6b_server"]
+    cfg = bench_config(compose_config(served))
+    seen: list[Endpoints] = []
+
+    def factory(endpoints: Endpoints, name: str) -> MemorySystem:
+        seen.append(endpoints)
+        raise SystemUnavailable("enough")
+
+    for key, sent in (("k" * 43, "k" * 43), (None, "local")):
+        if key is None:
+            monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        else:
+            monkeypatch.setenv("OPENAI_API_KEY", key)  # what the sweep reads from the address file
+        with pytest.raises(SystemUnavailable):
+            served_system(cfg.method, cfg.method.serving, cfg.llm, cfg.embedder,  # type: ignore[arg-type]
+                          None, factory)  # type: ignore[arg-type]
+        assert seen[-1].api_key == sent

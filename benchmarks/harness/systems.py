@@ -27,6 +27,7 @@ from benchmarks.harness.models import library_config
 from benchmarks.harness.schema import ChatModelNode, EmbedderNode, MemForestNode, MethodNode, ServingNode
 from benchmarks.serving.stack import ProxiedSystem, ServingStack
 from memforest.config import EmbedderConfig, LLMConfig, MemForestConfig, from_dict
+from memforest.errors import configured_key
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
 
@@ -119,8 +120,11 @@ def served_system(method: MethodNode, serving: ServingNode, llm: ChatModelNode, 
     a missing package or environment is reported before any instance is built."""
     name = method.name
 
+    # a keyed server (slurm/vllm_server.sbatch): the libraries send its key through the proxy
+    key = configured_key(llm.api_key_env) or "local"
+
     def endpoints(url: str) -> Endpoints:
-        return Endpoints(url, llm.model, embedder.model, embedder.dim, serving.context_tokens)
+        return Endpoints(url, llm.model, embedder.model, embedder.dim, serving.context_tokens, key)
 
     probe = factory(endpoints(PROBE_URL), name=name)
     runtime = dict(getattr(probe, "runtime_settings", None) or {})
