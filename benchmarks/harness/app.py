@@ -7,6 +7,7 @@
         memforest-bench judge results/main/longmemeval_s/memforest_embed/qwen3_4b/seed0 \
             judge=strict llm=qwen3_30b_a3b_server
     memforest-bench compare RUN_DIR...             stored runs side by side (a sweep prints this itself)
+    memforest-bench compare SWEEP_DIR              a sweep's finished runs, its comparison.md written again
     memforest-bench write-path RUN_DIR... [--out DIR]   the write-path table of stored runs
     memforest-bench data dataset=<name> [dataset.path=FILE] [dataset.<key>=<value>...]
         load a dataset without building anything and report what it holds and what would fail
@@ -19,6 +20,7 @@ would need the directory shipped as package data).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import fields
@@ -28,16 +30,20 @@ from typing import Any
 import hydra
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from benchmarks.harness import schema
+from memforest.errors import error_line
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 USAGE = "usage: memforest-bench judge RUN_DIR [judge=<name>] [llm=<judge model>] [judge.<key>=<value>...]"
 RUN_DIR_MARKER = "run_dir.txt"  # in each Hydra job directory: where that job's results are
 FAILED_RUNS: list[tuple[str, int]] = []  # (run directory, failed instances) of the jobs run in this process
 DATASET_ERRORS: list[str] = []  # dataset files that could not be read at all, in this process
+log = logging.getLogger(__name__)
 schema.register()
 
 
@@ -62,9 +68,11 @@ def run_app(cfg: DictConfig) -> None:
 
 
 class SweepComparison(Callback):
-    """At the end of a multirun, one table of every job's run side by side, printed and written to
-    `comparison.md` in the sweep directory. Reads the jobs' files only, so it also works when the jobs
-    ran elsewhere (a SLURM launcher)."""
+    """One table of a sweep's runs side by side, written to `comparison.md` in the sweep directory as each
+    job ends (`sweep_comparison`) and printed when the multirun ends. Written at every job's end because
+    Hydra calls `on_multirun_end` only when every job returned: a job that raised or a task that died
+    leaves the table of the jobs that finished. Reads the jobs' files only, so it also works when the
+    jobs ran elsewhere (a SLURM launcher); `memforest-bench compare SWEEP_DIR` rebuilds it."""
 
     def __init__(self) -> None:
         self.sweep_dir: Path | None = None
@@ -72,23 +80,66 @@ class SweepComparison(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.sweep_dir = Path(str(config.hydra.sweep.dir))  # resolved once, as the launcher does
 
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from benchmarks.harness.report import comparison_markdown
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        hydra_cfg = config.get("hydra")
+        if hydra_cfg is None or hydra_cfg.get("mode") != RunMode.MULTIRUN:
+            return
+        job_dir = Path(str(hydra_cfg.runtime.output_dir))
+        depth = len(Path(str(hydra_cfg.sweep.subdir)).parts)
+        try:
+            sweep_comparison(job_dir.parents[depth - 1])
+        except Exception as exc:  # the table is a convenience: never the reason a job fails
+            log.warning("comparison.md not updated: %s", error_line(exc))
 
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self.sweep_dir is None:
             return
-        markers = sorted(self.sweep_dir.glob(f"*/{RUN_DIR_MARKER}"), key=lambda p: _job_number(p.parent.name))
-        run_dirs = [Path(m.read_text(encoding="utf-8").strip()) for m in markers]
-        run_dirs = [d for d in dict.fromkeys(run_dirs) if (d / "run.json").exists()]
-        if not run_dirs:
+        found = sweep_comparison(self.sweep_dir)
+        if found is None:
             return
-        text = comparison_markdown(run_dirs)
-        (self.sweep_dir / "comparison.md").write_text(text, encoding="utf-8")
+        text, run_dirs = found
         print(text)
         if config.get("experiment_name") == "write_path":  # write_path.md / .json
             from benchmarks.harness.write_path import markdown, write
 
             print(markdown(write(run_dirs, self.sweep_dir)))
+
+
+def sweep_runs(sweep_dir: Path) -> tuple[list[Path], list[str]]:
+    """The run directories of a sweep's finished jobs, in job order, and a line for each job that has not
+    finished. A job has finished when its run's summary.md is newer than the job's marker (a run resumed
+    by this sweep keeps the summary of an earlier invocation until it finishes again)."""
+    markers = sorted(sweep_dir.glob(f"*/{RUN_DIR_MARKER}"), key=lambda p: _job_number(p.parent.name))
+    finished: list[Path] = []
+    unfinished: list[str] = []
+    for marker in markers:
+        run_dir = Path(marker.read_text(encoding="utf-8").strip())
+        summary = run_dir / "summary.md"
+        if not (run_dir / "run.json").exists():
+            continue  # the job stopped before its run began (a dataset it could not read)
+        if summary.exists() and summary.stat().st_mtime >= marker.stat().st_mtime:
+            finished.append(run_dir)
+        else:
+            unfinished.append(f"job {marker.parent.name}: {run_dir}")
+    return list(dict.fromkeys(finished)), unfinished
+
+
+def sweep_comparison(sweep_dir: Path) -> tuple[str, list[Path]] | None:
+    """Write `comparison.md` (atomically) in `sweep_dir` for its finished jobs; return its text and their
+    run directories, or None when no job has finished."""
+    from benchmarks.harness.report import comparison_markdown
+
+    run_dirs, unfinished = sweep_runs(sweep_dir)
+    if not run_dirs:
+        return None
+    text = comparison_markdown(run_dirs)
+    if unfinished:
+        text += "\nNot finished (not in the table):\n\n" + "".join(f"- {line}\n" for line in unfinished)
+    target = sweep_dir / "comparison.md"
+    tmp = target.with_name(f".comparison.md.{os.getpid()}.tmp")  # one per process: array tasks end together
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
+    return text, run_dirs
 
 
 def _job_number(name: str) -> tuple[int, str]:
@@ -141,13 +192,24 @@ def judge_command(argv: Sequence[str]) -> int:
 
 
 def compare_command(argv: Sequence[str]) -> int:
+    """Print the side-by-side table of stored runs; a sweep directory stands for its finished jobs' runs,
+    and its comparison.md is written again (as after a sweep whose last jobs failed)."""
     from benchmarks.harness.report import comparison_markdown
 
     if not argv or any(a.startswith("-") for a in argv):
-        print("usage: memforest-bench compare RUN_DIR...", file=sys.stderr)
+        print("usage: memforest-bench compare RUN_DIR... | SWEEP_DIR", file=sys.stderr)
         return 2
+    paths = [Path(a) for a in argv]
     try:
-        print(comparison_markdown([Path(a) for a in argv]))
+        if len(paths) == 1 and not (paths[0] / "run.json").exists() \
+                and any(paths[0].glob(f"*/{RUN_DIR_MARKER}")):
+            found = sweep_comparison(paths[0])
+            if found is None:
+                print(f"memforest-bench compare: no job of {paths[0]} has finished", file=sys.stderr)
+                return 1
+            print(found[0], end="")
+            return 0
+        print(comparison_markdown(paths))
     except FileNotFoundError as exc:
         print(f"memforest-bench compare: {exc}", file=sys.stderr)
         return 2

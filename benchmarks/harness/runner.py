@@ -31,7 +31,7 @@ from benchmarks.harness.metrics import dedupe
 from benchmarks.harness.models import library_config, scheduler
 from benchmarks.harness.results import RunFiles, git_info, package_versions, read_jsonl
 from benchmarks.harness.schema import BenchConfig, plain_config
-from benchmarks.harness.state import Harness
+from benchmarks.harness.state import Harness, close_after_failure
 from benchmarks.harness.systems import Models, build_system, system_settings
 from benchmarks.harness.tasks import run_task
 from benchmarks.harness.tokens import token_counter
@@ -103,17 +103,25 @@ def open_harness(cfg: BenchConfig, dataset: Dataset, files: RunFiles) -> Harness
                         llm_base_url=sim.server_url if sim is not None else None)
         system = build_system(cfg.method, cfg.llm, cfg.embedder, models)
     except BaseException:
-        for obj in closing or [o for o in (sim, source, embedder) if o is not None]:
-            obj.close()
+        opened = closing or [o for o in (sim, source, embedder) if o is not None]
+        close_after_failure(obj.close for obj in opened)
         raise
-    wandb = WandbLogger(cfg.wandb, files.dir, plain_config(cfg))
+    try:
+        wandb = WandbLogger(cfg.wandb, files.dir, plain_config(cfg))
+    except BaseException:
+        close_after_failure([system.close, *(obj.close for obj in closing)])
+        raise
     h = Harness(cfg, files, dataset, system, answerer, judge, wandb, closing=closing, embedder=embedder,
-                tokens=token_counter(cfg.llm, source))
-    files.note_invocation(embedder=embedder_settings(embedder),
-                          system_runtime=dict(getattr(system, "runtime_settings", None) or {}),
-                          token_counter=h.tokens.describe())
-    h.simulation = sim
-    restore(h)
+                simulation=sim)
+    try:
+        h.tokens = token_counter(cfg.llm, source)
+        files.note_invocation(embedder=embedder_settings(embedder),
+                              system_runtime=dict(getattr(system, "runtime_settings", None) or {}),
+                              token_counter=h.tokens.describe())
+        restore(h)
+    except BaseException:
+        close_after_failure([h.close])
+        raise
     return h
 
 

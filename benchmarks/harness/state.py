@@ -3,6 +3,8 @@ invocations finished. The runner opens it; building, the question loop and the t
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +20,30 @@ from memforest.llm.base import Embedder
 from memforest.llm.scheduler import Scheduler
 
 PairKey = tuple[str, int]  # (question id, attempt)
+log = logging.getLogger(__name__)
+
+
+def close_all(closers: Iterable[Callable[[], object]]) -> None:
+    """Call every closer in order, even after one raised; then raise the first error, so that one failed
+    close never leaves the objects after it (a GPU engine, a file) open."""
+    first: BaseException | None = None
+    for close in closers:
+        try:
+            close()
+        except BaseException as exc:  # kept, and raised once everything is closed
+            if first is None:
+                first = exc
+    if first is not None:
+        raise first
+
+
+def close_after_failure(closers: Iterable[Callable[[], object]]) -> None:
+    """`close_all` while another error is on its way out: a failed close is logged, not raised, so that
+    the error that ended the work is the one reported."""
+    try:
+        close_all(closers)
+    except Exception:  # the caller re-raises the error that matters
+        log.exception("closing after a failure failed too")
 
 
 @dataclass
@@ -54,10 +80,10 @@ class Harness:
         return self.answerer is None or "response" in row
 
     def close(self) -> None:
-        if self.simulation is not None:
-            self.files.note_invocation(latency_model=self.simulation.summary())
-        self.system.close()
-        for obj in self.closing:
-            obj.close()
-        self.wandb.finish()
-        self.files.close()
+        """Close the system, the schedulers and models in `closing`, wandb and the run's files, each even
+        when one before it raised; the first error is raised after all are closed."""
+        simulation = self.simulation
+        notes = ([lambda: self.files.note_invocation(latency_model=simulation.summary())]
+                 if simulation is not None else [])
+        close_all([*notes, self.system.close, *(obj.close for obj in self.closing), self.wandb.finish,
+                   self.files.close])
