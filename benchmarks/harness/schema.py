@@ -39,6 +39,8 @@ class LatencyModelNode:
     max_concurrency: int = MISSING
     block_chars: int = MISSING
     cache_blocks: int = MISSING
+    # completion tokens charged per prompt kind (benchmarks.serving.output_caps); empty = uncapped
+    output_caps: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

@@ -10,13 +10,18 @@ its client log llm_calls_client.jsonl), `recorded_waves` and `recorded_critical_
 For simulated runs also `modelled_critical_path_seconds` (the observed waves, each call at its
 latency-model time: robust to a content source slower than the model), `modelled_build_seconds`
 (build_seconds - busy_seconds + modelled_critical_path_seconds: the time with calls in flight replaced
-by the modelled one, the rest of the build as measured), `overrun_calls` and `served_calls`.
+by the modelled one, the rest of the build as measured), `overrun_calls`, `served_calls`, `capped_calls`
+(answers longer than their prompt kind's output cap, charged at the cap), `output_caps`, `content_source`
+(`model:<chat model>` or `replay`) and `latency_model`.
 `turns_per_second` is the write rate, all source turns over all build seconds (`analysis.rows.write_rate`,
 as the paper's table and `analysis/` compute it), not a mean of per-build rates. Across runs:
 `speedup_vs_slowest` = this write rate / the lowest one, and `ratio_to_mem0` = this write rate / mem0's
 (when a run of a system named mem0 is among them); the same on modelled_build_seconds as
-`modelled_speedup_vs_slowest` and `modelled_ratio_to_mem0`.
-`simulated` marks runs on the latency-model server."""
+`modelled_speedup_vs_slowest` and `modelled_ratio_to_mem0`, and on the modelled critical path alone as
+`llm_path_speedup_vs_slowest` and `llm_path_ratio_to_mem0`: these depend on the served calls only, so
+replaying a recorded served_calls.jsonl of calls made one at a time reproduces them exactly.
+`simulated` marks runs on the latency-model server; the table's title names what its rows share (simulated
+latency, content source, instance, caps)."""
 
 from __future__ import annotations
 
@@ -85,7 +90,7 @@ def run_row(run_dir: str | Path) -> dict[str, Any] | None:
     row: dict[str, Any] = {
         "system": run["config"]["method"]["name"], "backbone": run["config"]["llm"]["name"],
         "simulated": bool(run.get("simulated")), "run_dir": str(files.dir.resolve()),
-        "instances": len(builds),
+        "dataset": run["config"]["dataset"]["name"], "instances": len(builds),
         **{key: _mean([float(f[key]) for f in figures]) for key in ("turns", "build_seconds", "llm_calls")},
         "turns_per_second": _rate(write_rate([float(f["turns"]) for f in figures],
                                              [float(f["build_seconds"]) for f in figures])),
@@ -107,7 +112,20 @@ def run_row(run_dir: str | Path) -> dict[str, Any] | None:
         served = read_jsonl(files.dir / SERVED_LOG)
         row["overrun_calls"] = sum(float(r.get("overrun_s") or 0) > 0 for r in served)
         row["served_calls"] = len(served)
+        row.update(_simulation_labels(run, served))
     return row
+
+
+def _simulation_labels(run: Mapping[str, Any], served: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a simulated run's table says of its simulation: latency model, content source, caps."""
+    llm = run["config"]["llm"]
+    node = llm.get("latency_model") or {}
+    source = str(node.get("source") or "model")
+    return {"latency_model": node.get("name"),
+            "content_source": ("replay" if source == "replay"
+                               else f"model:{llm.get('model') or llm['name']} ({llm.get('backend')})"),
+            "output_caps": dict(node.get("output_caps") or {}),
+            "capped_calls": sum(bool(r.get("capped")) for r in served)}
 
 
 def _rate(value: float | None) -> float | None:
@@ -119,7 +137,9 @@ def table(run_dirs: Iterable[str | Path]) -> dict[str, Any]:
     mem0's, measured and (simulated runs) modelled."""
     rows = [r for r in (run_row(d) for d in run_dirs) if r is not None]
     slowest = None
-    for key, prefix in (("build_seconds", ""), ("modelled_build_seconds", "modelled_")):
+    pairs = (("build_seconds", ""), ("modelled_build_seconds", "modelled_"),
+             ("modelled_critical_path_seconds", "llm_path_"))
+    for key, prefix in pairs:
         rates = [write_rate([r["turns"]], [r[key]]) if r.get(key) else None for r in rows]
         timed = [(rate, r) for rate, r in zip(rates, rows) if rate]
         low = min(timed, key=lambda pair: pair[0]) if timed else None
@@ -133,13 +153,37 @@ def table(run_dirs: Iterable[str | Path]) -> dict[str, Any]:
             "simulated": any(r["simulated"] for r in rows)}
 
 
+def title(data: Mapping[str, Any]) -> str:
+    """The table's title: for simulated rows, the simulated latency, content source, instance and caps
+    they share (each as a list when the rows differ)."""
+    rows = data["rows"]
+    if not data["simulated"]:
+        return "## write path"
+
+    def shared(key: str) -> str:
+        values = sorted({json.dumps(r.get(key)) for r in rows if r["simulated"]})
+        return " / ".join(_label(json.loads(v)) for v in values)
+
+    instances = sorted({f"{r['dataset']} ({r['instances']} instances, {r['turns']:g} turns each)"
+                        for r in rows})
+    return (f"## write path [simulated latency: {shared('latency_model')} latency-model server; content "
+            f"source: {shared('content_source')}; instance: {' / '.join(instances)}; output caps: "
+            f"{shared('output_caps')}]")
+
+
+def _label(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items()) or "none"
+    return "–" if value is None else str(value)
+
+
 def markdown(data: Mapping[str, Any]) -> str:
     head = ["system", "build s", "turns/s", "LLM calls", "waves", "critical path s", "max in flight",
             "prompt tokens uncached / cached", "output tokens", "recorded waves (critical path s)",
             "modelled critical path s", "modelled build s", "modelled speedup vs slowest", "modelled vs mem0",
-            "speedup vs slowest", "vs mem0"]
-    title = "## write path" + (" [simulated: latency-model server]" if data["simulated"] else "")
-    lines = [title, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            "modelled LLM path speedup vs slowest", "modelled LLM path vs mem0", "speedup vs slowest",
+            "vs mem0", "capped answers"]
+    lines = [title(data), "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in data["rows"]:
         recorded = (f"{r['recorded_waves']} ({r['recorded_critical_path_seconds']})" if r["recorded_waves"]
                     else "–")
@@ -148,12 +192,16 @@ def markdown(data: Mapping[str, Any]) -> str:
                  r["max_in_flight"], f"{r['uncached_prompt_tokens']} / {r['cached_prompt_tokens']}",
                  r["output_tokens"], recorded, r["modelled_critical_path_seconds"],
                  r["modelled_build_seconds"], r["modelled_speedup_vs_slowest"],
-                 r["modelled_ratio_to_mem0"],
-                 r["speedup_vs_slowest"], r["ratio_to_mem0"]]
+                 r["modelled_ratio_to_mem0"], r["llm_path_speedup_vs_slowest"], r["llm_path_ratio_to_mem0"],
+                 r["speedup_vs_slowest"], r["ratio_to_mem0"],
+                 f"{r['capped_calls']}/{r['served_calls']}" if r.get("served_calls") else None]
         lines.append("| " + " | ".join("–" if c is None else str(c) for c in cells) + " |")
     lines += ["", "Waves and critical path from the proxy's call timestamps (overlapping calls = one wave; "
               "critical path = sum over waves of the longest call). Modelled critical path (simulated runs): "
               "the same waves, each call at its latency-model time."]
+    if data["simulated"]:
+        lines.append("Simulated latency: times are a latency model's (assumptions stated in the llm config), "
+                     "not a GPU's; output tokens are the charged ones (capped answers count at their cap).")
     over = [r for r in data["rows"] if r.get("overrun_calls")]
     if over:
         lines.append("Calls slower than simulated (content source slower than the model): " + ", ".join(

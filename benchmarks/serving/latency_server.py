@@ -5,12 +5,14 @@ answers a previous run recorded, replayed by request (`source: replay`: the requ
 schema are hashed; the n-th identical request gets the n-th recorded answer, the last one after that;
 a request never seen falls back to the model when one is given, else fails with HTTP 500). The answer
 is held back until the latency model (`benchmarks.serving.latency_model`) says a vLLM server would have
-finished it; the usage it returns carries the modelled prefix-cache hits as `cached_tokens`.
+finished it; the usage it returns carries the modelled prefix-cache hits as `cached_tokens`. With
+output caps (`benchmarks.serving.output_caps`), a completion longer than its prompt kind's cap is charged
+(decoded and reported in the usage) at the cap; its text is the source's whole answer.
 
 Every request served is one line of `served_calls.jsonl` (when a path is given):
     key, arrival, admitted, queue_s, running, ttft_s, decode_s, service_s, compute_s, overrun_s,
-    prompt_tokens, cached_tokens, completion_tokens, source (model | replay | fallback), finish_reason,
-    text, error
+    prompt_tokens, cached_tokens, completion_tokens (charged), source_completion_tokens, kind, cap,
+    capped, source (model | replay | fallback), finish_reason, text, error
 `compute_s` is how long the content source took; `overrun_s > 0` means the content was ready later
 than the modelled finish, so that request took longer than simulated (reported, never hidden). A
 `served_calls.jsonl` is also what `source: replay` reads.
@@ -23,13 +25,14 @@ import json
 import threading
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.jsonl import JsonlWriter
 from benchmarks.serving.latency_model import Clock, LatencyModel, LatencyParams
 from benchmarks.serving.model_server import ModelServer
+from benchmarks.serving.output_caps import OutputCaps, request_kind
 from memforest.llm.base import ChatModel, ChatRequest, ChatResponse, Embedder, Usage
 
 SOURCES = ("model", "replay")
@@ -69,7 +72,9 @@ class ReplaySource:
                 return None
             row = rows[min(self._used[key], len(rows) - 1)]
             self._used[key] += 1
-        usage = Usage(int(row.get("prompt_tokens") or 0), 0, int(row.get("completion_tokens") or 0))
+        # the source's own length, so that the replaying server applies its caps to it as recorded
+        completion = row.get("source_completion_tokens", row.get("completion_tokens"))
+        usage = Usage(int(row.get("prompt_tokens") or 0), 0, int(completion or 0))
         return ChatResponse(row["text"], usage, str(row.get("finish_reason") or "stop"))
 
 
@@ -79,10 +84,13 @@ class LatencyModelServer(ModelServer):
     def __init__(self, params: LatencyParams, *, chat: ChatModel | None = None,
                  replay: ReplaySource | None = None, embedder: Embedder | None = None,
                  model_name: str = "simulated", log_path: str | Path | None = None,
-                 clock: Clock | None = None, port: int = 0) -> None:
+                 clock: Clock | None = None, port: int = 0, caps: OutputCaps | None = None) -> None:
         if chat is None and replay is None:
             raise ValueError("LatencyModelServer needs a chat model or a replay source")
         self.params, self.replay, self.source_model = params, replay, chat
+        self.caps = caps or OutputCaps({})
+        self.kinds: dict[str, int] = defaultdict(int)  # requests served per prompt kind
+        self.capped: dict[str, int] = defaultdict(int)  # of which longer than the kind's cap
         self.model = LatencyModel(params, clock)
         self._log = JsonlWriter(Path(log_path)) if log_path else None
         self.counts: dict[str, int] = defaultdict(int)
@@ -97,20 +105,24 @@ class LatencyModelServer(ModelServer):
             self._log.close()
 
     def generate(self, request: ChatRequest) -> ChatResponse | Exception:
-        key = request_key(request)
+        key, kind = request_key(request), request_kind(request)
         timing = self.model.admit()
         try:
             start = self.model.clock.now()
             source, result = self._content(key, request)
             compute = self.model.clock.now() - start
             if isinstance(result, Exception):
-                self._record(key, timing, compute, 0.0, source, None, str(result))
+                failed = Charge(kind, 0, None, False)
+                self._record(key, timing, compute, 0.0, source, None, str(result), failed)
                 return result
+            own = result.usage.completion_tokens
+            charged, cap, hit = self.caps.charged(kind, own)
             cached = self.model.cached_tokens(prompt_text(request), result.usage.prompt_tokens)
-            self.model.serve(timing, result.usage.prompt_tokens, cached, result.usage.completion_tokens)
+            self.model.serve(timing, result.usage.prompt_tokens, cached, charged)
             left = self.model.wait_until_done(timing)
-            result.usage = Usage(result.usage.prompt_tokens, cached, result.usage.completion_tokens)
-            self._record(key, timing, compute, max(0.0, -left), source, result, None)
+            result.usage = Usage(result.usage.prompt_tokens, cached, charged)
+            charge = Charge(kind, own, cap, hit)
+            self._record(key, timing, compute, max(0.0, -left), source, result, None, charge)
             return result
         finally:
             self.model.release()
@@ -130,10 +142,12 @@ class LatencyModelServer(ModelServer):
             return "model", exc
 
     def _record(self, key: str, timing: Any, compute: float, overrun: float, source: str,
-                result: ChatResponse | None, error: str | None) -> None:
+                result: ChatResponse | None, error: str | None, charge: Charge) -> None:
         with self._counts_lock:
             self.counts[source] += 1
             self.counts["overrun"] += overrun > 0
+            self.kinds[charge.kind] += 1
+            self.capped[charge.kind] += charge.capped
         if self._log is None:
             return
         usage = result.usage if result is not None else Usage()
@@ -143,7 +157,8 @@ class LatencyModelServer(ModelServer):
             "decode_s": round(timing.decode_s, 6), "service_s": round(timing.service_s, 6),
             "compute_s": round(compute, 6), "overrun_s": round(overrun, 6),
             "prompt_tokens": usage.prompt_tokens, "cached_tokens": usage.cached_prompt_tokens,
-            "completion_tokens": usage.completion_tokens, "source": source,
+            "completion_tokens": usage.completion_tokens, "source_completion_tokens": charge.source_tokens,
+            "kind": charge.kind, "cap": charge.cap, "capped": charge.capped, "source": source,
             "finish_reason": result.finish_reason if result is not None else None,
             "text": result.text if result is not None else None, "error": error,
         })
@@ -151,9 +166,21 @@ class LatencyModelServer(ModelServer):
     def summary(self) -> dict[str, Any]:
         """What run.json records about the simulation."""
         with self._counts_lock:
-            counts = dict(self.counts)
+            counts, kinds, capped = dict(self.counts), dict(self.kinds), dict(self.capped)
         return {"params": asdict(self.params), "served": counts, "peak_running": self.model.peak_running,
-                "replay_answers": len(self.replay) if self.replay is not None else None}
+                "replay_answers": len(self.replay) if self.replay is not None else None,
+                "output_caps": dict(self.caps.caps), "kinds": kinds, "capped": capped}
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What one answer was charged: its prompt kind, the source's completion tokens, the cap applied
+    (None: uncapped) and whether the answer was longer than the cap."""
+
+    kind: str
+    source_tokens: int
+    cap: int | None
+    capped: bool
 
 
 class _NoBatch:
