@@ -14,7 +14,7 @@ TORCH_CPU ?= torch==2.13.0
 RESULTS ?= results
 PAPER_OUT ?= paper
 
-.PHONY: run test bench fuzz paper lint clean-venv
+.PHONY: run test bench fuzz paper lint clean-venv gpu-check
 
 $(VENV)/.installed-cpu: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,13 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check memforest baselines benchmarks analysis tests
 	$(VENV)/bin/mypy memforest baselines benchmarks analysis tests
 	$(VENV)/bin/lint-imports
+
+# The retrieval experiment with a sentence-transformers embedder on CUDA, no vLLM and no hub
+# (slurm/gpu_check.sh): GPU_CHECK_DATA is any LongMemEval file, GPU_CHECK_ARGS e.g. --model DIR or
+# --device cpu. Runs with this project's venv when it exists, else $(PYTHON) with the checkout on its path.
+GPU_CHECK_DATA ?= ../shared/data/longmemeval_s_slice.json.xz
+gpu-check:
+	PYTHON=$(if $(wildcard $(PY)),$(PY),$(PYTHON)) bash slurm/gpu_check.sh $(GPU_CHECK_DATA) $(GPU_CHECK_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)
