@@ -171,8 +171,7 @@ class MemForest:
         """The resident snapshot of `user` at committed `version` (as read by `db.validate`)."""
         snap = self._snapshots.get(user)
         if snap is None or snap.version != version:
-            snap = publish.load(db, user)
-            snap.use_lexical_source(self._caches_of(user, db).lexical_source())
+            snap = self._caches_of(user, db).load(db, user)
             _settle_if_large(snap, self.config)
             with self._lock:
                 held = self._snapshots.get(user)

@@ -1,5 +1,6 @@
-"""The caches kept beside one user's database (`cache/` in the user's folder): today the lexical
-index in query-ready form (`memforest.index.lexical_cache`).
+"""The caches kept beside one user's database (`cache/` in the user's folder): the lexical index in
+query-ready form (`memforest.index.lexical_cache`) and the partitions of the large vector tables
+(`memforest.index.partition_cache`).
 
 A cache serves only the committed version it was written for, after its checksums and contents are
 checked; otherwise the index is built from the state as before and the cache rewritten. Operations
@@ -13,13 +14,17 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from memforest import publish
 from memforest.cache_file import CacheMiss, cache_dir
 from memforest.errors import StoreError
 from memforest.index.lexical_cache import FILE_NAME, build_lexical, read_lexical, write_lexical
 from memforest.index.lexical_versions import VersionedLexical
+from memforest.index.partition_cache import FILE_NAME as PARTITIONS_FILE
+from memforest.index.partition_cache import read_partitions, write_partitions
 from memforest.snapshot import Snapshot
 from memforest.state import UserState
 from memforest.store.db import UserDB
+from memforest.vector_table import SavedPartitions
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +33,59 @@ class StoreCaches:
     def __init__(self, db_path: Path) -> None:
         self.db = UserDB(db_path)  # its own connections: never a writer's held one
         self.lexical_path = cache_dir(db_path) / FILE_NAME
+        self.partitions_path = cache_dir(db_path) / PARTITIONS_FILE
         self.written: int | None = None  # the version whose lexical cache this process wrote or read
+        self.partitions_written: int | None = None  # the same for the partitions cache
+        self._read: dict[int, dict[str, SavedPartitions] | None] = {}
+
+    def load(self, db: UserDB, user: str) -> Snapshot:
+        """The committed version (`publish.load`), its tables taking the cached partitions when the
+        cache serves the version read, its lexical index read from the cache when first needed; a
+        version whose partitions were trained afresh has them written to the cache at once."""
+        self._read.clear()
+        snap = publish.load(db, user, self._partitions_for)
+        snap.use_lexical_source(self.lexical_source())
+        if self._read.get(snap.version) is None:
+            self.persist_partitions(snap)
+        else:
+            self.partitions_written = snap.version
+        self._read.clear()
+        return snap
+
+    def _partitions_for(self, version: int) -> dict[str, SavedPartitions] | None:
+        if version not in self._read:
+            found = read_partitions(self.partitions_path, self.db.stamp(version))
+            if isinstance(found, CacheMiss):
+                log.debug("memforest: training the vector tables' partitions: %s", found.reason)
+            self._read[version] = None if isinstance(found, CacheMiss) else found
+        return self._read[version]
+
+    def persist_partitions(self, snap: Snapshot) -> None:
+        """Write the partitions of `snap`'s tables (when there are any and the cache holds another
+        version), when `snap` is still the store's committed version."""
+        if self.partitions_written == snap.version:
+            return
+        tables = snap.index.saved_partitions()
+        fact_table = snap.state.fact_table.saved_partitions() if snap.state.fact_table is not None else None
+        if fact_table is not None:
+            tables["fact_table"] = fact_table
+        if not tables:
+            return
+        stamp = self._current_stamp(snap.version)
+        if stamp is None:
+            return
+        try:
+            write_partitions(self.partitions_path, stamp, tables)
+            self.partitions_written = snap.version
+        except OSError as e:
+            log.debug("memforest: the partitions cache %s was not written (%s)", self.partitions_path, e)
+
+    def _current_stamp(self, version: int) -> str | None:
+        """The stamp of `version` when it is the store's committed version (else None)."""
+        try:
+            return self.db.stamp(version) if self.db.version() == version else None
+        except StoreError:
+            return None
 
     def lexical_source(self) -> Callable[[UserState], VersionedLexical]:
         """Where a loaded version's lexical index comes from: the cache when it serves the version,
@@ -48,28 +105,32 @@ class StoreCaches:
     def persist(self, snap: Snapshot) -> None:
         """Rewrite the lexical cache for `snap` when its index is built, newer than the cache, and
         still the store's committed version (at close)."""
+        self.persist_partitions(snap)
         lexical = snap.built_lexical()
         if lexical is None or self.written == snap.version:
             return
-        try:
-            if self.db.version() != snap.version:
-                return
-            stamp = self.db.stamp(snap.version)
-        except StoreError:
-            return
-        self._write(stamp, lexical, snap.version)
+        stamp = self._current_stamp(snap.version)
+        if stamp is not None:
+            self._write(stamp, lexical, snap.version)
 
     def findings(self, state: UserState) -> list[str]:
         """What is wrong with the caches of `state` (the store's committed version); each one found
-        damaged or stale is rebuilt from the state."""
-        if not self.lexical_path.exists():
-            return []
+        damaged or stale is rebuilt from the state (the partitions cache is removed: the next load
+        trains the partitions and writes it)."""
+        out = []
         stamp = self.db.stamp(state.version)
-        found = read_lexical(self.lexical_path, stamp, state)
-        if not isinstance(found, CacheMiss):
-            return []
-        self._write(stamp, build_lexical(state), state.version)
-        return [f"lexical cache {found.reason}: rebuilt from the store"]
+        if self.lexical_path.exists():
+            found = read_lexical(self.lexical_path, stamp, state)
+            if isinstance(found, CacheMiss):
+                self._write(stamp, build_lexical(state), state.version)
+                out.append(f"lexical cache {found.reason}: rebuilt from the store")
+        if self.partitions_path.exists():
+            parts = read_partitions(self.partitions_path, stamp)
+            if isinstance(parts, CacheMiss):
+                self.partitions_path.unlink(missing_ok=True)
+                self.partitions_written = None
+                out.append(f"partitions cache {parts.reason}: removed (trained again at the next load)")
+        return out
 
     def _write(self, stamp: str, lexical: VersionedLexical, version: int) -> None:
         try:

@@ -7,19 +7,20 @@ from memforest.check import damaged
 from memforest.index.forest_index import ForestIndex
 from memforest.snapshot import Snapshot
 from memforest.state import ChangeSet, UserState
-from memforest.store.db import UserDB
+from memforest.store.db import SavedFor, UserDB
 from memforest.store.integrity import widths_agree
 
 
-def load(db: UserDB, user: str) -> Snapshot:
-    """The committed version, read from SQLite, with its vector indexes built from it. A store that
+def load(db: UserDB, user: str, saved: SavedFor | None = None) -> Snapshot:
+    """The committed version, read from SQLite, with its vector indexes built from it (`saved`: the
+    tables' partitions cached for the version read, `memforest.caches`). A store that
     holds vectors whose width is not its dimension, or cannot be loaded for other damage the loader does
     not name itself, is a StoreError naming the damage (`check.damaged`)."""
     try:
-        state = db.load(user)
+        state = db.load(user, saved)
         if not widths_agree(state):
             raise ValueError(f"vectors of {user!r} differ in width from the store's dimension")
-        return Snapshot(state, ForestIndex.build(state, state.dim))
+        return Snapshot(state, ForestIndex.build(state, state.dim, saved(state.version) if saved else None))
     except Exception as e:
         diagnosis = damaged(e, user, db)
         if diagnosis is not e:

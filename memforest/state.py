@@ -13,7 +13,7 @@ import numpy as np
 from memforest.cow import CowMap, CowSet
 from memforest.trees.memtree import MemTree
 from memforest.types import Cell, Fact, Session
-from memforest.vector_table import VectorTable
+from memforest.vector_table import SavedPartitions, VectorTable
 
 NodeKey = tuple[str, int]  # (tree id, node id)
 
@@ -264,8 +264,9 @@ class UserState:
         """Ids of the entity and scene trees holding `item` (a fact id)."""
         return sorted(self.placements.get(item, ()))
 
-    def derive(self) -> None:
-        """Rebuild the derived maps from the trees and facts (after a load or a merge)."""
+    def derive(self, saved: SavedPartitions | None = None) -> None:
+        """Rebuild the derived maps from the trees and facts (after a load or a merge); the fact table
+        takes the `saved` partitions (of a cache of this version) when they hold exactly its keys."""
         for name in self._MAPS:
             setattr(self, name, CowMap.over(dict(getattr(self, name).items())))
         held: dict[str, set[str]] = {}
@@ -278,7 +279,7 @@ class UserState:
         ids = list(self.facts)
         self.fact_table = VectorTable(self.dim)
         if ids:
-            self.fact_table.upsert(ids, np.stack([self.fact_vecs[f] for f in ids]))
+            self.fact_table.fill(ids, np.stack([self.fact_vecs[f] for f in ids]), None, saved)
         self.scene_tables = {}
         for scene in self.scenes.values():
             self.index_scene(scene)

@@ -22,6 +22,7 @@ finds the rows of many keys in one gather."""
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,16 @@ _MAX_RUNS = 64  # a probe over more runs of consecutive rows than this gathers t
 def probe_size(k: int) -> int:
     """Rows a partitioned table scores for a top-k search."""
     return max(PROBE_MIN, PROBE_FACTOR * k)
+
+
+@dataclass(frozen=True)
+class SavedPartitions:
+    """A table's partitions by key (as `VectorTable.saved_partitions` gives them, for a cache): the
+    centroids, and the keys of partition i's live rows at keys[bounds[i]:bounds[i + 1]]."""
+
+    centroids: np.ndarray
+    keys: list[Hashable]
+    bounds: np.ndarray
 
 
 class _Rows:
@@ -133,6 +144,46 @@ class VectorTable:
             live = self.live_rows()
             self._parts, self._own_parts = Partitions.build(rows.vecs, live, self._live, PARTITION_ROWS), True
             self._compact()  # laid out partition by partition
+
+    def fill(self, keys: Sequence[Hashable], vecs: np.ndarray, meta: np.ndarray | None = None,
+             saved: SavedPartitions | None = None) -> bool:
+        """Fill an empty table with `keys`. A table past its exact bound takes the `saved` partitions
+        when their keys are exactly the table's (no training); else it trains its own. Returns whether
+        the saved partitions were used."""
+        if len(self._slot) or self._n:
+            raise ValueError("fill takes an empty table")
+        if saved is None or len(keys) <= self.exact_rows:
+            self.upsert(keys, vecs, meta)
+            return False
+        exact, self._exact = self._exact, len(keys)  # no partitions are trained while filling
+        try:
+            self.upsert(keys, vecs, meta)
+        finally:
+            self._exact = exact
+        slots = [self._slot.get(k) for k in saved.keys]
+        if len(slots) != len(self._slot) or None in slots or len(set(slots)) != len(slots):
+            self._parts, self._own_parts = Partitions.build(self._rows.vecs, self.live_rows(), self._live,
+                                                            PARTITION_ROWS), True
+            self._compact()
+            return False
+        rows = np.asarray(slots, np.int64)
+        bounds = saved.bounds.tolist()
+        members = [rows[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
+        self._parts = Partitions(np.array(saved.centroids, np.float32), members, PARTITION_ROWS)
+        self._own_parts = True
+        self._compact()  # laid out partition by partition, as the saved table was
+        return True
+
+    def saved_partitions(self) -> SavedPartitions | None:
+        """The partitions searches go through, by key (None while the table is searched exactly)."""
+        parts = self.partitions
+        if parts is None:
+            return None
+        keys = self._rows.keys
+        members = [m[self._live[m]] for m in parts.members]
+        flat = [keys[r] for m in members for r in m.tolist()]
+        bounds = np.cumsum([0, *(len(m) for m in members)]).astype(np.int64)
+        return SavedPartitions(parts.centroids.copy(), flat, bounds)
 
     def remove(self, keys: Iterable[Hashable]) -> None:
         gone = []

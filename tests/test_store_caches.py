@@ -122,7 +122,8 @@ def test_a_damaged_or_stale_cache_is_detected_and_rebuilt(scripted_forest, tmp_p
 
 
 @pytest.mark.parametrize("damage", ["truncated", "zeroed", "older format"])
-def test_check_reports_a_damaged_cache_and_rebuilds_it(scripted_forest, tmp_path, monkeypatch, damage) -> None:
+def test_check_reports_a_damaged_cache_and_rebuilds_it(scripted_forest, tmp_path, monkeypatch,
+                                                        damage) -> None:
     before = _stored(scripted_forest, tmp_path)
     forest = scripted_forest(path=tmp_path / "store")
     DAMAGE[damage](_cache_path(forest))
@@ -170,7 +171,8 @@ def test_the_cached_index_scores_exactly_as_a_fresh_build(scripted_forest, tmp_p
         assert cached.scores(q).items() == want
         assert carried.scores(q).items() == want
     docs = [d for d, _ in lexical_cache.documents(snap.state)]
-    assert np.array_equal(cached.scores("Boston Denver").get_many(docs), fresh.scores("Boston Denver").get_many(docs))
+    assert np.array_equal(cached.scores("Boston Denver").get_many(docs),
+                          fresh.scores("Boston Denver").get_many(docs))
 
 
 def test_cache_files_round_trip_and_refuse_what_they_do_not_hold(tmp_path) -> None:
@@ -190,3 +192,68 @@ def test_cache_files_round_trip_and_refuse_what_they_do_not_hold(tmp_path) -> No
     assert "store version" in read_arrays(path, "kind", 3, "8:1.5").reason
     assert "missing" in read_arrays(tmp_path / "none.cache", "kind", 3, "7:1.5").reason
     assert [p.name for p in tmp_path.iterdir()] == ["a.cache"]  # no temporary file left behind
+
+
+def _table(keys, vecs, exact_rows=40, batch=25):
+    from memforest.vector_table import VectorTable
+
+    table = VectorTable(vecs.shape[1], exact_rows=exact_rows)
+    for lo in range(0, len(keys), batch):  # grown in batches: partitions trained, then split as they fill
+        table.upsert(keys[lo: lo + batch], vecs[lo: lo + batch])
+    return table
+
+
+def test_a_table_filled_with_saved_partitions_searches_as_the_saved_table(monkeypatch) -> None:
+    from memforest.vector_table import VectorTable
+
+    monkeypatch.setattr("memforest.vector_table.PARTITION_ROWS", 32)
+
+    rng = np.random.default_rng(3)
+    vecs = rng.standard_normal((400, 16)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    keys = [f"k{i}" for i in range(400)]
+    saved_table = _table(keys, vecs)
+    saved = saved_table.saved_partitions()
+    assert saved is not None and sorted(saved.keys) == sorted(keys) and len(saved.bounds) > 2
+    order = rng.permutation(400)  # the store gives rows in another order than they came in
+    filled = VectorTable(16, exact_rows=40)
+    assert filled.fill([keys[i] for i in order], vecs[order], None, saved)
+    assert filled.saved_partitions().bounds.tolist() == saved.bounds.tolist()
+    for q in rng.standard_normal((20, 16)).astype(np.float32):
+        for k, probe in ((5, 60), (10, 150)):  # probes of a few partitions: the same rows scored
+            got = filled.top(*filled.candidate_scores(q, probe), k)
+            want = saved_table.top(*saved_table.candidate_scores(q, probe), k)
+            assert [key for key, _ in got] == [key for key, _ in want]
+            assert np.allclose([v for _, v in got], [v for _, v in want], atol=1e-5)
+    stale = VectorTable(16, exact_rows=40)  # partitions of other keys: trained afresh instead
+    assert not stale.fill(keys[:-1] + ["other"], vecs, None, saved)
+    assert stale.partitions is not None and len(stale) == 400
+
+
+def test_a_reopened_large_store_takes_its_cached_partitions(scripted_forest, tmp_path, monkeypatch) -> None:
+    """Past the exact bound (lowered here), a reopened store's tables take the partitions the closing
+    process cached; a damaged partitions cache is found by check and removed, then written again."""
+    monkeypatch.setattr("memforest.vector_table.EXACT_ROWS", 12)
+    forest = scripted_forest(path=tmp_path / "store")
+    forest.ingest_sessions("u", make_sessions(8, 4))
+    before = _answers(forest)
+    forest.close()
+    parts_file = forest.user_dir("u") / "cache" / "partitions.cache"
+    assert parts_file.is_file()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("partitions were trained although the cache serves this version")
+    with monkeypatch.context() as m:
+        m.setattr("memforest.vector_table.Partitions.build", refuse)
+        reopened = scripted_forest(path=tmp_path / "store")
+        snap = reopened.snapshot("u")
+        assert snap.index.facts.partitions is not None and snap.state.fact_table.partitions is not None
+        assert _answers(reopened) == before
+        reopened.close()
+    DAMAGE["zeroed"](parts_file)
+    checked = scripted_forest(path=tmp_path / "store")
+    report = checked.check("u")
+    assert report["ok"] and report["caches_rebuilt"] and any("partitions cache" in c for c in report["cache"])
+    assert not parts_file.exists()
+    assert _answers(checked) == before
+    assert parts_file.is_file()  # trained at the load after the check, and cached again

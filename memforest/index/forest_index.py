@@ -13,13 +13,14 @@ a cell id back to its row's key, so a cell found by its text is ranked from its 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 
 import numpy as np
 
 from memforest.cow import CowMap
 from memforest.routing.router import session_tree_id
 from memforest.state import ChangeSet, TreeInfo, UserState
-from memforest.vector_table import VectorTable
+from memforest.vector_table import SavedPartitions, VectorTable
 
 
 def node_uid(tree_rowid: int, node_id: int) -> int:
@@ -48,25 +49,39 @@ class ForestIndex:
         self.fact_key: CowMap[int, str] = CowMap()
         self.version = -1
 
+    TABLES = ("cells", "roots", "facts")
+
     @classmethod
-    def build(cls, state: UserState, dim: int) -> ForestIndex:
+    def build(cls, state: UserState, dim: int,
+              saved: Mapping[str, SavedPartitions] | None = None) -> ForestIndex:
+        """The indexes of `state`; a table past its exact bound takes its `saved` partitions (from a
+        cache of this version, `memforest.caches`) when they hold exactly its keys."""
         idx = cls(dim)
-        idx._add_all(state)
+        idx._add_all(state, saved or {})
         idx.version = state.version
         return idx
 
-    def _add_all(self, state: UserState) -> None:
+    def saved_partitions(self) -> dict[str, SavedPartitions]:
+        """The partitions of the tables that have them, by key (for a cache)."""
+        out = {}
+        for name in self.TABLES:
+            parts = getattr(self, name).saved_partitions()
+            if parts is not None:
+                out[name] = parts
+        return out
+
+    def _add_all(self, state: UserState, saved: Mapping[str, SavedPartitions]) -> None:
         cell_key = {node_uid(i.rowid, nid): (t, nid, item) for t, i in state.trees.items()
                     for nid, item in _cell_leaves(i)}
         root_tree = {info.rowid: info.tree_id for info in state.trees.values() if info.tree.root is not None}
         fact_key = {fact_uid(f): f for f in state.facts}
-        self.cells.upsert(list(cell_key),
-                          _stack([state.nodes[(t, n)].embedding for t, n, _ in cell_key.values()], self.dim),
-                          cell_meta(state, [c for _, _, c in cell_key.values()]))
-        self.roots.upsert(list(root_tree),
-                          _stack([_root_vec(state, t) for t in root_tree.values()], self.dim))
-        self.facts.upsert(list(fact_key), _stack([state.fact_vecs[f] for f in fact_key.values()], self.dim),
-                          fact_meta(state, list(fact_key.values())))
+        self.cells.fill(list(cell_key),
+                        _stack([state.nodes[(t, n)].embedding for t, n, _ in cell_key.values()], self.dim),
+                        cell_meta(state, [c for _, _, c in cell_key.values()]), saved.get("cells"))
+        self.roots.fill(list(root_tree), _stack([_root_vec(state, t) for t in root_tree.values()], self.dim),
+                        None, saved.get("roots"))
+        self.facts.fill(list(fact_key), _stack([state.fact_vecs[f] for f in fact_key.values()], self.dim),
+                        fact_meta(state, list(fact_key.values())), saved.get("facts"))
         self.cell_key, self.root_tree, self.fact_key = CowMap(cell_key), CowMap(root_tree), CowMap(fact_key)
         self.cell_uid = CowMap((c, u) for u, (_, _, c) in cell_key.items())
 

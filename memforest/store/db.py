@@ -10,7 +10,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
@@ -21,11 +21,15 @@ from memforest.store.connection import open_reader, rollback
 from memforest.store.load import read_state
 from memforest.store.migrate import create_file, migrate, migration_due
 from memforest.store.validate import file_problem, identity_problem, schema_problems, store_error
+from memforest.vector_table import SavedPartitions
 
 # The connection helpers live in `connection`, reading the state in `load`, writing a ChangeSet in
 # `commit`, creating and migrating the schema in `migrate`; `open_reader` is importable from here as before.
 __all__ = ["UserDB", "open_reader"]
 
+
+# a committed version -> the partitions of its vector tables by table name, from a cache (or None)
+SavedFor = Callable[[int], Mapping[str, SavedPartitions] | None]
 
 HELD_CACHE_KIB = 65536  # page cache of a held connection: a large store's upper B-tree pages stay in it
 # write-ahead log pages at which the held connection's commits checkpoint (40 MB of 4 KiB pages): a
@@ -167,8 +171,10 @@ class UserDB:
             row = con.execute("SELECT time FROM operations WHERE version=?", (version,)).fetchone()
         return f"{version}:{row[0]!r}" if row else f"{version}:"
 
-    def load(self, user: str) -> UserState:
-        """The committed state, read in one snapshot; rows that do not fit together are a StoreError."""
+    def load(self, user: str, saved: SavedFor | None = None) -> UserState:
+        """The committed state, read in one snapshot; rows that do not fit together are a StoreError.
+        `saved` (optional) gives, for the version read, the tables' partitions from a cache (the
+        state's fact table takes `fact_table`)."""
         with self.read() as con:
             con.execute("BEGIN")
             try:
@@ -178,7 +184,8 @@ class UserDB:
                                  f"{' '.join(str(e).split())[:120]}); run `memforest check`") from e
             finally:
                 rollback(con)  # a read-only transaction: nothing to keep
-        state.derive()
+        tables = saved(state.version) if saved is not None else None
+        state.derive(tables.get("fact_table") if tables else None)
         return state
 
     def facts_of_session(self, session_id: str) -> list[str]:

@@ -13,7 +13,14 @@ from memforest.types import Cell, Fact, Occurrence, Session, Turn
 
 
 def _vec(b: bytes) -> np.ndarray:
-    return np.frombuffer(b, dtype=np.float32).copy()
+    """A stored vector, read in place (a read-only view of the row's bytes: vectors are replaced,
+    never changed in place)."""
+    return np.frombuffer(b, dtype=np.float32)
+
+
+def _list(text: str) -> list:
+    """A JSON list column (most are empty: a leaf's children, a fact without entities)."""
+    return [] if text == "[]" else json.loads(text)
 
 
 def read_state(con: sqlite3.Connection, user: str) -> UserState:
@@ -33,19 +40,24 @@ def read_state(con: sqlite3.Connection, user: str) -> UserState:
     for row in con.execute("SELECT fact_id, session_id, cell_id, turn_lo, turn_hi, source_time, event_start, "
                            "event_end FROM occurrences ORDER BY fact_id, seq"):
         occ.setdefault(row[0], []).append(Occurrence(*row[1:]))
+    fact_blobs: dict[str, bytes] = {}  # the bytes the fact vectors are views of
     for row in con.execute("SELECT * FROM facts"):
         (fid, text, norm, origin, role, parts, ents, topics, time_text, es, ee, attr, domain, coll, emb) = row
-        st.facts[fid] = Fact(fid, text, norm, origin, role, json.loads(parts), json.loads(ents),
-                             json.loads(topics), time_text, es, ee, attr, domain, coll, occ.get(fid, []))
+        st.facts[fid] = Fact(fid, text, norm, origin, role, _list(parts), _list(ents),
+                             _list(topics), time_text, es, ee, attr, domain, coll, occ.get(fid, []))
         st.fact_vecs[fid] = _vec(emb)
+        fact_blobs[fid] = emb
     rows: dict[str, list[dict]] = {}
+    fact_vecs = dict(st.fact_vecs.items())
     for row in con.execute("SELECT * FROM nodes"):
-        tid, nid = row[0], row[1]
+        tid, nid, item, emb = row[0], row[1], row[10], row[15]
         rows.setdefault(tid, []).append({
-            "id": nid, "level": row[2], "parent": row[3], "children": json.loads(row[4]), "t_lo": row[5],
-            "item_lo": row[6], "t_hi": row[7], "item_hi": row[8], "count": row[9], "item": row[10],
+            "id": nid, "level": row[2], "parent": row[3], "children": _list(row[4]), "t_lo": row[5],
+            "item_lo": row[6], "t_hi": row[7], "item_hi": row[8], "count": row[9], "item": item,
             "prev": row[11], "next": row[12]})
-        st.nodes[(tid, nid)] = NodeData(row[13], row[14], _vec(row[15]))
+        # a fact's leaf carries the fact's own vector: one array for both, as the write path makes it
+        vec = fact_vecs[item] if item is not None and fact_blobs.get(item) == emb else _vec(emb)
+        st.nodes[(tid, nid)] = NodeData(row[13], row[14], vec)
     for tid, rowid, family, label, fanout, _root, next_id in con.execute("SELECT * FROM trees"):
         tree = MemTree.from_rows(tid, fanout, rows.get(tid, []), next_node_id=next_id, validate=False)
         st.trees[tid] = TreeInfo(tid, family, label, rowid, tree)

@@ -1,0 +1,59 @@
+"""The partitions of a committed version's large vector tables, cached beside the database.
+
+Past its exact bound a vector table is partitioned by k-means (`memforest.partitions`), which on a
+large memory is the largest single cost of loading it. The cache holds each partitioned table's
+centroids and its partitions' keys (integer keys as an array, string keys as one text), so a loaded
+version takes the partitions of the process that wrote them instead of training new ones. It is
+read only for the store version it was written for and after its checksums match; a table takes the
+partitions only when their keys are exactly its own (`VectorTable.fill`), else it trains its own."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from memforest.cache_file import CacheMiss, pack_strings, read_arrays, unpack_strings, write_arrays
+from memforest.vector_table import SavedPartitions
+
+KIND = "partitions"
+FORMAT = 1
+FILE_NAME = "partitions.cache"
+
+
+def write_partitions(path: Path, stamp: str, tables: Mapping[str, SavedPartitions]) -> int:
+    """Write the partitions of `tables` (by table name) for committed version `stamp`; returns bytes."""
+    arrays: dict[str, np.ndarray] = {}
+    for name, saved in tables.items():
+        arrays[f"{name}/centroids"] = np.asarray(saved.centroids, np.float32)
+        arrays[f"{name}/bounds"] = np.asarray(saved.bounds, np.int64)
+        if all(isinstance(k, int) for k in saved.keys):
+            arrays[f"{name}/int_keys"] = np.asarray(saved.keys, np.int64)
+        else:
+            packed = pack_strings([str(k) for k in saved.keys])
+            arrays[f"{name}/str_keys"], arrays[f"{name}/str_ends"] = packed["blob"], packed["ends"]
+    return write_arrays(path, KIND, FORMAT, stamp, arrays)
+
+
+def read_partitions(path: Path, stamp: str) -> dict[str, SavedPartitions] | CacheMiss:
+    """The cached partitions by table name for committed version `stamp`, or why there are none."""
+    found = read_arrays(path, KIND, FORMAT, stamp)
+    if isinstance(found, CacheMiss):
+        return found
+    out = {}
+    try:
+        for name in sorted({k.split("/")[0] for k in found}):
+            keys: list[Hashable]
+            if f"{name}/int_keys" in found:
+                keys = found[f"{name}/int_keys"].tolist()
+            else:
+                keys = list(unpack_strings(found[f"{name}/str_keys"], found[f"{name}/str_ends"]))
+            bounds, centroids = found[f"{name}/bounds"], found[f"{name}/centroids"]
+            if (len(bounds) != len(centroids) + 1 or int(bounds[0]) != 0 or int(bounds[-1]) != len(keys)
+                    or bool((np.diff(bounds) < 0).any())):
+                return CacheMiss(f"{path.name}: the partitions of {name} do not fit their keys")
+            out[name] = SavedPartitions(centroids, keys, bounds)
+    except (KeyError, ValueError, UnicodeDecodeError) as e:
+        return CacheMiss(f"{path.name}: inconsistent arrays ({type(e).__name__}: {e})")
+    return out
