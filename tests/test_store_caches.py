@@ -20,6 +20,12 @@ from memforest.index.lexical_versions import VersionedLexical
 QUESTIONS = ["Where did I move to?", "What do I keep near the door in Boston?", "Denver trip plans"]
 
 
+def _miss(found: object) -> str:
+    """Why a cache was refused (failing the test when it was used)."""
+    assert isinstance(found, CacheMiss), found
+    return found.reason
+
+
 def _cache_path(forest, user: str = "u"):
     return forest.user_dir(user) / "cache" / lexical_cache.FILE_NAME
 
@@ -145,7 +151,7 @@ def test_a_cache_of_other_documents_is_not_used(scripted_forest, tmp_path) -> No
     stamp = forest._caches_of("u", forest._open_db("u", False)).db.stamp(state.version)
     path = tmp_path / "other.cache"
     write_lexical(path, stamp, VersionedLexical([("x1", "something else entirely")]))
-    assert "documents" in read_lexical(path, stamp, state).reason
+    assert "documents" in _miss(read_lexical(path, stamp, state))
 
 
 def test_the_cached_index_scores_exactly_as_a_fresh_build(scripted_forest, tmp_path) -> None:
@@ -177,8 +183,9 @@ def test_the_cached_index_scores_exactly_as_a_fresh_build(scripted_forest, tmp_p
 
 def test_cache_files_round_trip_and_refuse_what_they_do_not_hold(tmp_path) -> None:
     path = tmp_path / "a.cache"
-    arrays = {"f": np.arange(10, dtype=np.float64).reshape(2, 5), "i": np.arange(7, dtype=np.int32),
-              "empty": np.zeros(0, np.int64), **cache_file.pack_strings(["ab", "", "ünï", "x"])}
+    arrays: dict[str, np.ndarray] = {"f": np.arange(10, dtype=np.float64).reshape(2, 5),
+                                     "i": np.arange(7, dtype=np.int32), "empty": np.zeros(0, np.int64),
+                                     **cache_file.pack_strings(["ab", "", "ünï", "x"])}
     size = write_arrays(path, "kind", 3, "7:1.5", arrays)
     assert size == path.stat().st_size
     got = read_arrays(path, "kind", 3, "7:1.5")
@@ -187,10 +194,10 @@ def test_cache_files_round_trip_and_refuse_what_they_do_not_hold(tmp_path) -> No
         assert got[name].dtype == arr.dtype and np.array_equal(got[name], arr)
         assert not got[name].flags.writeable
     assert cache_file.unpack_strings(got["blob"], got["ends"]) == ["ab", "", "ünï", "x"]
-    assert "format" in read_arrays(path, "kind", 4, "7:1.5").reason
-    assert "other" in read_arrays(path, "other", 3, "7:1.5").reason
-    assert "store version" in read_arrays(path, "kind", 3, "8:1.5").reason
-    assert "missing" in read_arrays(tmp_path / "none.cache", "kind", 3, "7:1.5").reason
+    assert "format" in _miss(read_arrays(path, "kind", 4, "7:1.5"))
+    assert "other" in _miss(read_arrays(path, "other", 3, "7:1.5"))
+    assert "store version" in _miss(read_arrays(path, "kind", 3, "8:1.5"))
+    assert "missing" in _miss(read_arrays(tmp_path / "none.cache", "kind", 3, "7:1.5"))
     assert [p.name for p in tmp_path.iterdir()] == ["a.cache"]  # no temporary file left behind
 
 
@@ -218,7 +225,8 @@ def test_a_table_filled_with_saved_partitions_searches_as_the_saved_table(monkey
     order = rng.permutation(400)  # the store gives rows in another order than they came in
     filled = VectorTable(16, exact_rows=40)
     assert filled.fill([keys[i] for i in order], vecs[order], None, saved)
-    assert filled.saved_partitions().bounds.tolist() == saved.bounds.tolist()
+    restored = filled.saved_partitions()
+    assert restored is not None and restored.bounds.tolist() == saved.bounds.tolist()
     for q in rng.standard_normal((20, 16)).astype(np.float32):
         for k, probe in ((5, 60), (10, 150)):  # probes of a few partitions: the same rows scored
             got = filled.top(*filled.candidate_scores(q, probe), k)
