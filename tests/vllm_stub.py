@@ -72,7 +72,7 @@ GIB = 1 << 30
 SAMPLING_FIELDS: tuple[tuple[str, Any], ...] = (
     ("n", 1), ("presence_penalty", 0.0), ("frequency_penalty", 0.0), ("repetition_penalty", 1.0),
     ("temperature", 1.0), ("top_p", 1.0), ("top_k", 0), ("min_p", 0.0), ("seed", None),
-    ("stop", None), ("max_tokens", 16), ("min_tokens", 0))
+    ("max_tokens", 16), ("min_tokens", 0))
 # (name, default) of the EngineArgs fields the stub has (the LLM arguments the project passes)
 ENGINE_FIELDS: tuple[tuple[str, Any], ...] = (
     ("model", ""), ("tensor_parallel_size", 1), ("dtype", "auto"), ("seed", 0),
