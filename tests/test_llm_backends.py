@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from memforest.config import EmbedderConfig, LLMConfig
-from memforest.errors import ConfigError
+from memforest.errors import ConfigError, ModelError
 from memforest.llm.base import (
     ChatModel,
     ChatRequest,
@@ -230,6 +230,19 @@ def test_openai_falls_back_to_json_object_per_request_and_reads_cached_tokens() 
     assert isinstance(first, ChatResponse) and isinstance(second, ChatResponse)
     assert first.usage == Usage(prompt_tokens=9, cached_prompt_tokens=4, completion_tokens=3)
     assert model.schema_fallbacks == 1
+
+
+@pytest.mark.parametrize("reason", ["abort", "error", "content_filter"])
+def test_openai_a_finish_other_than_stop_or_length_is_a_model_error(reason: str) -> None:
+    """A server's finish_reason other than "stop" or "length" (vLLM's "abort" and "error", a hosted
+    API's "content_filter") is a failure with that reason, never an empty answer."""
+    message = {"role": "assistant", "content": ""}
+    model = OpenAIChatModel(LLMConfig(backend="openai", base_url="http://mock/v1"))
+    mocked(model, lambda request: httpx.Response(
+        200, json={"choices": [{"message": message, "finish_reason": reason}], "model": "served"}))
+    [result] = model.generate([chat_request()])
+    assert isinstance(result, ModelError)
+    assert str(result) == f"test: served finished the request with finish_reason={reason!r}, not an answer"
 
 
 def test_openai_connection_pool_holds_the_configured_concurrency() -> None:
