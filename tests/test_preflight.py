@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.harness import models, preflight
-from benchmarks.harness.preflight import Gpu, Node, TorchFacts, parse_nvidia_smi, problems
+from benchmarks.harness import gpu_node, models
+from benchmarks.harness.gpu_node import Gpu, Node, TorchFacts, parse_nvidia_smi, problems
 from memforest.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -19,7 +19,7 @@ CUDA13 = TorchFacts(True, "13.0", True)
 
 
 def node(tmp_path: Path, smi: str | None = H100, torch: TorchFacts = CUDA13) -> Node:
-    env = {name: str(tmp_path / name.lower()) for name in preflight.CACHES}
+    env = {name: str(tmp_path / name.lower()) for name in gpu_node.CACHES}
     return Node(None if smi is None else parse_nvidia_smi(smi), torch, env)
 
 
@@ -95,7 +95,7 @@ def fake_node_env(tmp_path: Path, smi: str, cuda: str | None, available: bool) -
         "import types\n"
         f"version = types.SimpleNamespace(cuda={cuda!r})\n"
         f"cuda = types.SimpleNamespace(is_available=lambda: {available!r})\n")
-    caches = {name: str(tmp_path / "caches" / name.lower()) for name in preflight.CACHES}
+    caches = {name: str(tmp_path / "caches" / name.lower()) for name in gpu_node.CACHES}
     return {**os.environ, **caches, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
             "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO)])}
 
@@ -134,13 +134,13 @@ def test_the_harness_builds_no_gpu_model_on_a_node_that_fails(
     built: list[object] = []
     monkeypatch.setattr(models, "build_chat_model", built.append)
     monkeypatch.setattr(models, "build_embedder", built.append)
-    monkeypatch.setattr(preflight, "gather", lambda: node(tmp_path, with_driver("570.86.15")))
+    monkeypatch.setattr(gpu_node, "gather", lambda: node(tmp_path, with_driver("570.86.15")))
     with pytest.raises(ConfigError, match="driver 570.86.15 is too old"):
         models.chat_model(backend="vllm", model="m", gpu_memory_utilization=0.5)
     with pytest.raises(ConfigError, match="GPU preflight failed"):
         models.embedder(backend="sentence_transformers", model="m", device="cuda")
     assert built == []
     models.embedder(backend="sentence_transformers", model="m", device="cpu")  # no GPU: no preflight
-    monkeypatch.setattr(preflight, "gather", lambda: node(tmp_path, with_driver("580.65.06")))
+    monkeypatch.setattr(gpu_node, "gather", lambda: node(tmp_path, with_driver("580.65.06")))
     models.chat_model(backend="vllm", model="m", gpu_memory_utilization=0.5)
     assert len(built) == 2

@@ -24,7 +24,7 @@ from typing import Any
 
 from baselines.memforest_method.system import MemForestSystem
 from benchmarks.datasets import DatasetError, Instance, load_longmemeval
-from benchmarks.harness import preflight
+from benchmarks.harness import gpu_node
 from benchmarks.harness.evidence import retrieval_fields
 from benchmarks.harness.metrics import retrieval_recall
 from memforest.config import EmbedderConfig, MemForestConfig, from_dict
@@ -142,8 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = from_dict(EmbedderConfig, settings)
     gpu = None
     if args.device.startswith("cuda"):
-        node = preflight.gather()
-        found = preflight.problems(node, [], 1)
+        node = gpu_node.gather()
+        found = gpu_node.problems(node, [], 1)
         if found:
             for line in found:
                 print(f"preflight: {line}", file=sys.stderr)

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from omegaconf import OmegaConf
 
-from benchmarks.harness import preflight
+from benchmarks.harness import gpu_node
 from memforest.config import EmbedderConfig, LLMConfig, from_dict
 from memforest.errors import ConfigError
 from memforest.llm.base import ChatModel, Embedder
@@ -51,11 +51,11 @@ def embedder(**node: Any) -> Embedder:
 
 
 def _preflight(llm: LLMConfig | None, embedder: EmbedderConfig | None) -> None:
-    shares, engines = preflight.gpu_shares(llm, embedder)
+    shares, engines = gpu_node.gpu_shares(llm, embedder)
     if engines:
         try:
-            preflight.require_gpu(shares, engines)
-        except preflight.PreflightError as exc:
+            gpu_node.require_gpu(shares, engines)
+        except gpu_node.PreflightError as exc:
             raise ConfigError(str(exc)) from exc
 
 
