@@ -17,11 +17,15 @@ export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$job_tmp/triton}"
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$job_tmp/inductor}"
 
 # preflight OVERRIDES...: the GPU preflight (driver, GPU, free memory for the shares, caches) for the
-# llm and embedder the overrides choose; the job stops with its one-line reasons when it fails.
+# llm and embedder the overrides choose; the job stops with its one-line reasons when it fails. A sweep
+# over models (llm=a,b) is left to the harness, which checks each model before it builds it.
 preflight() {
   local chosen=() a
   for a in "$@"; do
-    case "$a" in llm=*|embedder=*|llm.*|embedder.*|+llm.*|+embedder.*|++llm.*|++embedder.*) chosen+=("$a");; esac
+    case "$a" in
+      llm=*,*|embedder=*,*) ;;
+      llm=*|embedder=*|llm.*|embedder.*|+llm.*|+embedder.*|++llm.*|++embedder.*) chosen+=("$a");;
+    esac
   done
   "$venv/bin/python" -m benchmarks.harness.preflight --config ${chosen[@]+"${chosen[@]}"} || exit 2
 }

@@ -259,6 +259,9 @@ def test_a_node_whose_driver_is_too_old_stops_before_any_model_starts(tmp_path: 
     cpu = job("memforest_bench.sbatch", env, "method=flat_rag", "llm=smollm2_cpu")  # nothing on the GPU
     out, _ = cpu.communicate(timeout=120)
     assert cpu.returncode == 0 and "nothing to check" in out and "BENCH" in out
+    sweep = job("memforest_bench.sbatch", env, "-m", "llm=qwen3_4b,gemma4_12b")  # left to the harness
+    out, _ = sweep.communicate(timeout=120)
+    assert sweep.returncode == 0 and "BENCH" in out, out
 
 
 HUB_ID = re.compile(r"^\s*model:\s*['\"]?([A-Za-z0-9][\w.-]*/[\w.-]+)['\"]?\s*(#.*)?$", re.M)
