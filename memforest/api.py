@@ -23,7 +23,7 @@ from memforest.caches import StoreCaches
 from memforest.check import check_store, damaged
 from memforest.config import LLM_QUERY_MODES, QUERY_MODES, MemForestConfig
 from memforest.errors import InputError, StoreError, configured_key, redact
-from memforest.hugepages import advise_heap
+from memforest.hugepages import advise_heap_later
 from memforest.lifecycle import delete_session
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
@@ -428,9 +428,9 @@ def _settle_if_large(snap: Snapshot, config: MemForestConfig) -> None:
     if nodes and len(snap.state.nodes) >= nodes:
         gc.collect()
         gc.freeze()
-        if config.huge_pages:
-            report = advise_heap()
-            log.debug("huge pages after loading %s: %s", snap.state.user, report)
+        if config.huge_pages:  # collapsed in the background: the open does not wait for the kernel
+            user = snap.state.user
+            advise_heap_later(lambda report: log.debug("huge pages after loading %s: %s", user, report))
 
 
 def _discard_new_store(db: UserDB) -> None:

@@ -10,6 +10,7 @@ cache. A cache that cannot be written (a read-only store) is skipped."""
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -43,7 +44,13 @@ class StoreCaches:
         cache serves the version read, its lexical index read from the cache when first needed; a
         version whose partitions were trained afresh has them written to the cache at once."""
         self._read.clear()
-        snap = publish.load(db, user, self._partitions_for)
+        collecting = gc.isenabled()
+        gc.disable()  # millions of objects, none of them garbage yet: no cyclic collections while loading
+        try:
+            snap = publish.load(db, user, self._partitions_for)
+        finally:
+            if collecting:
+                gc.enable()
         snap.use_lexical_source(self.lexical_source())
         if self._read.get(snap.version) is None:
             self.persist_partitions(snap)

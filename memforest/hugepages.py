@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import ctypes
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +81,18 @@ def private_anonymous(smaps: str) -> list[Mapping]:
     if current is not None:
         out.append(Mapping(*current))
     return out
+
+
+def advise_heap_later(done: Callable[[HugePageReport], None] | None = None) -> threading.Thread:
+    """`advise_heap` in a daemon thread, so an open does not wait seconds for the kernel to collapse
+    gigabytes (madvise runs without the interpreter lock); `done` gets the report."""
+    def run() -> None:
+        report = advise_heap()
+        if done is not None:
+            done(report)
+    thread = threading.Thread(target=run, name="memforest-huge-pages", daemon=True)
+    thread.start()
+    return thread
 
 
 def advise_heap(min_resident: float = MIN_RESIDENT) -> HugePageReport:

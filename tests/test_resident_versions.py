@@ -13,7 +13,14 @@ import numpy as np
 from conftest import make_sessions
 
 from memforest.cow import CowMap, CowSet
-from memforest.hugepages import HugePageReport, Mapping, advise_heap, private_anonymous, thp_mode
+from memforest.hugepages import (
+    HugePageReport,
+    Mapping,
+    advise_heap,
+    advise_heap_later,
+    private_anonymous,
+    thp_mode,
+)
 from memforest.index.forest_index import fact_uid
 from memforest.vector_table import VectorTable
 
@@ -101,11 +108,10 @@ def test_a_large_loaded_memory_is_frozen_out_of_the_collector_and_still_freed(sc
                                                                              monkeypatch) -> None:
     advised: list[int] = []
 
-    def advise() -> HugePageReport:
+    def advise_later(done=None) -> None:
         advised.append(1)
-        return HugePageReport(reason="recorded by the test")
 
-    monkeypatch.setattr("memforest.api.advise_heap", advise)
+    monkeypatch.setattr("memforest.api.advise_heap_later", advise_later)
     writer = scripted_forest(path=tmp_path / "st")
     small = scripted_forest(path=tmp_path / "st")  # the default bound: this store is far below it
     large = scripted_forest(path=tmp_path / "st")
@@ -156,6 +162,15 @@ def test_advising_the_heap_reports_what_it_did_and_keeps_memory_intact() -> None
     assert 0 <= report.collapsed_bytes <= report.advised_bytes and report.seconds >= 0
     assert report.advised_bytes > 0 or report.reason  # did something, or says why not
     assert int(block[-1]) == (8 << 20) - 1 and int(block.sum()) == (8 << 20) * ((8 << 20) - 1) // 2
+
+
+def test_advising_the_heap_later_reports_from_its_own_thread() -> None:
+    reports: list[tuple[HugePageReport, str]] = []
+    thread = advise_heap_later(lambda r: reports.append((r, threading.current_thread().name)))
+    thread.join(timeout=60)
+    assert not thread.is_alive() and thread.daemon
+    (report, name), = reports
+    assert name == "memforest-huge-pages" and (report.advised_bytes > 0 or report.reason)
 
 
 def test_stage_timings_cover_the_wall_time(scripted_forest) -> None:
