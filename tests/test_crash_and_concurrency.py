@@ -1,4 +1,5 @@
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -21,9 +22,9 @@ def _reader(store):
     return MemForest(store, MemForestConfig(), embedder=HashEmbedder(), generate=False)
 
 
-def _start(store, first, count, latency):
+def _start(store, first, count, latency, *mode):
     return subprocess.Popen([sys.executable, str(WORKER), str(store), "u", str(first), str(count),
-                             str(latency)],
+                             str(latency), *mode],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -58,6 +59,42 @@ def test_sigkill_at_random_points_never_corrupts_the_store(tmp_path):
         assert state.version == len(state.sessions)
         confirmed |= extra
     assert len(confirmed) > 8
+
+
+def _evidence(store, question):
+    reader = _reader(store)
+    try:
+        return [(e.id, e.text, round(e.score, 9)) for e in reader.query("u", question, answer=False).evidence]
+    finally:
+        reader.close()
+
+
+@pytest.mark.integration
+def test_sigkill_while_caches_are_read_and_written_never_corrupts_a_query(tmp_path):
+    """A writer killed at random points, each of its operations in a newly opened memory that reads
+    the caches beside the store and rewrites them at close: a later reader answers exactly as one
+    whose caches are removed (a cache left stale or cut short is rebuilt, never trusted), and check
+    passes."""
+    rng = random.Random(11)
+    store = tmp_path / "store"
+    caches = store / "users" / "u" / "cache"
+    first = 0
+    for _ in range(6):
+        proc = _start(store, first, 30, 0.0, "reopen")
+        proc.stdout.readline()
+        time.sleep(rng.uniform(0.0, 1.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+        first += 30
+        if not (store / "users" / "u" / "memory.sqlite").exists():
+            continue
+        question = f"Lisbon item{rng.randrange(first)}x2"
+        with_caches = _evidence(store, question)
+        report = _reader(store).check("u")
+        assert report["ok"], report["problems"][:5]
+        shutil.rmtree(caches, ignore_errors=True)
+        assert _evidence(store, question) == with_caches
+    assert (caches / "lexical.cache").is_file()  # written again by the last reader
 
 
 @pytest.mark.integration
