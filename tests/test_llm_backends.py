@@ -26,6 +26,7 @@ from memforest.llm.base import (
     InvalidOutputError,
     TransientModelError,
     Usage,
+    is_transient,
 )
 from memforest.llm.embedders import OpenAIEmbedder, SentenceTransformerEmbedder, VLLMEmbedder
 from memforest.llm.llamacpp import LlamaCppChatModel, packaged_gguf_path
@@ -241,7 +242,7 @@ def test_openai_a_finish_other_than_stop_or_length_is_a_model_error(reason: str)
     mocked(model, lambda request: httpx.Response(
         200, json={"choices": [{"message": message, "finish_reason": reason}], "model": "served"}))
     [result] = model.generate([chat_request()])
-    assert isinstance(result, ModelError)
+    assert isinstance(result, ModelError) and is_transient(result) == (reason == "error")
     assert str(result) == f"test: served finished the request with finish_reason={reason!r}, not an answer"
 
 

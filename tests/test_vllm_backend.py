@@ -20,7 +20,7 @@ from benchmarks.harness.models import library_config
 from benchmarks.harness.schema import BenchConfig, bench_config
 from memforest.config import EmbedderConfig, LLMConfig
 from memforest.errors import ConfigError, ModelError
-from memforest.llm.base import ChatRequest, ChatResponse
+from memforest.llm.base import ChatRequest, ChatResponse, is_transient
 from memforest.llm.embedders import OpenAIEmbedder, VLLMEmbedder
 from memforest.llm.factory import build_chat_model, build_embedder
 from memforest.llm.openai_compat import OpenAIChatModel
@@ -187,6 +187,7 @@ def test_a_request_the_engine_finished_without_an_answer_is_a_model_error(
     results = chat.generate(wave)
     assert isinstance(results[2], ModelError)
     assert f"finish_reason={reason!r}" in str(results[2]) and "test request" in str(results[2])
+    assert is_transient(results[2]) == (reason == "error")  # vLLM: a retryable request-level failure
     assert [json.loads(echoed(r))["echo"] if i == 4 else echoed(r) for i, r in enumerate(results) if i != 2] \
         == ["q0", "q1", "q3", "q4", "q5"]
     assert stub.engines[0].chat_calls == [6]  # one call: a finished failure needs no halving

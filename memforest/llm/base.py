@@ -78,6 +78,11 @@ class TransientModelError(Exception):
     """A failure worth retrying with backoff (timeout, connection reset, 5xx, overload)."""
 
 
+class RetryableModelError(ModelError, TransientModelError):
+    """A request the engine failed and marks worth retrying: vLLM's finish_reason "error" (a
+    request-level internal failure such as a KV-cache load, which its server answers with HTTP 500)."""
+
+
 class InvalidOutputError(Exception):
     """The model answered, but not with what was asked (truncated, invalid JSON)."""
 
@@ -123,16 +128,24 @@ def generate_each(
 
 
 SUCCESS_FINISHES = ("stop", "length")  # "length" is a success only where the request allows truncation
+RETRYABLE_FINISHES = ("error",)
+
+
+def finish_failure(reason: str, text: str) -> ModelError:
+    """The error of a request finished with `reason` (not a success): worth retrying for vLLM's "error",
+    final for "abort" and the rest."""
+    return RetryableModelError(text) if reason in RETRYABLE_FINISHES else ModelError(text)
 
 
 def check_response(request: ChatRequest,
                    response: ChatResponse) -> ChatResponse | InvalidOutputError | ModelError:
     """The response; a ModelError if the engine did not finish it by itself (finish_reason "error",
-    "abort", or any other than "stop" and "length"); an InvalidOutputError if it was truncated (unless
-    the request allows it) or is not the JSON asked for."""
-    if response.finish_reason not in SUCCESS_FINISHES:
-        return ModelError(f"{request.stage}: {response.model or 'the model'} finished the request with "
-                          f"finish_reason={response.finish_reason!r}, not an answer")
+    which is worth retrying, "abort", or any other than "stop" and "length"); an InvalidOutputError if
+    it was truncated (unless the request allows it) or is not the JSON asked for."""
+    reason = response.finish_reason
+    if reason not in SUCCESS_FINISHES:
+        return finish_failure(reason, f"{request.stage}: {response.model or 'the model'} finished the "
+                                      f"request with finish_reason={reason!r}, not an answer")
     if response.finish_reason == "length" and not request.allow_truncation:
         return InvalidOutputError(
             f"{request.stage}: output truncated at max_tokens={request.max_tokens} "

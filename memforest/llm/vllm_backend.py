@@ -22,6 +22,7 @@ from memforest.llm.base import (
     TransientModelError,
     Usage,
     check_response,
+    finish_failure,
 )
 
 INSTALL_HINT = "pip install 'memforest[gpu]'"
@@ -159,7 +160,7 @@ class VLLMChatModel(EngineOwner):
     that makes the call fail (a prompt longer than the context, a schema the engine refuses) fails
     alone: the wave is split in halves and retried until the failing requests stand alone. A request
     the engine finished without an answer (finish_reason "error", "abort", "repetition") is a ModelError
-    with that reason."""
+    with that reason, worth retrying for "error" (`finish_failure`)."""
 
     batched = True
 
@@ -207,8 +208,8 @@ class VLLMChatModel(EngineOwner):
         if reason not in SUCCESS_FINISHES:
             stop = getattr(completion, "stop_reason", None)
             detail = f", stop_reason={stop!r}" if stop is not None else ""
-            return ModelError(f"{self.name}: vLLM finished the {request.stage} request with "
-                              f"finish_reason={reason!r}{detail}, not an answer")
+            return finish_failure(reason, f"{self.name}: vLLM finished the {request.stage} request with "
+                                  f"finish_reason={reason!r}{detail}, not an answer")
         return check_response(request, self._response(output))
 
     def _chat(self, requests: list[ChatRequest]) -> list[Any]:
