@@ -267,8 +267,9 @@ class UserState:
     def derive(self, saved: SavedPartitions | None = None) -> None:
         """Rebuild the derived maps from the trees and facts (after a load or a merge); the fact table
         takes the `saved` partitions (of a cache of this version) when they hold exactly its keys."""
-        for name in self._MAPS:
-            setattr(self, name, CowMap.over(dict(getattr(self, name).items())))
+        for name in self._MAPS:  # a plain dict (as a load makes them) is nobody else's: taken as it is
+            m = getattr(self, name)
+            setattr(self, name, CowMap.over(m if type(m) is dict else dict(m.items())))
         held: dict[str, set[str]] = {}
         for tid, info in self.trees.items():
             if info.family != "session":
