@@ -332,6 +332,12 @@ def test_a_share_too_small_for_one_full_context_of_kv_cache_is_refused(stub: vll
     llm_cfg.gpu_memory_utilization = 0.7
     with pytest.raises(ValueError, match="No available memory for the cache blocks"):
         build_chat_model(llm_cfg)
+    small, _ = shipped("qwen3_4b")  # 7.5 GiB of weights, 4.5 GiB of KV at 32768 tokens
+    small.gpu_memory_utilization = 0.16  # 12.8 GiB: room for the KV cache only without CUDA graphs
+    with pytest.raises(ValueError, match="KV cache is needed"):
+        build_chat_model(small)
+    small.engine_args["enforce_eager"] = True
+    build_chat_model(small).close()
     assert stub.device.held == {}  # a process that failed to start holds nothing
 
 
