@@ -9,6 +9,7 @@ import numpy as np
 
 from memforest.state import EntityStat, NodeData, Scene, TreeInfo, UserState
 from memforest.trees.memtree import MemTree
+from memforest.trees.node import Node
 from memforest.types import Cell, Fact, Occurrence, Session, Turn
 
 
@@ -53,20 +54,19 @@ def read_state(con: sqlite3.Connection, user: str) -> UserState:
                           _list(topics), time_text, es, ee, attr, domain, coll, occ.get(fid, []))
         fact_vecs[fid] = _vec(emb)
         fact_blobs[fid] = emb
-    rows: dict[str, list[dict]] = {}
+    rows: dict[str, list[Node]] = {}
     nodes: dict[tuple[str, int], NodeData] = {}
     for row in con.execute("SELECT * FROM nodes"):
         tid, nid, item, emb = row[0], row[1], row[10], row[15]
-        rows.setdefault(tid, []).append({
-            "id": nid, "level": row[2], "parent": row[3], "children": _list(row[4]), "t_lo": row[5],
-            "item_lo": row[6], "t_hi": row[7], "item_hi": row[8], "count": row[9], "item": item,
-            "prev": row[11], "next": row[12]})
+        rows.setdefault(tid, []).append(Node(  # as `node_from_row` makes it
+            int(nid), int(row[2]), row[3], _list(row[4]), (float(row[5]), str(row[6])),
+            (float(row[7]), str(row[8])), int(row[9]), item, row[11], row[12]))
         # a fact's leaf carries the fact's own vector: one array for both, as the write path makes it
         vec = fact_vecs[item] if item is not None and fact_blobs.get(item) == emb else _vec(emb)
         nodes[(tid, nid)] = NodeData(row[13], row[14], vec)
     trees: dict[str, TreeInfo] = {}
     for tid, rowid, family, label, fanout, _root, next_id in con.execute("SELECT * FROM trees"):
-        tree = MemTree.from_rows(tid, fanout, rows.pop(tid, []), next_node_id=next_id, validate=False)
+        tree = MemTree.from_nodes(tid, fanout, rows.pop(tid, []), next_node_id=next_id, validate=False)
         trees[tid] = TreeInfo(tid, family, label, rowid, tree)
     entities: dict[str, EntityStat] = {}
     for label, tree_id in con.execute("SELECT label, tree_id FROM entities"):

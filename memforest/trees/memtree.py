@@ -172,9 +172,16 @@ class MemTree(TreeNavigation):
         next_node_id: int | None = None, validate: bool = True,
     ) -> MemTree:
         """Rebuild a tree from its rows; ``next_node_id`` defaults to the largest id + 1."""
+        return cls.from_nodes(tree_id, fanout, map(node_from_row, rows), next_node_id, validate)
+
+    @classmethod
+    def from_nodes(
+        cls, tree_id: str, fanout: int, nodes: Iterable[Node], next_node_id: int | None = None,
+        validate: bool = True,
+    ) -> MemTree:
+        """`from_rows` for nodes already made from their rows (the tree takes them as they are)."""
         tree = cls(tree_id, fanout)
-        for row in rows:
-            node = node_from_row(row)
+        for node in nodes:
             require(node.id not in tree.nodes, f"tree {tree_id!r}: duplicate node id {node.id}")
             tree.nodes[node.id] = node
             if node.parent is None:
