@@ -14,7 +14,7 @@ TORCH_CPU ?= torch==2.13.0
 RESULTS ?= results
 PAPER_OUT ?= paper
 
-.PHONY: run test bench fuzz paper lint clean-venv gpu-check
+.PHONY: run test bench fuzz paper paper-runs lint clean-venv gpu-check
 
 $(VENV)/.installed-cpu: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,8 +49,17 @@ $(VENV)/.installed-paper: pyproject.toml
 	$(PIP) install -e ".[paper]"
 	touch $@
 
+# Prints, for each artifact without runs, the command that would fill it (make paper-runs, or slurm/).
 paper: $(VENV)/.installed-paper
 	$(PY) -m analysis $(RESULTS) --out $(PAPER_OUT)
+
+# Every paper experiment a CPU can honestly run, into $(RESULTS)/, resumable (benchmarks/paper_runs.py):
+# the simulated write path on the sample and the generator-free recall sweeps on PAPER_DATA; then
+# `make paper`. PAPER_RUNS_ARGS passes more, e.g. --limit 30 --chunk-limit 10 --locomo FILE.
+PAPER_DATA ?= ../shared/data/longmemeval_s_slice.json.xz
+PAPER_RUNS_ARGS ?=
+paper-runs: $(VENV)/.installed-dev
+	$(PY) -m benchmarks.paper_runs --results $(RESULTS) --data $(PAPER_DATA) $(PAPER_RUNS_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check memforest baselines benchmarks analysis tests
