@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from analysis import hints
 from analysis.load import Results
 
 log = logging.getLogger("analysis")
@@ -69,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     total = sum(len(paths) for paths in written.values())
     print(f"{total} files for {len(written)} artifacts written to {args.out}/")
+    for name, command in hints.missing(Results.scan(args.results), args.only).items():
+        print(f"missing {name}: no runs; to fill it: {command}")
     return 0
 
 

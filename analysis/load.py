@@ -33,6 +33,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.recall import record_recall
 from analysis.rows import build_figures, read_jsonl
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,7 @@ def record_row(record: Mapping[str, Any]) -> dict[str, Any]:
     row["retrieval_llm_calls"] = (record.get("retrieval_llm") or {}).get("calls", 0)
     row["gold_turn_retrieved"] = gold_hit(record)
     row["evidence_items"] = len(record.get("retrieved") or ())
+    row.update(record_recall(record))
     return row
 
 

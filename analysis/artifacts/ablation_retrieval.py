@@ -1,16 +1,26 @@
 """Retrieval ablation (the paper's Table 7): the six retrieval settings (`method.memforest.query.mode`:
 flat top-k facts, root summaries only, embedding browse, embedding browse + planner, LLM browse, LLM
-browse + planner), scored on the 60-question LongMemEval-S subset."""
+browse + planner), scored on the 60-question LongMemEval-S subset. The generator-free modes (root
+summaries only, embedding browse) add retrieval recall (RECALL_EXPERIMENTS) in their own table and a
+figure whose recall panel stands beside the paper's accuracy, labelled recall."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
+from analysis import recall
 from analysis.artifacts import ablation
 from analysis.load import Results
-from analysis.names import QUERY_MODES, published
+from analysis.names import QUERY_MODES, published, system_name
+from analysis.render import finish_figure, legend, new_figure, write_table
+from analysis.sweeps import setting_of
 
 EXPERIMENTS = ("ablation_retrieval", "retrieval_ablation")
+RECALL_EXPERIMENTS = ("ablation_retrieval_recall",)
+GENERATOR_FREE = ["root", "embed"]
 
 
 def spec() -> ablation.Ablation:
@@ -21,5 +31,45 @@ def spec() -> ablation.Ablation:
         display=QUERY_MODES, default="embed")
 
 
+def recall_figure(rec: pd.DataFrame, out: Path) -> list[Path]:
+    """The paper's accuracy per mode (left) beside our retrieval recall of the generator-free modes."""
+    pub = published("ablation_retrieval")
+    order = list(pub["mode"])
+    fig, (ax_acc, ax_rec) = new_figure(ncols=2, width=4.8, height=4.4)
+    ax_acc.bar(range(len(order)), pub["accuracy_pct"], color="grey",
+               label="paper: 60-question LongMemEval-S subset, Qwen3-30B-A3B, pass@8")
+    ax_acc.set_xticks(range(len(order)), [QUERY_MODES.get(m, m) for m in order], rotation=30, ha="right",
+                      fontsize=7)
+    ax_acc.set_ylabel("accuracy, pass@8 (%)")
+    ax_acc.set_ylim(0, 105)
+    series = list(rec.groupby(["dataset", "kind", "method"], dropna=False))
+    width = 0.8 / max(1, 2 * len(series))
+    for i, ((dataset, kind, method), group) in enumerate(series):
+        values = group.set_index("setting")
+        turn = (("recall_turn", "evidence recall") if kind == "locomo"
+                else ("recall_turn_any", "turn recall_any"))
+        for j, (column, what) in enumerate((("recall_session_any", "session recall_any"), turn)):
+            xs = np.arange(len(GENERATOR_FREE)) + (2 * i + j - (2 * len(series) - 1) / 2) * width
+            heights = [100 * float(values[column].get(m, np.nan)) for m in GENERATOR_FREE]
+            ax_rec.bar(xs, heights, width, hatch="" if j == 0 else "//",
+                       label=f"ours: {system_name(method)}, {dataset}: {what}")
+    ax_rec.set_xticks(range(len(GENERATOR_FREE)), [QUERY_MODES.get(m, m) for m in GENERATOR_FREE], fontsize=7)
+    ax_rec.set_ylabel(recall.LABEL)
+    ax_rec.set_ylim(0, 105)
+    ax_rec.set_title("recall (no generator), not accuracy", fontsize=9)
+    if rec.empty:
+        ax_rec.text(0.5, 0.5, "no recall runs (missing)", transform=ax_rec.transAxes, ha="center",
+                    color="grey")
+    for ax in (ax_acc, ax_rec):
+        legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.42), ncol=1)
+    return finish_figure(fig, "ablation_retrieval_recall", out, "Retrieval ablation: accuracy (paper) and "
+                         "recall (ours, generator-free modes)", empty=rec.empty)
+
+
 def make(results: Results, out: Path) -> list[Path]:
-    return ablation.make(spec(), results, out)
+    settings = setting_of(results, RECALL_EXPERIMENTS, "method.memforest.query.mode",
+                          lambda v: str(v or "embed"), "embed")
+    rec = recall.by_setting(results.records, results.runs, settings)
+    rec_table = recall.table("ablation_retrieval_recall", "Retrieval ablation: recall of the generator-free "
+                             "modes (no generator)", rec, GENERATOR_FREE, "mode", QUERY_MODES)
+    return ablation.make(spec(), results, out) + write_table(rec_table, out) + recall_figure(rec, out)

@@ -2,7 +2,8 @@
 whole session) against extraction throughput (facts/s), tokens per fact, the share of questions whose
 retrieved evidence holds a gold turn (from the records), and, when measured, the share whose gold span
 survives in a fact (the paper's Ent-GR: a `gold_span_kept` column in a `chunk_size.jsonl` measurement
-file of the run), beside the paper's Table 8."""
+file of the run), beside the paper's Table 8. The generator-free sweep (RECALL_EXPERIMENTS) adds
+retrieval recall per chunk size, in its own table and panel, labelled recall."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis import recall
 from analysis.load import Results
 from analysis.names import backbone_name, published
 from analysis.render import Table, finish_figure, fmt, legend, new_figure, write_table
 from analysis.sweeps import scores, setting_of
 
 EXPERIMENTS = ("chunk_size",)
+RECALL_EXPERIMENTS = ("chunk_size_recall",)
 NAME = "chunk_size"
 KEY = "method.memforest.chunk.max_turns"
 ORDER = ["1", "2", "4", "8", "16", "32", "48", "64", "whole"]
@@ -93,8 +96,8 @@ def table(ours: pd.DataFrame, acc: pd.DataFrame) -> Table:
     return Table(NAME, pd.DataFrame(rows), "Chunk-size sweep", notes)
 
 
-def figure(ours: pd.DataFrame, out: Path) -> list[Path]:
-    fig, (ax_rate, ax_kept) = new_figure(ncols=2, width=4.6, height=4.2)
+def figure(ours: pd.DataFrame, rec: pd.DataFrame, out: Path) -> list[Path]:
+    fig, (ax_rate, ax_kept, ax_rec) = new_figure(ncols=3, width=4.6, height=4.2)
     pub = published("chunk_size")
     px = [position(c) for c in pub["chunk_turns"]]
     for (backbone, simulated), group in ours.groupby(["backbone", "simulated"], dropna=False):
@@ -115,12 +118,15 @@ def figure(ours: pd.DataFrame, out: Path) -> list[Path]:
     ax_rate.set_ylabel("extraction throughput (facts / s, log scale)")
     ax_kept.set_ylabel("questions (%)")
     ax_kept.set_ylim(0, 105)
-    for ax in (ax_rate, ax_kept):
+    recall.plot(ax_rec, rec, position)
+    ax_rec.set_title("recall (no generator), not accuracy", fontsize=9)
+    for ax in (ax_rate, ax_kept, ax_rec):
         ax.set_xticks(range(len(ORDER)), ORDER, fontsize=8)
         ax.set_xlabel("turns per extraction chunk")
         legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=1)
     simulated = bool(len(ours) and ours["simulated"].any())
-    return finish_figure(fig, NAME, out, "Chunk-size sweep", simulated=simulated, empty=ours.empty)
+    return finish_figure(fig, NAME, out, "Chunk-size sweep", simulated=simulated,
+                         empty=ours.empty and rec.empty)
 
 
 def make(results: Results, out: Path) -> list[Path]:
@@ -128,4 +134,8 @@ def make(results: Results, out: Path) -> list[Path]:
     acc = scores(results, settings)
     acc = acc.sort_values("judge").drop_duplicates("setting")  # one judge's pass@1 per setting
     ours = throughput(results, settings)
-    return write_table(table(ours, acc), out) + figure(ours, out)
+    recall_settings = setting_of(results, RECALL_EXPERIMENTS, KEY, chunk_label, default=2)
+    rec = recall.by_setting(results.records, results.runs, recall_settings)
+    rec_table = recall.table(f"{NAME}_recall", "Chunk-size sweep: retrieval recall (no generator)", rec,
+                             [o for o in ORDER if o != "48"], "turns per cell")
+    return write_table(table(ours, acc), out) + write_table(rec_table, out) + figure(ours, rec, out)

@@ -1,7 +1,8 @@
 """Evidence budget: accuracy, evidence items and retrieval latency versus k, the number of units in
 the final context (`method.memforest.query.final_units`, k = 5..100), for the runs of EXPERIMENTS.
 The paper did not release its MemForest evidence-budget study; its only published budget control
-(Mem0 on a fixed store, top-50 versus top-200) is shown beside, labelled as such."""
+(Mem0 on a fixed store, top-50 versus top-200) is shown beside, labelled as such. The generator-free
+sweep (RECALL_EXPERIMENTS) adds retrieval recall versus k, in its own table and panel, labelled recall."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis import recall
 from analysis.load import Results
 from analysis.names import backbone_name, published, system_name
 from analysis.render import Table, finish_figure, fmt, legend, new_figure, write_table
 from analysis.sweeps import record_means, scores, setting_of
 
 EXPERIMENTS = ("evidence_budget",)
+RECALL_EXPERIMENTS = ("evidence_budget_recall",)
+KS = ["5", "10", "20", "50", "100"]
 NAME = "evidence_budget"
 KEY = "method.memforest.query.final_units"
 
@@ -51,8 +55,8 @@ def _num(text: object) -> float:
         return float("inf")
 
 
-def figure(acc: pd.DataFrame, means: pd.DataFrame, out: Path) -> list[Path]:
-    fig, (ax_acc, ax_lat) = new_figure(ncols=2, width=4.6, height=4.2)
+def figure(acc: pd.DataFrame, means: pd.DataFrame, rec: pd.DataFrame, out: Path) -> list[Path]:
+    fig, (ax_acc, ax_lat, ax_rec) = new_figure(ncols=3, width=4.6, height=4.2)
     for (method, backbone, simulated,
          judge), group in acc.groupby(["method", "backbone", "simulated", "judge"]):
         group = group.assign(k=group["setting"].map(_num)).sort_values("k")
@@ -72,17 +76,26 @@ def figure(acc: pd.DataFrame, means: pd.DataFrame, out: Path) -> list[Path]:
     ax_acc.set_ylabel("accuracy, pass@1 (%)")
     ax_acc.set_ylim(0, 105)
     ax_lat.set_ylabel("retrieval latency per question (ms)")
-    for ax in (ax_acc, ax_lat):
+    recall.plot(ax_rec, rec, _num)
+    ax_rec.set_title("recall (no generator), not accuracy", fontsize=9)
+    for ax in (ax_acc, ax_lat, ax_rec):
         ax.set_xscale("log")
         ax.set_xticks([5, 10, 20, 50, 100, 200], ["5", "10", "20", "50", "100", "200"])
         ax.set_xlabel("evidence budget k (units, log scale)")
         legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=1)
     simulated = bool(len(acc) and acc["simulated"].any())
-    return finish_figure(fig, NAME, out, "Evidence budget", simulated=simulated, empty=acc.empty)
+    return finish_figure(fig, NAME, out, "Evidence budget", simulated=simulated,
+                         empty=acc.empty and rec.empty)
 
 
 def make(results: Results, out: Path) -> list[Path]:
     settings = setting_of(results, EXPERIMENTS, KEY, lambda v: "missing" if v is None else str(v))
     acc = scores(results, settings)
     means = record_means(results, settings, ["evidence_items", "retrieve_seconds"])
-    return write_table(table(acc, means), out) + figure(acc, means, out)
+    recall_settings = setting_of(results, RECALL_EXPERIMENTS, KEY,
+                                 lambda v: "missing" if v is None else str(v))
+    rec = recall.by_setting(results.records, results.runs, recall_settings)
+    rec_table = recall.table(f"{NAME}_recall", "Evidence budget: retrieval recall versus k (no generator)",
+                             rec, KS, "k")
+    return (write_table(table(acc, means), out) + write_table(rec_table, out)
+            + figure(acc, means, rec, out))

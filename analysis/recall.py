@@ -1,0 +1,110 @@
+"""Retrieval recall of generator-free sweeps, beside the paper's accuracy: what the evidence a run handed
+over (each record's retrieved sessions and turns, the whole evidence budget) holds of the gold evidence.
+
+Per record (first attempt, questions with gold evidence, abstentions left out, as LongMemEval's own
+retrieval metrics do): `recall_session_any` (a gold session among the retrieved ones), `recall_turn_any`
+(a gold turn among the retrieved ones), `recall_turn_all` (every gold turn) and `recall_turn` (the share
+of gold turns retrieved: LoCoMo's evidence recall by dia id). These are recall, never accuracy: the
+tables and figures say so."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from analysis.names import system_name
+from analysis.render import Table, fmt
+
+RECALL_COLUMNS = ("recall_session_any", "recall_turn_any", "recall_turn_all", "recall_turn")
+LABEL = "retrieval recall (%), not accuracy"
+
+
+def record_recall(record: Mapping[str, Any]) -> dict[str, float | None]:
+    """The recall columns of one record (None where it has no gold or no retrieved ids of a level)."""
+    out: dict[str, float | None] = dict.fromkeys(RECALL_COLUMNS)
+    if record.get("abstention"):
+        return out
+    for level in ("session", "turn"):
+        gold = {str(g) for g in record.get(f"evidence_{level}s") or ()}
+        got = record.get(f"retrieved_{level}_ids")
+        if not gold or got is None:
+            continue
+        found = gold & {str(g) for g in got}
+        if level == "session":
+            out["recall_session_any"] = float(bool(found))
+        else:
+            out.update(recall_turn_any=float(bool(found)), recall_turn_all=float(found == gold),
+                       recall_turn=len(found) / len(gold))
+    return out
+
+
+def by_setting(records: pd.DataFrame, runs: pd.DataFrame, settings: dict[str, str]) -> pd.DataFrame:
+    """Mean recall per setting, dataset, method and backbone over the first attempt of each question."""
+    keys = ["setting", "dataset", "kind", "method", "backbone"]
+    columns = [*keys, "questions", *RECALL_COLUMNS]
+    r = records[records["run_id"].isin(settings)] if len(records) else records
+    if r.empty or "recall_session_any" not in r:
+        return pd.DataFrame(columns=columns)
+    r = r[r["attempt"] == 0].merge(runs[["run_id", "dataset", "kind", "method", "backbone"]], on="run_id",
+                                   how="left", suffixes=("_record", ""))
+    r = r.assign(setting=r["run_id"].map(settings))
+    r = r[r[list(RECALL_COLUMNS)].notna().any(axis=1)]
+    if r.empty:
+        return pd.DataFrame(columns=columns)
+    grouped = r.groupby(keys, dropna=False)
+    out = grouped[list(RECALL_COLUMNS)].mean().reset_index()
+    out["questions"] = grouped.size().values
+    return out[columns]
+
+
+def table(name: str, caption: str, frame: pd.DataFrame, order: Sequence[str], setting_title: str,
+          display: Mapping[str, str] | None = None) -> Table:
+    """One row per (setting, dataset, method): session and turn recall, or `missing` for a setting
+    of `order` without a run."""
+    rows = []
+    for setting in [*order, *sorted(set(frame["setting"]) - set(order))]:
+        mine = frame[frame["setting"] == setting].to_dict("records")
+        shown = (display or {}).get(setting, setting)
+        if not mine:
+            rows.append({setting_title: shown, "source": "missing", "questions": "missing",
+                         "session recall_any %": "missing", "turn recall_any %": "missing",
+                         "turn recall_all %": "missing", "evidence recall %": "missing"})
+        for r in mine:
+            rows.append({setting_title: shown, "source": f"ours, {system_name(r['method'])}, {r['dataset']}",
+                         "questions": fmt(int(r["questions"])),
+                         "session recall_any %": _pct(r["recall_session_any"]),
+                         "turn recall_any %": _pct(r["recall_turn_any"]),
+                         "turn recall_all %": _pct(r["recall_turn_all"]),
+                         "evidence recall %": _pct(r["recall_turn"])})
+    notes = ["Retrieval recall, not accuracy: what the evidence handed to the answer model (every retrieved "
+             "unit within the run's evidence budget) holds of the gold evidence, first attempt, questions "
+             "with gold evidence (abstentions left out). Session recall_any: a gold session among the "
+             "retrieved units' sessions; turn recall_any / recall_all: a gold turn / every gold turn "
+             "among them; evidence recall: the share of gold turns (LoCoMo's dia-id evidence recall).",
+             "Runs without a generator (memforest_sessions: raw cells, extractive summaries), so no "
+             "accuracy exists for them; the paper's figures beside are accuracy. n/a: the run's evidence "
+             "names no ids of that level (root summaries name sessions, not turns)."]
+    return Table(name, pd.DataFrame(rows), caption, notes)
+
+
+def _pct(value: float | None) -> str:
+    """A recall cell of a run that exists: n/a where its evidence names no ids of the level."""
+    return "n/a" if value is None or pd.isna(value) else fmt(value, pct=True)
+
+
+def plot(ax: Any, frame: pd.DataFrame, x_of: Any, title: str = LABEL) -> None:
+    """Recall lines (session recall_any, turn recall_any; evidence recall on LoCoMo) per dataset and
+    method, x from `x_of(setting)`, on `ax`, labelled as recall."""
+    for (dataset, kind, method), group in frame.groupby(["dataset", "kind", "method"], dropna=False):
+        group = group.assign(x=group["setting"].map(x_of)).sort_values("x")
+        name = f"ours: {system_name(method)}, {dataset}"
+        ax.plot(group["x"], 100 * group["recall_session_any"], "o-", label=f"{name}: session recall_any")
+        turn, what = (("recall_turn", "evidence recall") if kind == "locomo"
+                      else ("recall_turn_any", "turn recall_any"))
+        ax.plot(group["x"], 100 * group[turn], "s--", label=f"{name}: {what}")
+    ax.set_ylabel(title)
+    ax.set_ylim(0, 105)
+    if frame.empty:
+        ax.text(0.5, 0.5, "no recall runs (missing)", transform=ax.transAxes, ha="center", color="grey")
