@@ -40,7 +40,8 @@ CHUNK_SIZES = "1,2,4,8,16,32,64,0"
 # ~8.6 s; LoCoMo conversations: ~21 s), and per write-path system on the sample instance
 BUILD_S = {"longmemeval_s": 9.0, "locomo": 21.0}
 RETRIEVE_S = 3.0  # per instance and retrieval-only job (copying a store, encoding its questions)
-WRITE_PATH_S = 3600.0  # the four systems on the sample, SmolLM2 as the content source
+WRITE_PATH_S = 3600.0  # the four systems on one sample instance (~26 turns), SmolLM2 as the content source
+SAMPLE_INSTANCES = 6  # benchmarks/datasets/sample.json: 6 instances, 154 turns
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,14 @@ def _data(kind: str, path: Path) -> tuple[str, ...]:
 
 
 def steps(results: Path, data: Path, locomo: Path | None, chunk_sizes: str,
-          chunk_limit: int | None, limit: int | None = None) -> list[Step]:
+          chunk_limit: int | None, limit: int | None = None,
+          write_path_limit: int | None = None) -> list[Step]:
     """The steps of a paper run, in order; `limit` instances of each file (None: all, 100 in the
-    LongMemEval-S slice), `chunk_limit` in the chunk-size sweep."""
+    LongMemEval-S slice), `chunk_limit` in the chunk-size sweep, `write_path_limit` of the sample's 6."""
+    sample = min(SAMPLE_INSTANCES, write_path_limit or SAMPLE_INSTANCES)
     out = [Step("write_path", ("experiment=write_path", "llm=qwen3_30b_a3b_simulated", "dataset=sample",
-                               f"output_root={results}"), WRITE_PATH_S)]
+                               *((f"dataset.limit={write_path_limit}",) if write_path_limit else ()),
+                               f"output_root={results}"), WRITE_PATH_S * sample)]
     files = [("longmemeval_s", data, min(100, limit or 100))]
     files += [("locomo", locomo, min(10, limit or 10))] if locomo else []
     for kind, path, n in files:
@@ -112,11 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--chunk-sizes", default=CHUNK_SIZES, help="turns per cell (0 = whole session)")
     parser.add_argument("--limit", type=int, default=None, help="instances of each data file (default all)")
     parser.add_argument("--chunk-limit", type=int, default=None, help="instances in the chunk-size sweep")
+    parser.add_argument("--write-path-limit", type=int, default=None,
+                        help="sample instances in the write-path step (default all 6)")
     parser.add_argument("--dry-run", action="store_true", help="print the steps and estimates only")
     args = parser.parse_args(argv)
     results = Path(args.results).resolve()
     data, locomo = Path(args.data).resolve(), Path(args.locomo).resolve() if args.locomo else None
-    plan = steps(results, data, locomo, args.chunk_sizes, args.chunk_limit, args.limit)
+    plan = steps(results, data, locomo, args.chunk_sizes, args.chunk_limit, args.limit, args.write_path_limit)
     if args.only is not None:
         unknown = sorted(set(args.only) - {s.name for s in plan})
         if unknown:

@@ -15,13 +15,16 @@ def _names(plan):
 
 
 def test_the_plan_runs_the_write_path_then_the_recall_sweeps_on_each_file(tmp_path):
-    plan = paper_runs.steps(tmp_path, tmp_path / "lme.json", tmp_path / "locomo.json", "1,2,0", 10, 30)
+    plan = paper_runs.steps(tmp_path, tmp_path / "lme.json", tmp_path / "locomo.json", "1,2,0", 10, 30, 1)
     assert _names(plan) == ["write_path", "evidence_budget_recall", "ablation_retrieval_recall",
                             "chunk_size_recall", "evidence_budget_recall_locomo",
                             "ablation_retrieval_recall_locomo", "chunk_size_recall_locomo"]
     by_name = {s.name: s for s in plan}
     assert "llm=qwen3_30b_a3b_simulated" in by_name["write_path"].overrides
-    assert by_name["write_path"].needs is None
+    assert by_name["write_path"].needs is None and "dataset.limit=1" in by_name["write_path"].overrides
+    full = paper_runs.steps(tmp_path, tmp_path / "lme.json", None, "2", None)[0]
+    assert not any(o.startswith("dataset.limit") for o in full.overrides)
+    assert full.estimate_s == 6 * by_name["write_path"].estimate_s
     chunk = by_name["chunk_size_recall"].overrides
     assert "dataset.limit=10" in chunk and "dataset.limit=30" not in chunk
     assert "method.memforest.chunk.max_turns=1,2,0" in chunk
