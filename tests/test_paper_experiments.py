@@ -121,3 +121,19 @@ def test_write_path_table_ranks_systems_against_the_slowest(tmp_path):
     assert rows["memforest_embed"]["recorded_waves"] >= 1  # the library's own wave ids
     assert json.loads((tmp_path / "table" / "write_path.json").read_text())["rows"]
     assert "| memforest_embed |" in (tmp_path / "table" / "write_path.md").read_text()
+    note = write_path.closing_note(data)
+    if data["slowest"] == "flat_rag":  # MemForest faster: its ratio to the slowest closes the table
+        ratio = rows["memforest_embed"]["speedup_vs_slowest"]
+        assert note == [f"memforest_embed writes at {ratio}x the slowest system's (flat_rag) rate, measured."]
+    else:
+        assert note == []
+
+
+def test_the_closing_note_gives_memforests_ratio_to_mem0_and_to_the_slowest():
+    rows = [{"system": "memforest_embed", "ratio_to_mem0": 2.5, "speedup_vs_slowest": 10.0,
+             "modelled_ratio_to_mem0": 3.0, "modelled_speedup_vs_slowest": 12.0},
+            {"system": "mem0", "ratio_to_mem0": 1.0, "speedup_vs_slowest": 4.0},
+            {"system": "zep_local", "ratio_to_mem0": 0.25, "speedup_vs_slowest": 1.0}]
+    assert write_path.closing_note({"slowest": "zep_local", "rows": rows}) == [
+        "memforest_embed writes at 2.5x Mem0's, 10.0x the slowest system's (zep_local) rate, measured; "
+        "on modelled build seconds 3.0x Mem0's, 12.0x the slowest."]

@@ -202,12 +202,30 @@ def markdown(data: Mapping[str, Any]) -> str:
     if data["simulated"]:
         lines.append("Simulated latency: times are a latency model's (assumptions stated in the llm config), "
                      "not a GPU's; output tokens are the charged ones (capped answers count at their cap).")
+    lines += closing_note(data)
     over = [r for r in data["rows"] if r.get("overrun_calls")]
     if over:
         lines.append("Calls slower than simulated (content source slower than the model): " + ", ".join(
             f"{r['system']} {r['overrun_calls']}/{r['served_calls']}" for r in over)
                      + "; their wall times are the CPU's.")
     return "\n".join(lines) + "\n"
+
+
+def closing_note(data: Mapping[str, Any]) -> list[str]:
+    """MemForest's write rate against Mem0's and the slowest system's, measured (and modelled, simulated)."""
+    out = []
+    for r in (r for r in data["rows"] if str(r["system"]).startswith("memforest")):
+        parts = [f"{r['ratio_to_mem0']}x Mem0's" if r.get("ratio_to_mem0") else None,
+                 f"{r['speedup_vs_slowest']}x the slowest system's ({data['slowest']})"
+                 if data.get("slowest") and data["slowest"] != r["system"] else None]
+        modelled = [f"{r['modelled_ratio_to_mem0']}x Mem0's" if r.get("modelled_ratio_to_mem0") else None,
+                    f"{r['modelled_speedup_vs_slowest']}x the slowest"
+                    if r.get("modelled_speedup_vs_slowest") else None]
+        if any(parts):
+            out.append(f"{r['system']} writes at {', '.join(p for p in parts if p)} rate, measured"
+                       + (f"; on modelled build seconds {', '.join(m for m in modelled if m)}"
+                          if any(modelled) else "") + ".")
+    return out
 
 
 def write(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[str, Any]:
