@@ -28,6 +28,10 @@ class LLMConfig:
     context_tokens: int = 8192  # the model's context window (llama.cpp n_ctx, vLLM max_model_len)
     base_url: str | None = None  # openai: e.g. http://127.0.0.1:8000/v1
     api_key_env: str = "OPENAI_API_KEY"  # name of the variable holding the key, never the key
+    # openai: the request fields a server takes. vllm (vLLM, SGLang, llama.cpp's server): every sampling
+    # field sent explicitly, vLLM's top_k/min_p/repetition_penalty too; openai: OpenAI's fields only, for
+    # hosted APIs that refuse fields they do not know (e.g. a judge on api.openai.com)
+    api: str = "vllm"
     timeout_s: float = 120.0
     concurrency: int = 2  # P: requests in flight at once (one wave holds at most P requests)
     max_retries: int = 3  # transient errors, with exponential backoff
@@ -61,6 +65,7 @@ class EmbedderConfig:
     query_prefix: str = ""  # e.g. an instruction prefix for Qwen3-Embedding queries
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
+    api: str = "vllm"  # openai: vllm asks the server to truncate (truncate_prompt_tokens); openai does not
     timeout_s: float = 60.0
     max_retries: int = 3  # transient errors (timeouts, refused connections, HTTP 429/5xx), with backoff
     backoff_s: float = 0.5  # the first wait; each retry waits twice as long as the one before
@@ -209,6 +214,9 @@ class MemForestConfig:
         return self
 
 
+# llm.api / embedder.api: the request fields an OpenAI-compatible server takes (see LLMConfig.api)
+SERVER_APIS = ("vllm", "openai")
+
 # flat: the top-k facts by similarity, no trees; root: the recalled trees' root summaries only;
 # embed: embedding-ranked leaves of the recalled trees (the default); embed_planner: the planner's
 # sub-queries, each browsed by embedding similarity; llm: LLM browse with the question for every tree;
@@ -219,6 +227,8 @@ LLM_QUERY_MODES = ("embed_planner", "llm", "planner")  # modes that call the cha
 CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("llm", "backend"): ("llamacpp", "openai", "vllm", "scripted"),
     ("embedder", "backend"): ("sentence_transformers", "openai", "vllm", "hash"),
+    ("llm", "api"): SERVER_APIS,
+    ("embedder", "api"): SERVER_APIS,
     ("tree", "summary_mode"): ("llm", "extractive"),
     ("query", "mode"): QUERY_MODES,
 }

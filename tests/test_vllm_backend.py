@@ -369,3 +369,39 @@ def test_the_served_timeout_grows_with_the_requests_in_flight() -> None:
 
     assert read_timeout(2) == read_timeout(32) == 120.0
     assert read_timeout(256) == 960.0
+
+
+def test_an_openai_api_endpoint_gets_openai_fields_only() -> None:
+    """`api: openai` (a hosted API that refuses fields it does not know, e.g. a judge on api.openai.com):
+    chat requests carry OpenAI's sampling fields and embeddings no truncation field."""
+    bodies: list[dict[str, Any]] = []
+
+    def handler(http_request: httpx.Request) -> httpx.Response:
+        body = json.loads(http_request.content)
+        bodies.append(body)
+        if "input" in body:
+            return httpx.Response(200, json={"data": [{"index": i, "embedding": [1.0, 0.0]}
+                                                      for i in range(len(body["input"]))]})
+        message = {"role": "assistant", "content": "fine"}
+        return httpx.Response(200, json={"choices": [{"message": message, "finish_reason": "stop"}]})
+
+    transport = httpx.MockTransport(handler)
+    chat = OpenAIChatModel(LLMConfig(backend="openai", base_url="http://mock/v1", api="openai"))
+    chat._client = httpx.Client(base_url="http://mock/v1", transport=transport)
+    embedder = OpenAIEmbedder(EmbedderConfig(backend="openai", base_url="http://mock/v1", dim=2,
+                                             api="openai"))
+    embedder._client = httpx.Client(base_url="http://mock/v1", transport=transport)
+    chat.generate([request("a", seed=3)])
+    embedder.embed(["text"])
+    assert set(bodies[0]) == {"model", "messages", "max_tokens", "temperature", "top_p", "seed"}
+    assert set(bodies[1]) == {"model", "input"}
+    chat.close()
+    embedder.close()
+
+
+def test_the_server_api_option_is_checked() -> None:
+    from memforest.config import MemForestConfig
+    from memforest.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="llm.api"):
+        MemForestConfig(llm=LLMConfig(api="anthropic")).validate()

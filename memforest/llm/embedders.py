@@ -121,8 +121,9 @@ class OpenAIEmbedder:
     """POSTs batches to `/embeddings` of an OpenAI-compatible server; rows are L2-normalised.
 
     Each request asks the server to truncate every input to `cfg.context_tokens` tokens (vLLM's
-    `truncate_prompt_tokens` field), as the in-process embedders truncate, so that a long text is cut
-    rather than failing its whole batch; servers without the field ignore it. `dim` is `cfg.dim`; a
+    `truncate_prompt_tokens` field, sent with `api: vllm`), as the in-process embedders truncate, so that a
+    long text is cut rather than failing its whole batch; servers without the field ignore it, and
+    `api: openai` leaves it out for hosted APIs that refuse it. `dim` is `cfg.dim`; a
     server answering with another width raises ModelError."""
 
     def __init__(self, cfg: EmbedderConfig) -> None:
@@ -149,8 +150,10 @@ class OpenAIEmbedder:
 
     def _post(self, batch: list[str]) -> list[list[float]]:
         try:
-            resp = self._client.post("/embeddings", json={"model": self.cfg.model, "input": batch,
-                                                          "truncate_prompt_tokens": self.cfg.context_tokens})
+            body: dict[str, Any] = {"model": self.cfg.model, "input": batch}
+            if self.cfg.api == "vllm":
+                body["truncate_prompt_tokens"] = self.cfg.context_tokens
+            resp = self._client.post("/embeddings", json=body)
             resp.raise_for_status()
         except Exception as exc:
             raise http_error(exc) from exc

@@ -1,6 +1,7 @@
-"""Chat backend for an OpenAI-compatible server (vLLM, SGLang, llama.cpp's server). Requests carry vLLM's
-sampling fields beside OpenAI's (top_k, min_p, repetition_penalty); servers that do not know them ignore
-them, while a hosted API that refuses unknown fields is not a target."""
+"""Chat backend for an OpenAI-compatible server (vLLM, SGLang, llama.cpp's server). With `llm.api: vllm` (the
+default) requests carry vLLM's sampling fields beside OpenAI's (top_k, min_p, repetition_penalty), which
+such servers take or ignore; `llm.api: openai` sends OpenAI's fields only, for a hosted API that refuses
+fields it does not know."""
 
 from __future__ import annotations
 
@@ -78,8 +79,9 @@ class OpenAIChatModel:
     """POSTs each request to `/chat/completions`; thread-safe, one HTTP client per model, whose pool
     holds `cfg.concurrency` connections, and whose read timeout grows with them (`served_timeout`).
 
-    Every sampling field the in-process vLLM engine sets is sent explicitly (`ChatRequest.vllm_sampling`),
-    so the server's defaults from the model's generation config do not apply; a finish other than
+    With `api: vllm`, every sampling field the in-process vLLM engine sets is sent explicitly
+    (`ChatRequest.vllm_sampling`), so the server's defaults from the model's generation config do not
+    apply; with `api: openai`, OpenAI's fields only (`ChatRequest.sampling`); a finish other than
     "stop" or "length" is a ModelError with the server's finish_reason (`check_response`).
 
     JSON schemas are sent as `response_format={"type": "json_schema", ...}`. When a server rejects
@@ -118,7 +120,7 @@ class OpenAIChatModel:
 
     def _body(self, request: ChatRequest, schema_format: str) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.cfg.model, "messages": list(request.messages),
-                                **request.vllm_sampling()}
+                                **(request.vllm_sampling() if self.cfg.api == "vllm" else request.sampling())}
         schema = request.json_schema
         if schema is not None and schema_format == "json_schema":
             body["response_format"] = {
