@@ -29,11 +29,13 @@ from benchmarks.harness.vllm_args import flags, serve_args
 REPO = Path(__file__).resolve().parents[1]
 
 FAKE_VLLM = '''
-import json, sys, time
+import json, os, sys, time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 args = sys.argv[1:]
 with open(sys.argv[0] + ".calls", "a") as calls:
     calls.write(json.dumps(args) + "\\n")
+with open(sys.argv[0] + ".keys", "a") as keys:
+    keys.write(os.environ.get("VLLM_API_KEY", "") + "\\n")
 time.sleep(1)  # a server takes a while to start
 class Health(BaseHTTPRequestHandler):
     def do_GET(self):
@@ -168,8 +170,9 @@ def test_a_server_job_writes_its_own_keyed_addresses_once_healthy_for_its_sweep(
         assert len(set(ports)) == 2 and not set(ports) & {"8000", "8001"}  # found free, not fixed
         assert bench["MEMFOREST_LLM_BASE_URL"].endswith(f":{ports[0]}/v1")
         assert bench["MEMFOREST_EMBED_BASE_URL"].endswith(f":{ports[1]}/v1")
-        keys = {call[call.index("--api-key") + 1] for call in calls}
-        assert keys == {bench["OPENAI_API_KEY"]} and len(bench["OPENAI_API_KEY"]) >= 32
+        keys = (venv / "bin" / "vllm.py.keys").read_text().split()
+        assert keys == [bench["OPENAI_API_KEY"]] * 2 and len(bench["OPENAI_API_KEY"]) >= 32
+        assert not any(bench["OPENAI_API_KEY"] in arg for call in calls for arg in call)  # not in `ps`
         assert addresses["OPENAI_API_KEY"] == bench["OPENAI_API_KEY"]
     finally:
         stop(server)
