@@ -78,6 +78,7 @@ class MemForest:
         self.generate = generate
         self._snapshots: dict[str, Snapshot] = {}
         self._caches: dict[str, StoreCaches] = {}  # per user: the cache files beside its database
+        self._settling: list[threading.Thread] = []  # background work a load started (huge pages)
         # per user written to: a connection its writes use (UserDB.hold) and the file it was opened on
         self._held: dict[str, tuple[sqlite3.Connection, tuple[int, int] | None]] = {}
         self._lock = threading.Lock()
@@ -172,12 +173,25 @@ class MemForest:
         snap = self._snapshots.get(user)
         if snap is None or snap.version != version:
             snap = self._caches_of(user, db).load(db, user)
-            _settle_if_large(snap, self.config)
+            settling = _settle_if_large(snap, self.config)
+            if settling is not None:
+                with self._lock:
+                    self._settling = [t for t in self._settling if t.is_alive()] + [settling]
             with self._lock:
                 held = self._snapshots.get(user)
                 if held is None or held.version < snap.version:
                     self._snapshots[user] = snap
         return snap
+
+    def wait_settled(self, timeout: float | None = None) -> bool:
+        """Wait for the background work loading a large memory started (its heap's collapse into
+        huge pages, during which operations run but read memory more slowly) to finish; returns
+        whether it has (False when `timeout` seconds passed first)."""
+        with self._lock:
+            threads = list(self._settling)
+        for thread in threads:
+            thread.join(timeout)
+        return not any(t.is_alive() for t in threads)
 
     def _caches_of(self, user: str, db: UserDB) -> StoreCaches:
         with self._lock:
@@ -420,7 +434,7 @@ class MemForest:
 
 
 
-def _settle_if_large(snap: Snapshot, config: MemForestConfig) -> None:
+def _settle_if_large(snap: Snapshot, config: MemForestConfig) -> threading.Thread | None:
     """Keep the cyclic collector off a large resident memory (`MemForestConfig.gc_freeze_nodes`; the
     collection first keeps garbage that already exists out of the permanent generation) and back it
     with huge pages (`MemForestConfig.huge_pages`)."""
@@ -430,7 +444,8 @@ def _settle_if_large(snap: Snapshot, config: MemForestConfig) -> None:
         gc.freeze()
         if config.huge_pages:  # collapsed in the background: the open does not wait for the kernel
             user = snap.state.user
-            advise_heap_later(lambda report: log.debug("huge pages after loading %s: %s", user, report))
+            return advise_heap_later(lambda r: log.debug("huge pages after loading %s: %s", user, r))
+    return None
 
 
 def _discard_new_store(db: UserDB) -> None:

@@ -164,6 +164,20 @@ def test_advising_the_heap_reports_what_it_did_and_keeps_memory_intact() -> None
     assert int(block[-1]) == (8 << 20) - 1 and int(block.sum()) == (8 << 20) * ((8 << 20) - 1) // 2
 
 
+def test_operations_can_wait_for_the_background_work_of_a_large_load(scripted_forest, tmp_path) -> None:
+    writer = scripted_forest(path=tmp_path / "st")
+    writer.ingest_sessions("u", make_sessions(2, 4))
+    large = scripted_forest(path=tmp_path / "st")
+    large.config.gc_freeze_nodes = 1  # every store counts as large: its heap is collapsed in the background
+    try:
+        large.snapshot("u")
+        assert large.wait_settled(60)
+        assert large.wait_settled(0)  # nothing left running
+        assert large.query("u", "Boston", answer=False).evidence
+    finally:
+        gc.unfreeze()
+
+
 def test_advising_the_heap_later_reports_from_its_own_thread() -> None:
     reports: list[tuple[HugePageReport, str]] = []
     thread = advise_heap_later(lambda r: reports.append((r, threading.current_thread().name)))
