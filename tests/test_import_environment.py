@@ -83,3 +83,28 @@ def test_overlapping_blocks_in_threads_restore_once_at_the_end(monkeypatch: pyte
 
 def test_workers_still_start_offline_and_quiet() -> None:
     assert QUIET_ENV["HF_HUB_OFFLINE"] == "1" and TELEMETRY_ENV.items() <= QUIET_ENV.items()
+
+
+BUILD_MEMPALACE = """
+import json, os, sys
+from baselines.base import Endpoints
+from baselines.mempalace.system import MemPalaceSystem
+before = dict(os.environ)
+system = MemPalaceSystem(Endpoints("http://127.0.0.1:9/v1", "chat", "embed", 8, 1024))
+system.reset("instance", sys.argv[1])
+import mempalace  # imported by reset; it sets ANONYMIZED_TELEMETRY when first imported
+system.close()
+print(json.dumps({k: [before.get(k), os.environ.get(k)] for k in set(before) | set(os.environ)
+                  if before.get(k) != os.environ.get(k)}))
+"""
+
+
+@pytest.mark.integration
+def test_building_a_library_adapter_leaves_the_environment_as_it_was(tmp_path: Path) -> None:
+    pytest.importorskip("mempalace")
+    env = {k: v for k, v in os.environ.items() if k not in QUIET_ENV}
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run([sys.executable, "-c", BUILD_MEMPALACE, str(tmp_path)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == {}
