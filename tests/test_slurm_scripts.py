@@ -174,6 +174,8 @@ def test_a_server_job_writes_its_own_keyed_addresses_once_healthy_for_its_sweep(
         assert keys == [bench["OPENAI_API_KEY"]] * 2 and len(bench["OPENAI_API_KEY"]) >= 32
         assert not any(bench["OPENAI_API_KEY"] in arg for call in calls for arg in call)  # not in `ps`
         assert addresses["OPENAI_API_KEY"] == bench["OPENAI_API_KEY"]
+        served = bench_config(compose_config(bench["argv"][1:3]))  # the clients read the key from there
+        assert served.llm.api_key_env == served.embedder.api_key_env == "OPENAI_API_KEY"
     finally:
         stop(server)
     assert not servers.exists()  # no stale address for the next sweep
