@@ -18,7 +18,7 @@ export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$job_tmp/inductor}"
 
 # preflight OVERRIDES...: the GPU preflight (driver, GPU, free memory for the shares, caches) for the
 # llm and embedder the overrides choose; the job stops with its one-line reasons when it fails. A sweep
-# over models (llm=a,b) is left to the harness, which checks each model before it builds it.
+# over several llm or embedder options is left to the harness, which checks each model before it builds it.
 preflight() {
   local chosen=() a
   for a in "$@"; do
