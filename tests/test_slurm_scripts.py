@@ -308,3 +308,38 @@ def test_library_baselines_send_the_servers_key_through_the_proxy(monkeypatch: p
             served_system(cfg.method, cfg.method.serving, cfg.llm, cfg.embedder,  # type: ignore[arg-type]
                           None, factory)  # type: ignore[arg-type]
         assert seen[-1].api_key == sent
+
+
+FAKE_SETUP_PYTHON = """#!/bin/sh
+# Records each call. `-m venv DIR` makes DIR/bin/python a copy of this; pip does nothing; a download
+# prints a path, except for a gated model; the rest (version check, the model list) runs for real.
+echo "$*" >> "{log}"
+case "$1 $2" in
+  "-m venv") mkdir -p "$3/bin"; cp "$0" "$3/bin/python"; exit 0;;
+  "-m pip") exit 0;;
+esac
+case "$2" in
+  *snapshot_download*) [ "$3" = "google/gemma-4-12B-it" ] && exit 1; echo "/hub/$3"; exit 0;;
+esac
+PYTHONPATH="{repo}" exec "{python}" "$@"
+"""
+
+
+def test_setup_installs_the_chosen_wheel_set_and_downloads_the_one_model_list(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    python = tmp_path / "python3"
+    python.write_text(FAKE_SETUP_PYTHON.format(log=log, repo=REPO, python=sys.executable))
+    python.chmod(0o755)
+    env = {"PYTHON": str(python), "MEMFOREST_VENV": str(tmp_path / "venv"), "MEMFOREST_MODELS": "",
+           "MEMFOREST_CONSTRAINTS": "slurm/constraints-gpu-cuda12.txt"}
+    setup = job("setup_env.sh", env)
+    out, _ = setup.communicate(timeout=120)
+    calls = log.read_text().splitlines()
+    install = "-m pip install -c slurm/constraints-gpu-cuda12.txt -e .[gpu,slurm,"
+    assert any(c.startswith(install) for c in calls)
+    downloads = [c.rsplit(" ", 1)[1] for c in calls if "snapshot_download" in c]
+    assert downloads == hub_models()  # every listed model, one command
+    assert setup.returncode == 1 and "not downloaded: google/gemma-4-12B-it (gated: set HF_TOKEN" in out
+    cu12 = (REPO / "slurm" / "constraints-gpu-cuda12.txt").read_text()
+    assert "torch==2.8.0" in cu12 and "vllm==0.11.0" in cu12  # torch 2.8.0's wheels: CUDA 12.8
+    assert "torch==2.14.0" in (REPO / "slurm" / "constraints-gpu.txt").read_text()  # CUDA 13: driver 580
