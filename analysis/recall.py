@@ -95,15 +95,16 @@ def _pct(value: float | None) -> str:
 
 
 def plot(ax: Any, frame: pd.DataFrame, x_of: Any, title: str = LABEL) -> None:
-    """Recall lines (session recall_any, turn recall_any; evidence recall on LoCoMo) per dataset and
+    """Recall lines (session recall_any, turn recall_any but on LoCoMo, evidence recall) per dataset and
     method, x from `x_of(setting)`, on `ax`, labelled as recall."""
     for (dataset, kind, method), group in frame.groupby(["dataset", "kind", "method"], dropna=False):
         group = group.assign(x=group["setting"].map(x_of)).sort_values("x")
         name = f"ours: {system_name(method)}, {dataset}"
         ax.plot(group["x"], 100 * group["recall_session_any"], "o-", label=f"{name}: session recall_any")
-        turn, what = (("recall_turn", "evidence recall") if kind == "locomo"
-                      else ("recall_turn_any", "turn recall_any"))
-        ax.plot(group["x"], 100 * group[turn], "s--", label=f"{name}: {what}")
+        if kind != "locomo":
+            ax.plot(group["x"], 100 * group["recall_turn_any"], "s--", label=f"{name}: turn recall_any")
+        ax.plot(group["x"], 100 * group["recall_turn"], "^:",
+                label=f"{name}: evidence recall (share of gold turns)")
     ax.set_ylabel(title)
     ax.set_ylim(0, 105)
     if frame.empty:

@@ -95,6 +95,8 @@ def make(results: Results, out: Path) -> list[Path]:
     recall_settings = setting_of(results, RECALL_EXPERIMENTS, KEY,
                                  lambda v: "missing" if v is None else str(v))
     rec = recall.by_setting(results.records, results.runs, recall_settings)
+    # retrieval latency of the recall runs too (memforest_sessions: no generator)
+    means = record_means(results, {**settings, **recall_settings}, ["evidence_items", "retrieve_seconds"])
     rec_table = recall.table(f"{NAME}_recall", "Evidence budget: retrieval recall versus k (no generator)",
                              rec, KS, "k")
     return (write_table(table(acc, means), out) + write_table(rec_table, out)
