@@ -84,6 +84,20 @@ def test_a_cache_that_cannot_be_written_names_its_variable(tmp_path: Path) -> No
     assert (tmp_path / "vllm_cache_root").is_dir()  # the others were created and written
 
 
+def test_an_offline_job_only_reads_the_hub_cache(tmp_path: Path) -> None:
+    """HF_HUB_OFFLINE: the hub cache must be there (it holds the weights) but need not be writable."""
+    fake = node(tmp_path, with_driver("580.65.06"))
+    shared = tmp_path / "shared-hub"
+    shared.mkdir()
+    fake.env = {**fake.env, "HF_HOME": str(shared), "HF_HUB_OFFLINE": "1"}
+    assert problems(fake, [0.5]) == []
+    assert list(shared.iterdir()) == []  # nothing written to a shared cache
+    fake.env = {**fake.env, "HF_HOME": str(tmp_path / "missing")}
+    [line] = problems(fake, [0.5])
+    assert line.startswith("cache HF_HOME at ") and "HF_HUB_OFFLINE" in line
+    assert not (tmp_path / "missing").exists()
+
+
 def fake_node_env(tmp_path: Path, smi: str, cuda: str | None, available: bool) -> dict[str, str]:
     """PATH with an `nvidia-smi` printing `smi`, PYTHONPATH with a `torch` reporting `cuda`."""
     bin_dir, site = tmp_path / "bin", tmp_path / "site" / "torch"
@@ -96,6 +110,7 @@ def fake_node_env(tmp_path: Path, smi: str, cuda: str | None, available: bool) -
         f"version = types.SimpleNamespace(cuda={cuda!r})\n"
         f"cuda = types.SimpleNamespace(is_available=lambda: {available!r})\n")
     caches = {name: str(tmp_path / "caches" / name.lower()) for name in gpu_node.CACHES}
+    Path(caches["HF_HOME"]).mkdir(parents=True)  # filled by setup_env.sh (the jobs run offline)
     return {**os.environ, **caches, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
             "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO)])}
 

@@ -132,9 +132,20 @@ def cache_path(name: str, env: Mapping[str, str]) -> Path:
     return Path(os.path.expanduser(env.get(name) or default))
 
 
+def offline(env: Mapping[str, str]) -> bool:
+    return env.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def cache_problem(name: str, env: Mapping[str, str]) -> str | None:
-    """None when the cache `name` points to (or its default) can be created and written."""
+    """None when the cache `name` points to (or its default) can be created and written; the hub cache of
+    an offline job (HF_HUB_OFFLINE) only has to be there and readable (a cluster's shared, read-only
+    copy of the weights is fine)."""
     path = cache_path(name, env)
+    if name == "HF_HOME" and offline(env):
+        if not path.is_dir() or not os.access(path, os.R_OK | os.X_OK):
+            return (f"cache HF_HOME at {path} is not a readable directory, and HF_HUB_OFFLINE is set: point "
+                    f"HF_HOME at the hub cache that slurm/setup_env.sh filled")
+        return None
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".preflight-"):
