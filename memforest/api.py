@@ -172,6 +172,8 @@ class MemForest:
         """The resident snapshot of `user` at committed `version` (as read by `db.validate`)."""
         snap = self._snapshots.get(user)
         if snap is None or snap.version != version:
+            if self.config.gc_freeze_nodes:  # garbage that exists now stays out of a freeze after the load
+                gc.collect()
             snap = self._caches_of(user, db).load(db, user)
             settling = _settle_if_large(snap, self.config)
             if settling is not None:
@@ -436,11 +438,11 @@ class MemForest:
 
 def _settle_if_large(snap: Snapshot, config: MemForestConfig) -> threading.Thread | None:
     """Keep the cyclic collector off a large resident memory (`MemForestConfig.gc_freeze_nodes`; the
-    collection first keeps garbage that already exists out of the permanent generation) and back it
-    with huge pages (`MemForestConfig.huge_pages`)."""
+    collection before the load kept the garbage that existed then out of the permanent generation,
+    and the load itself, read with the collector off, leaves no cycles: its objects are frozen as
+    they are instead of traversed once more) and back it with huge pages (`MemForestConfig.huge_pages`)."""
     nodes = config.gc_freeze_nodes
     if nodes and len(snap.state.nodes) >= nodes:
-        gc.collect()
         gc.freeze()
         if config.huge_pages:  # collapsed in the background: the open does not wait for the kernel
             user = snap.state.user
