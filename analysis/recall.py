@@ -60,7 +60,7 @@ def by_setting(records: pd.DataFrame, runs: pd.DataFrame, settings: dict[str, st
 
 
 def table(name: str, caption: str, frame: pd.DataFrame, order: Sequence[str], setting_title: str,
-          display: Mapping[str, str] | None = None) -> Table:
+          display: Mapping[str, str] | None = None, note: str = "") -> Table:
     """One row per (setting, dataset, method): session and turn recall, or `missing` for a setting
     of `order` without a run."""
     rows = []
@@ -86,7 +86,7 @@ def table(name: str, caption: str, frame: pd.DataFrame, order: Sequence[str], se
              "Runs without a generator (memforest_sessions: raw cells, extractive summaries), so no "
              "accuracy exists for them; the paper's figures beside are accuracy. n/a: the run's evidence "
              "names no ids of that level (root summaries name sessions, not turns)."]
-    return Table(name, pd.DataFrame(rows), caption, notes)
+    return Table(name, pd.DataFrame(rows), caption, notes + ([note] if note else []))
 
 
 def _pct(value: float | None) -> str:
