@@ -83,6 +83,10 @@ def test_write_path_rows_real_simulated_and_paper(paper: Path) -> None:
     info = json.loads((paper / "write_path.series.json").read_text())
     assert info["simulated"] and "ours (simulated)" in series(paper, "write_path")
     assert "simulated" in (paper / "write_path.md").read_text().split("**")[2]
+    # each simulated run says what it simulated: latency model, content source, caps, capped answers
+    assert ("MemForest (Embed), sample (simulated): latency model qwen3_30b_a3b_h100, content source "
+            "SmolLM2-135M-Instruct.Q4_1 (scripted), output caps none; 0 of 0 answers capped."
+            in (paper / "write_path.md").read_text())
 
 
 def test_stage_breakdown_shares_sum_to_one_hundred(paper: Path) -> None:

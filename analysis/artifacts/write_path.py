@@ -55,7 +55,8 @@ def paper_rates() -> pd.DataFrame:
     return pub
 
 
-def table(ours: pd.DataFrame) -> Table:
+def table(ours: pd.DataFrame, sim_notes: list[str] | None = None) -> Table:
+    sim_notes = sim_notes or []
     pub = paper_rates()
     rows = []
     for r in ours.itertuples():
@@ -98,7 +99,7 @@ def table(ours: pd.DataFrame) -> Table:
              "over its slowest system (Zep Local). Source: analysis/published/write_path.csv."]
     if len(ours) and ours["simulated"].any():
         notes.append("Rows marked simulated ran against the latency-model server: their times are modelled.")
-    return Table(NAME, pd.DataFrame(rows), "Write path: build cost per memory instance", notes)
+    return Table(NAME, pd.DataFrame(rows), "Write path: build cost per memory instance", notes + sim_notes)
 
 
 def figure(ours: pd.DataFrame, out: Path) -> list[Path]:
@@ -134,8 +135,29 @@ def figure(ours: pd.DataFrame, out: Path) -> list[Path]:
     return finish_figure(fig, NAME, out, "Write rate per system", simulated=simulated, empty=ours.empty)
 
 
+def simulation_notes(results: Results) -> list[str]:
+    """Per simulated run: its latency model, content source, output caps and how many answers hit them
+    (from its served_calls.jsonl)."""
+    runs = results.runs
+    runs = runs[runs["experiment"].isin(EXPERIMENTS) & runs["simulated"]] if len(runs) else runs
+    served = results.measurements("served_calls") if len(runs) else pd.DataFrame()
+    out = []
+    for r in runs.itertuples():
+        cfg = r.config
+        prefix = "llm.latency_model.output_caps."
+        caps = ", ".join(f"{k[len(prefix):]} {v}" for k, v in cfg.items() if k.startswith(prefix)) or "none"
+        content = ("replay" if cfg.get("llm.latency_model.source") == "replay"
+                   else f"{cfg.get('llm.model')} ({cfg.get('llm.backend')})")
+        mine = served[served["run_id"] == r.run_id] if len(served) else served
+        capped = int(mine["capped"].fillna(False).astype(bool).sum()) if "capped" in mine else 0
+        out.append(f"{system_name(r.method)}, {r.dataset} (simulated): latency model "
+                   f"{cfg.get('llm.latency_model.name')}, content source {content}, output caps {caps}; "
+                   f"{capped} of {len(mine)} answers capped.")
+    return out
+
+
 def make(results: Results, out: Path) -> list[Path]:
     builds = results.builds
     builds = builds[builds["experiment"].isin(EXPERIMENTS)] if len(builds) else builds
     ours = summarise(builds)
-    return write_table(table(ours), out) + figure(ours, out)
+    return write_table(table(ours, simulation_notes(results)), out) + figure(ours, out)
