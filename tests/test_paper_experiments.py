@@ -4,6 +4,7 @@ scaling tasks, composed memories, the ablation subset, stores reused across a sw
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,18 @@ def test_the_closing_note_gives_memforests_ratio_to_mem0_and_to_the_slowest():
     assert write_path.closing_note({"slowest": "zep_local", "rows": rows}) == [
         "memforest_embed writes at 2.5x Mem0's, 10.0x the slowest system's (zep_local) rate, measured; "
         "on modelled build seconds 3.0x Mem0's, 12.0x the slowest."]
+
+
+def test_the_modelled_critical_path_leaves_out_an_interrupted_earlier_attempt(tmp_path):
+    finished = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+    end = finished.timestamp()
+    calls = [(end - 3600.0, 5.0), (end - 8.0, 2.0), (end - 4.0, 3.0)]  # (start, modelled seconds)
+    tags = {"phase": "build", "instance": "i1"}
+    (tmp_path / "llm_calls.jsonl").write_text("".join(json.dumps(
+        {"id": i, "stage": "chat", "prompt_id": "p", "prompt_version": 1, "wave": 0, "level": 0,
+         "start": start, "end": start + 1.0, "tags": tags}) + "\n" for i, (start, _) in enumerate(calls)))
+    (tmp_path / "served_calls.jsonl").write_text("".join(json.dumps(
+        {"arrival": start, "queue_s": 0.0, "service_s": seconds}) + "\n" for start, seconds in calls))
+    build = {"instance_id": "i1", "build_seconds": 10.0, "finished": finished.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    assert write_path.modelled_critical_path(tmp_path, [build]) == 5.0  # 2 + 3, not the first attempt's 5
+    assert write_path.modelled_critical_path(tmp_path, [{**build, "finished": None}]) == 10.0

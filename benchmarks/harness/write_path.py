@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,15 +61,17 @@ def modelled_critical_path(run_dir: Path, builds: Sequence[Mapping[str, Any]]) -
     """A simulated run's critical path in the latency model's time: the build's chat calls grouped into
     waves as observed (overlapping proxy records), each call weighted by its modelled time (queue +
     service, served_calls.jsonl) instead of its wall time, which the CPU content source may have
-    stretched. Proxy records and served rows are paired in arrival order (one row per proxied call)."""
+    stretched. Proxy records and served rows are paired in arrival order (one row per proxied call); calls
+before a build's start (an interrupted earlier attempt at the instance) are left out."""
     served = sorted(read_jsonl(run_dir / SERVED_LOG), key=lambda r: float(r["arrival"]))
     calls = sorted((CallRecord(**r) for r in read_jsonl(run_dir / "llm_calls.jsonl") if r["stage"] == "chat"),
                    key=lambda r: r.start)
     if not served or len(served) != len(calls):
         return None
     modelled = {id(c): float(s["queue_s"]) + float(s["service_s"]) for c, s in zip(calls, served)}
-    ids = {str(b["instance_id"]) for b in builds}
-    mine = [c for c in calls if c.tags.get("phase") == "build" and c.tags.get("instance") in ids]
+    windows = {str(b["instance_id"]): _window(b) for b in builds}
+    mine = [c for c in calls if c.tags.get("phase") == "build" and c.tags.get("instance") in windows
+            and _within(c.start, windows[str(c.tags.get("instance"))])]
     total, end, longest = 0.0, None, 0.0
     for c in mine:
         if end is not None and c.start < end:
@@ -77,6 +80,20 @@ def modelled_critical_path(run_dir: Path, builds: Sequence[Mapping[str, Any]]) -
             total += longest
             end, longest = c.end, modelled[id(c)]
     return round((total + longest) / max(len(builds), 1), 3)
+
+
+def _window(build: Mapping[str, Any]) -> tuple[float, float] | None:
+    """When a completed build ran (its finish time, to the second, less its build seconds), so that the
+    calls of an earlier, interrupted attempt at the same instance are left out; None if unrecorded."""
+    try:
+        end = datetime.strptime(str(build["finished"]), "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except (KeyError, ValueError):
+        return None
+    return end - float(build["build_seconds"]) - 2.0, end + 1.0
+
+
+def _within(start: float, window: tuple[float, float] | None) -> bool:
+    return window is None or window[0] <= start <= window[1]
 
 
 def run_row(run_dir: str | Path) -> dict[str, Any] | None:
