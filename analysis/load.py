@@ -33,8 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.recall import record_recall
-from analysis.rows import build_figures, read_jsonl
+from analysis.rows import build_figures, read_jsonl, record_recall
 
 log = logging.getLogger(__name__)
 STANDARD_FILES = {"records", "builds", "llm_calls"}

@@ -16,28 +16,9 @@ import pandas as pd
 
 from analysis.names import system_name
 from analysis.render import Table, fmt
+from analysis.rows import RECALL_COLUMNS
 
-RECALL_COLUMNS = ("recall_session_any", "recall_turn_any", "recall_turn_all", "recall_turn")
 LABEL = "retrieval recall (%), not accuracy"
-
-
-def record_recall(record: Mapping[str, Any]) -> dict[str, float | None]:
-    """The recall columns of one record (None where it has no gold or no retrieved ids of a level)."""
-    out: dict[str, float | None] = dict.fromkeys(RECALL_COLUMNS)
-    if record.get("abstention"):
-        return out
-    for level in ("session", "turn"):
-        gold = {str(g) for g in record.get(f"evidence_{level}s") or ()}
-        got = record.get(f"retrieved_{level}_ids")
-        if not gold or got is None:
-            continue
-        found = gold & {str(g) for g in got}
-        if level == "session":
-            out["recall_session_any"] = float(bool(found))
-        else:
-            out.update(recall_turn_any=float(bool(found)), recall_turn_all=float(found == gold),
-                       recall_turn=len(found) / len(gold))
-    return out
 
 
 def by_setting(records: pd.DataFrame, runs: pd.DataFrame, settings: dict[str, str]) -> pd.DataFrame:

@@ -72,3 +72,26 @@ def build_figures(build: Mapping[str, Any]) -> dict[str, Any]:
         "derived_critical_path_seconds": derived.get("critical_path_seconds"),
         "busy_seconds": derived.get("busy_seconds"), "max_in_flight": derived.get("max_in_flight"),
     }
+
+
+# Retrieval recall of one record (analysis.recall tabulates it; analysis.load adds it to every record).
+RECALL_COLUMNS = ("recall_session_any", "recall_turn_any", "recall_turn_all", "recall_turn")
+
+
+def record_recall(record: Mapping[str, Any]) -> dict[str, float | None]:
+    """The recall columns of one record (None where it has no gold or no retrieved ids of a level)."""
+    out: dict[str, float | None] = dict.fromkeys(RECALL_COLUMNS)
+    if record.get("abstention"):
+        return out
+    for level in ("session", "turn"):
+        gold = {str(g) for g in record.get(f"evidence_{level}s") or ()}
+        got = record.get(f"retrieved_{level}_ids")
+        if not gold or got is None:
+            continue
+        found = gold & {str(g) for g in got}
+        if level == "session":
+            out["recall_session_any"] = float(bool(found))
+        else:
+            out.update(recall_turn_any=float(bool(found)), recall_turn_all=float(found == gold),
+                       recall_turn=len(found) / len(gold))
+    return out

@@ -15,7 +15,7 @@ pytest.importorskip("matplotlib")
 from analysis import hints  # noqa: E402
 from analysis.__main__ import generate, main  # noqa: E402
 from analysis.load import Results  # noqa: E402
-from analysis.recall import record_recall  # noqa: E402
+from analysis.rows import record_recall  # noqa: E402
 
 GOLD = {"evidence_sessions": ["s1", "s2"], "evidence_turns": ["s1:0", "s2:3"]}
 
