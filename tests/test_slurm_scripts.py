@@ -104,6 +104,7 @@ def fake_environment(root: Path, driver: str = "580.65.06") -> tuple[Path, dict[
             exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{bin_dir / name}.py" "$@"\n')
         exe.chmod(0o755)
     (root / "tmp").mkdir()
+    (root / "hub").mkdir()  # filled by setup_env.sh; the jobs read it offline
     env = {"MEMFOREST_VENV": str(root / "venv"), "PATH": f"{root / 'gpu'}{os.pathsep}{os.environ['PATH']}",
            "TMPDIR": str(root / "tmp"), "HF_HOME": str(root / "hub"),
            "MEMFOREST_SERVERS_DIR": str(root / "servers")}
