@@ -7,8 +7,10 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
+if TYPE_CHECKING:  # imported where a file is downloaded: loading a local file needs no HTTP client
+    import httpx
 
 # LongMemEval (cleaned release) at a fixed commit of the Hugging Face dataset repository; the endpoint
 # follows HF_ENDPOINT (e.g. a mirror). LoCoMo from GitHub. Checksums and the LongMemEval revision are the
@@ -81,6 +83,8 @@ def resolve_file(
 
 
 def _download(name: str, remote: RemoteFile, target: Path, transport: httpx.BaseTransport | None) -> Path:
+    import httpx
+
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{remote.filename}.", suffix=".part")
     tmp = Path(tmp_name)
