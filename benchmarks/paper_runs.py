@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.harness.results import write_text_atomic
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "longmemeval_s_slice.json.xz"
 CHUNK_SIZES = "1,2,4,8,16,32,64,0"
@@ -158,9 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = run_step(step, state)
         took = time.monotonic() - step_start
         if code == 0:
-            mark = state / f"{step.name}.done"
-            mark.with_suffix(".tmp").write_text(f"{took:.0f} s\n", encoding="utf-8")
-            os.replace(mark.with_suffix(".tmp"), mark)
+            write_text_atomic(state / f"{step.name}.done", f"{took:.0f} s\n")
         else:
             failed.append(step.name)
         print(f"paper-runs: [{i}/{len(todo)}] {step.name} {'done' if code == 0 else f'FAILED (exit {code})'}"

@@ -20,7 +20,6 @@ would need the directory shipped as package data).
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import fields
@@ -128,6 +127,7 @@ def sweep_comparison(sweep_dir: Path) -> tuple[str, list[Path]] | None:
     """Write `comparison.md` (atomically) in `sweep_dir` for its finished jobs; return its text and their
     run directories, or None when no job has finished."""
     from benchmarks.harness.report import comparison_markdown
+    from benchmarks.harness.results import write_text_atomic
 
     run_dirs, unfinished = sweep_runs(sweep_dir)
     if not run_dirs:
@@ -135,10 +135,7 @@ def sweep_comparison(sweep_dir: Path) -> tuple[str, list[Path]] | None:
     text = comparison_markdown(run_dirs)
     if unfinished:
         text += "\nNot finished (not in the table):\n\n" + "".join(f"- {line}\n" for line in unfinished)
-    target = sweep_dir / "comparison.md"
-    tmp = target.with_name(f".comparison.md.{os.getpid()}.tmp")  # one per process: array tasks end together
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
+    write_text_atomic(sweep_dir / "comparison.md", text)  # array tasks may end together
     return text, run_dirs
 
 

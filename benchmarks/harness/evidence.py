@@ -29,16 +29,14 @@ def retrieval_fields(retrieval: Retrieval, instance: Instance | None = None) -> 
     if not retrieval.ranked:
         return out  # the whole (truncated) history: recall@k would only measure its order
     source = instance if instance is not None and instance.session_aliases else None
-    if not ranked or any(e.session_ids for e in ranked):
-        sessions = dedupe(s for e in ranked for s in e.session_ids)
-        out["retrieved_session_ids"] = sessions
+    for level in ("session", "turn"):
+        key = f"retrieved_{level}_ids"
+        per_unit = [getattr(e, f"{level}_ids") for e in ranked]
+        if ranked and not any(per_unit):
+            continue  # the system names no ids of this level
+        ids = dedupe(i for unit in per_unit for i in unit)
+        out[key] = ids
         if source is not None:
-            out.update(retrieved_session_ids=dedupe(source.source_session(s) for s in sessions),
-                       retrieved_session_ids_raw=sessions)
-    if not ranked or any(e.turn_ids for e in ranked):
-        turns = dedupe(t for e in ranked for t in e.turn_ids)
-        out["retrieved_turn_ids"] = turns
-        if source is not None:
-            out.update(retrieved_turn_ids=dedupe(source.source_turn(t) for t in turns),
-                       retrieved_turn_ids_raw=turns)
+            to_source = source.source_session if level == "session" else source.source_turn
+            out.update({key: dedupe(to_source(i) for i in ids), f"{key}_raw": ids})
     return out

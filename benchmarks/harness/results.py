@@ -77,10 +77,16 @@ class RunConflictError(RuntimeError):
 # ---------------------------------------------------------------- JSONL
 
 
-def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` in one step; the temporary file is one per process, so processes that
+    write the same file at once (array tasks ending together) never mix their bytes."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 # ---------------------------------------------------------------- call log
