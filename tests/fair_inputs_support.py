@@ -101,6 +101,18 @@ def run_memoryos(sessions: list[Session], tmp_path: Path, when: datetime | None)
     return mos, found[0]
 
 
+def drive(system: Any, sessions: Sequence[Session], store: Path, question: str | None = None,
+          when: datetime | None = None) -> Retrieval | None:
+    """Reset `system` into `store`, ingest `sessions`, ask `question` at `when` if given, and close it
+    whatever happens: the retrieval (None without a question)."""
+    try:
+        system.reset("conv", store)
+        system.ingest(sessions)
+        return system.retrieve(question, when) if question is not None else None
+    finally:
+        system.close()
+
+
 def run_library(system_class: Any, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                 question: str | None = None, when: datetime | None = None
                 ) -> tuple[Recorder, list[Session], Retrieval | None]:
@@ -110,13 +122,4 @@ def run_library(system_class: Any, kind: str, tmp_path: Path, monkeypatch: pytes
     recorder = Recorder()
     install(monkeypatch, recorder)
     sessions = sessions_of(kind)
-    system = system_class(endpoints())
-    system.reset("conv", tmp_path)
-    result = None
-    try:
-        system.ingest(sessions)
-        if question is not None:
-            result = system.retrieve(question, when)
-    finally:
-        system.close()
-    return recorder, sessions, result
+    return recorder, sessions, drive(system_class(endpoints()), sessions, tmp_path, question, when)

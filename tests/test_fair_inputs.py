@@ -25,6 +25,7 @@ from fair_inputs_support import (
     FIXTURES,
     KINDS,
     dataset_sessions,
+    drive,
     endpoints,
     first_speaker,
     run_library,
@@ -210,12 +211,7 @@ def test_mem0_2_worker_gets_each_turn_once_per_store(kind: str, tmp_path: Path,
     system = mem0_additive_system(endpoints(), python=sys.executable, log_path=tmp_path / "worker.log")
     sessions = sessions_of(kind)
     turns = turns_of(sessions)
-    try:
-        system.reset("conv", tmp_path / "store")
-        system.ingest(sessions)
-        system.retrieve("Where does Nadia sail?", None)
-    finally:
-        system.close()
+    drive(system, sessions, tmp_path / "store", "Where does Nadia sail?")
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     adds = [c for c in calls if c["op"] == "add"]
     stores = sorted({a["user_id"] for a in adds})
@@ -236,11 +232,7 @@ def test_worker_systems_get_each_turn_once(kind: str, system_name: str, tmp_path
     system = WorkerSystem(system_name, sys.executable, FIXTURES / "echo_worker.py", {})
     sessions = sessions_of(kind)
     turns = turns_of(sessions)
-    try:
-        system.reset("conv", tmp_path)
-        system.ingest(sessions)
-    finally:
-        system.close()
+    drive(system, sessions, tmp_path)
     received = json.loads((tmp_path / "memory.json").read_text())
     assert (Counter(t["content"] for t in received if t["content"].strip())
             == Counter(t.content for t in turns))
@@ -315,12 +307,7 @@ def run_real_worker(system_name: str, sessions: list[Session], tmp_path: Path,
 
         system = evermemos_system(endpoints(), python=sys.executable, checkout=str(UPSTREAM / "evermemos"),
                                   use_reranker=False, log_path=tmp_path / "worker.log")
-    try:
-        system.reset("conv", tmp_path / "w")
-        system.ingest(sessions)
-        system.retrieve("Where does Nadia sail?", when)
-    finally:
-        system.close()
+    drive(system, sessions, tmp_path / "w", "Where does Nadia sail?", when)
     return records(record)
 
 

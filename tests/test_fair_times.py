@@ -16,6 +16,7 @@ from fair_inputs_support import (
     FIXTURES,
     KINDS,
     dataset_sessions,
+    drive,
     endpoints,
     instance_of,
     run_library,
@@ -99,11 +100,7 @@ def test_mem0_2_adds_carry_their_session_time(kind: str, tmp_path: Path,
     sessions = sessions_of(kind)
     by_id = {s.session_id: s for s in sessions}
     system = mem0_additive_system(endpoints(), python=sys.executable, log_path=tmp_path / "worker.log")
-    try:
-        system.reset("conv", tmp_path / "store")
-        system.ingest(sessions)
-    finally:
-        system.close()
+    drive(system, sessions, tmp_path / "store")
     adds = [c for c in (json.loads(line) for line in log.read_text().splitlines()) if c["op"] == "add"]
     for add in adds:
         when = by_id[add["metadata"]["session_id"]].timestamp
