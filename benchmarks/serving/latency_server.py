@@ -6,13 +6,18 @@ schema are hashed; the n-th identical request gets the n-th recorded answer, the
 a request never seen falls back to the model when one is given, else fails with HTTP 500). The answer
 is held back until the latency model (`benchmarks.serving.latency_model`) says a vLLM server would have
 finished it; the usage it returns carries the modelled prefix-cache hits as `cached_tokens`. With
-output caps (`benchmarks.serving.output_caps`), a completion longer than its prompt kind's cap is charged
-(decoded and reported in the usage) at the cap; its text is the source's whole answer.
+output caps (`benchmarks.serving.output_caps`), the model source is asked for at most
+`min(max_tokens, cap)` completion tokens of the request's prompt kind, and an answer stopped there comes
+back as vLLM returns an answer cut at max_tokens: the text so far, finish_reason "length" (`capped`). The
+source's answers are served as generated, never checked against the request's schema (a server does
+not check; the client does). A recorded answer longer than its cap is charged (decoded and reported in
+the usage) at the cap, its text whole.
 
 Every request served is one line of `served_calls.jsonl` (when a path is given):
     key, arrival, admitted, queue_s, running, ttft_s, decode_s, service_s, compute_s, overrun_s,
     prompt_tokens, cached_tokens, completion_tokens (charged), source_completion_tokens, kind, cap,
-    capped, source (model | replay | fallback), finish_reason, text, error
+    capped, max_tokens (the request's), source_max_tokens (asked of the source), source
+    (model | replay | fallback), finish_reason, text, error
 `compute_s` is how long the content source took; `overrun_s > 0` means the content was ready later
 than the modelled finish, so that request took longer than simulated (reported, never hidden). A
 `served_calls.jsonl` is also what `source: replay` reads.
@@ -25,13 +30,13 @@ import json
 import threading
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from benchmarks.jsonl import JsonlWriter
 from benchmarks.serving.latency_model import Clock, LatencyModel, LatencyParams
-from benchmarks.serving.model_server import ModelServer
+from benchmarks.serving.model_server import ModelServer, served_answers
 from benchmarks.serving.output_caps import OutputCaps, request_kind
 from memforest.llm.base import ChatModel, ChatRequest, ChatResponse, Embedder, Usage
 
@@ -90,7 +95,8 @@ class LatencyModelServer(ModelServer):
         self.params, self.replay, self.source_model = params, replay, chat
         self.caps = caps or OutputCaps({})
         self.kinds: dict[str, int] = defaultdict(int)  # requests served per prompt kind
-        self.capped: dict[str, int] = defaultdict(int)  # of which longer than the kind's cap
+        self.capped: dict[str, int] = defaultdict(int)  # of which stopped at (or longer than) the cap
+        self.truncated: dict[str, int] = defaultdict(int)  # of which finished "length" (any max_tokens)
         self.model = LatencyModel(params, clock)
         self._log = JsonlWriter(Path(log_path)) if log_path else None
         self.counts: dict[str, int] = defaultdict(int)
@@ -106,28 +112,32 @@ class LatencyModelServer(ModelServer):
 
     def generate(self, request: ChatRequest) -> ChatResponse | Exception:
         key, kind = request_key(request), request_kind(request)
+        limit = self.caps.limit(kind, request.max_tokens)
         timing = self.model.admit()
         try:
             start = self.model.clock.now()
-            source, result = self._content(key, request)
+            source, result = self._content(key, replace(request, max_tokens=limit))
             compute = self.model.clock.now() - start
             if isinstance(result, Exception):
-                failed = Charge(kind, 0, None, False)
+                failed = Charge(kind, 0, None, False, request.max_tokens, limit)
                 self._record(key, timing, compute, 0.0, source, None, str(result), failed)
                 return result
             own = result.usage.completion_tokens
-            charged, cap, hit = self.caps.charged(kind, own)
+            charged, cap, hit = self.caps.charged(kind, own, finish_reason=result.finish_reason,
+                                                  max_tokens=request.max_tokens)
             cached = self.model.cached_tokens(prompt_text(request), result.usage.prompt_tokens)
             self.model.serve(timing, result.usage.prompt_tokens, cached, charged)
             left = self.model.wait_until_done(timing)
             result.usage = Usage(result.usage.prompt_tokens, cached, charged)
-            charge = Charge(kind, own, cap, hit)
+            charge = Charge(kind, own, cap, hit, request.max_tokens, limit)
             self._record(key, timing, compute, max(0.0, -left), source, result, None, charge)
             return result
         finally:
             self.model.release()
 
     def _content(self, key: str, request: ChatRequest) -> tuple[str, ChatResponse | Exception]:
+        """The answer to `request` (its max_tokens already lowered to the cap) and where it came from:
+        the recorded one, else the source model's as generated."""
         if self.replay is not None:
             found = self.replay.answer(key)
             if found is not None:
@@ -137,7 +147,7 @@ class LatencyModelServer(ModelServer):
         assert self.source_model is not None
         try:
             return (("fallback" if self.replay is not None else "model"),
-                    self.source_model.generate([request])[0])
+                    served_answers(self.source_model, [request])[0])
         except Exception as exc:  # the model's failure is the request's answer (HTTP 500)
             return "model", exc
 
@@ -148,6 +158,7 @@ class LatencyModelServer(ModelServer):
             self.counts["overrun"] += overrun > 0
             self.kinds[charge.kind] += 1
             self.capped[charge.kind] += charge.capped
+            self.truncated[charge.kind] += result is not None and result.finish_reason == "length"
         if self._log is None:
             return
         usage = result.usage if result is not None else Usage()
@@ -158,7 +169,8 @@ class LatencyModelServer(ModelServer):
             "compute_s": round(compute, 6), "overrun_s": round(overrun, 6),
             "prompt_tokens": usage.prompt_tokens, "cached_tokens": usage.cached_prompt_tokens,
             "completion_tokens": usage.completion_tokens, "source_completion_tokens": charge.source_tokens,
-            "kind": charge.kind, "cap": charge.cap, "capped": charge.capped, "source": source,
+            "kind": charge.kind, "cap": charge.cap, "capped": charge.capped, "max_tokens": charge.max_tokens,
+            "source_max_tokens": charge.source_max_tokens, "source": source,
             "finish_reason": result.finish_reason if result is not None else None,
             "text": result.text if result is not None else None, "error": error,
         })
@@ -167,20 +179,25 @@ class LatencyModelServer(ModelServer):
         """What run.json records about the simulation."""
         with self._counts_lock:
             counts, kinds, capped = dict(self.counts), dict(self.kinds), dict(self.capped)
+            truncated = dict(self.truncated)
         return {"params": asdict(self.params), "served": counts, "peak_running": self.model.peak_running,
                 "replay_answers": len(self.replay) if self.replay is not None else None,
-                "output_caps": dict(self.caps.caps), "kinds": kinds, "capped": capped}
+                "output_caps": dict(self.caps.caps), "kinds": kinds, "capped": capped,
+                "truncated": truncated}
 
 
 @dataclass(frozen=True)
 class Charge:
     """What one answer was charged: its prompt kind, the source's completion tokens, the cap applied
-    (None: uncapped) and whether the answer was longer than the cap."""
+    (None: uncapped), whether the answer hit it (stopped at the cap, or recorded longer than it), the
+    request's max_tokens and the max_tokens the source was asked for (the lower of it and the cap)."""
 
     kind: str
     source_tokens: int
     cap: int | None
     capped: bool
+    max_tokens: int
+    source_max_tokens: int
 
 
 class _NoBatch:

@@ -9,6 +9,11 @@ speak the OpenAI API (Mem0, Graphiti, MemPalace, MemoryOS) run offline on the lo
   when none is given); streaming is not offered;
 - `GET /v1/models`.
 
+Chat answers are sent back as the model generated them, as vLLM's server does: a JSON answer cut at
+max_tokens comes back cut, with finish_reason "length", and the client decides what to do with it. A
+model that can answer unchecked (`UncheckedChatModel`: the embedded llama.cpp model) is asked that way;
+any other answers through its `generate`, which checks answers against their request.
+
 Requests arriving together are batched (`benchmarks.serving.batching`): embeddings always, chat when
 the model batches natively (in-process vLLM), so that concurrent clients share one model call and one
 lock-protected engine; each client gets its own answer, and a request that fails fails alone.
@@ -21,9 +26,9 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -47,6 +52,22 @@ EmbedItem = tuple[tuple[str, ...], EmbedKind]
 
 def _words(text: str) -> int:
     return len(text.split())
+
+
+@runtime_checkable
+class UncheckedChatModel(Protocol):
+    """A chat model that can answer as a server does: text and finish reason as generated, not checked
+    against the request's JSON schema or its max_tokens."""
+
+    def generate_unchecked(self, requests: Sequence[ChatRequest]) -> list[ChatResponse | Exception]: ...
+
+
+def served_answers(chat: ChatModel, requests: Sequence[ChatRequest]) -> list[ChatResponse | Exception]:
+    """What a server sends back for `requests`: the unchecked answers where the model gives them, else
+    its (checked) answers."""
+    if isinstance(chat, UncheckedChatModel):
+        return chat.generate_unchecked(requests)
+    return chat.generate(requests)
 
 
 class ModelServer(LoopbackServer):
@@ -80,7 +101,7 @@ class ModelServer(LoopbackServer):
         """One chat request, batched with concurrent ones when the model batches."""
         assert self.chat is not None
         if self._chat_batcher is None:
-            return self.chat.generate([request])[0]
+            return served_answers(self.chat, [request])[0]
         return self._chat_batcher.submit(request)
 
     def embed(self, texts: list[str], kind: EmbedKind = "passage") -> np.ndarray:

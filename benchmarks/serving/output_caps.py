@@ -2,8 +2,14 @@
 
 The content source of a simulated server (a small CPU model) writes far longer answers than the target
 model would (SmolLM2 fills a JSON schema to its bounds). A cap per prompt kind bounds the completion
-tokens the latency model decodes and the usage reports, so the simulated decode time follows the target
-model's output length, not the content source's; the answer's text is still the source's whole answer.
+tokens: the content source is asked for at most `min(request max_tokens, cap)` tokens (`limit`), so that
+no answer costs the CPU more than the target model's budget, and the latency model decodes and the
+usage reports at most the cap, so the simulated decode time follows the target model's output length,
+not the content source's. An answer stopped at the cap comes back as a vLLM server returns any answer
+cut at its max_tokens: the text generated so far, finish_reason "length" (a JSON answer may then be
+unterminated; what the client makes of it is the client's own behaviour). Such an answer is `capped`:
+the one thing the simulated server does beyond vLLM, recorded per call and counted. A recorded answer
+longer than the cap (a replayed log of an uncapped source) is charged at the cap with its text whole.
 
 A request's kind is the id of the MemForest prompt its system message opens with (`extract_facts`,
 `interval_summary`, `fact_equivalence`, `browse_select`, `query_plan`, `answer_from_memory`), else
@@ -60,10 +66,20 @@ class OutputCaps:
         value = self.caps.get(kind, self.caps.get(DEFAULT))
         return int(value) if value is not None else None
 
-    def charged(self, kind: str, completion_tokens: int) -> tuple[int, int | None, bool]:
-        """The completion tokens charged for an answer of `completion_tokens`, the cap applied, and
-        whether the answer hit it (was longer than the cap)."""
+    def limit(self, kind: str, max_tokens: int) -> int:
+        """The most completion tokens the content source is asked for: the request's `max_tokens`,
+        lowered to the kind's cap."""
         cap = self.cap(kind)
-        if cap is None or completion_tokens <= cap:
-            return completion_tokens, cap, False
-        return cap, cap, True
+        return max_tokens if cap is None else min(max_tokens, cap)
+
+    def charged(self, kind: str, completion_tokens: int, *, finish_reason: str = "stop",
+                max_tokens: int | None = None) -> tuple[int, int | None, bool]:
+        """The completion tokens charged for an answer of `completion_tokens`, the cap applied, and
+        whether the answer hit it: longer than the cap, or stopped at the cap (finish_reason "length"
+        at the cap) where the request itself (`max_tokens`; None: unbounded) allowed more."""
+        cap = self.cap(kind)
+        if cap is None:
+            return completion_tokens, None, False
+        stopped = (finish_reason == "length" and completion_tokens >= cap
+                   and (max_tokens is None or max_tokens > cap))
+        return min(completion_tokens, cap), cap, completion_tokens > cap or stopped

@@ -74,6 +74,17 @@ class LlamaCppChatModel:
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse | Exception]:
         return generate_each(requests, self._complete)
 
+    def generate_unchecked(self, requests: Sequence[ChatRequest]) -> list[ChatResponse | Exception]:
+        """The answers as generated, as a server returns them: a JSON answer cut at max_tokens stays cut,
+        with finish_reason "length" (`generate` turns it into an InvalidOutputError)."""
+        results: list[ChatResponse | Exception] = []
+        for request in requests:
+            try:
+                results.append(self._complete(request))
+            except Exception as exc:  # one result per request
+                results.append(exc)
+        return results
+
     def close(self) -> None:
         """Free every instance, waiting for requests in flight to finish."""
         if self._closed:
