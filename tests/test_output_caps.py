@@ -48,6 +48,17 @@ def test_caps_charge_at_most_the_cap_and_say_when_they_were_hit():
     assert "answer_from_memory" in KINDS and "json" in KINDS
 
 
+def test_the_source_is_asked_for_at_most_the_cap_and_an_answer_stopped_there_is_capped():
+    caps = OutputCaps({"json": 30})
+    assert caps.limit("json", 2000) == 30 and caps.limit("json", 20) == 20
+    assert OutputCaps({}).limit("text", 2000) == 2000
+    # stopped at the cap where the request allowed more: capped; cut at the request's own max_tokens: not
+    assert caps.charged("json", 30, finish_reason="length", max_tokens=2000) == (30, 30, True)
+    assert caps.charged("json", 20, finish_reason="length", max_tokens=20) == (20, 30, False)
+    assert caps.charged("json", 30, finish_reason="length", max_tokens=30) == (30, 30, False)
+    assert caps.charged("json", 30, finish_reason="stop", max_tokens=2000) == (30, 30, False)
+
+
 def _chat(url, text):
     body = {"model": "m", "messages": [{"role": "user", "content": text}]}
     return httpx.post(url + "/chat/completions", json=body, timeout=30).json()
