@@ -8,7 +8,10 @@ layout may change freely; what a run *is* comes from its `run.json`.
 Frames (see `Results`):
 - runs          one row per run directory: experiment, dataset, method, backbone, seed, simulated, judge
 - builds        one row per instance build (builds.jsonl), LLM totals and the write path's stage timings
-- build_stages  one row per (build, call stage): calls, waves, tokens and summed call seconds
+- build_stages  one row per (build, call stage): calls, waves, tokens and summed call seconds;
+                `stages_from` says where the stages come from: `call log` (the stages in builds.jsonl) or,
+                for a simulated run whose proxy logged every call as `chat`, `served kinds` (the calls'
+                prompt kinds in served_calls.jsonl, see `rows.split_proxied`: calls and tokens only)
 - records       one row per (question, attempt) (records.jsonl, the last row of each pair)
 - verdicts      one row per (question, attempt, judge) (judgments*.jsonl), with the record's category
 - calls         one row per model call (llm_calls.jsonl)
@@ -33,7 +36,14 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.rows import build_figures, read_jsonl, record_recall
+from analysis.rows import (
+    build_figures,
+    build_spans,
+    read_jsonl,
+    record_recall,
+    served_by_build,
+    split_proxied,
+)
 
 log = logging.getLogger(__name__)
 STANDARD_FILES = {"records", "builds", "llm_calls"}
@@ -109,9 +119,22 @@ def build_row(build: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
-def stage_rows(build: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    for stage, numbers in ((build.get("llm") or {}).get("by_stage") or {}).items():
-        yield {"instance_id": str(build["instance_id"]), "stage": stage, **numbers}
+def stage_rows(build: Mapping[str, Any],
+               served: Iterable[Mapping[str, Any]] = ()) -> Iterator[dict[str, Any]]:
+    """The call stages of one build; with the served calls of a simulated build, its proxied calls split
+    by their prompt kind where they account for them (`rows.split_proxied`)."""
+    by_stage = (build.get("llm") or {}).get("by_stage") or {}
+    split = split_proxied(by_stage, served)
+    for stage, numbers in (split or by_stage).items():
+        yield {"instance_id": str(build["instance_id"]), "stage": stage, **numbers,
+               "stages_from": "served kinds" if split else "call log"}
+
+
+def served_calls_by_build(run_dir: Path) -> dict[str, list[Mapping[str, Any]]]:
+    """The served calls (served_calls.jsonl) of each build of a simulated run, by the span of the build's
+    proxied calls (llm_calls.jsonl); none when the run lacks either file."""
+    served = read_jsonl(run_dir / "served_calls.jsonl")
+    return served_by_build(served, build_spans(read_jsonl(run_dir / "llm_calls.jsonl"))) if served else {}
 
 
 def record_row(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -231,9 +254,11 @@ class Results:
             if not path.exists():
                 continue
             last = {str(b["instance_id"]): b for b in read_jsonl(path)}
-            for build in last.values():
-                rows += [{**{k: run.info[k] for k in RUN_COLUMNS}, **row} for row in stage_rows(build)]
-        return frame(rows, [*RUN_COLUMNS, "instance_id", "stage"])
+            served = served_calls_by_build(run.path) if run.info["simulated"] else {}
+            for instance, build in last.items():
+                rows += [{**{k: run.info[k] for k in RUN_COLUMNS}, **row}
+                         for row in stage_rows(build, served.get(instance, ()))]
+        return frame(rows, [*RUN_COLUMNS, "instance_id", "stage", "stages_from"])
 
     @cached_property
     def records(self) -> pd.DataFrame:

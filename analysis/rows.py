@@ -1,9 +1,11 @@
-"""Result rows, the mean and the pass@k estimator, on the standard library only: the one definition that both
-the paper's analysis and the harness's own report use (the harness imports it from here, since
-analysis imports no project package)."""
+"""Result rows, the mean, the pass@k estimator and the stages of proxied model calls, on the standard
+library only: the one definition that both the paper's analysis and the harness's own report use (the
+harness imports it from here, since analysis imports no project package)."""
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import logging
 import math
@@ -94,4 +96,82 @@ def record_recall(record: Mapping[str, Any]) -> dict[str, float | None]:
         else:
             out.update(recall_turn_any=float(bool(found)), recall_turn_all=float(found == gold),
                        recall_turn=len(found) / len(gold))
+    return out
+
+
+# The stage of each model call of a simulated run. MemForest then reaches the latency-model server through
+# the harness's logging proxy, which records every chat request under stage `chat`; the server records
+# each request's prompt kind (served_calls.jsonl `kind`: the id of the MemForest prompt it opens with,
+# else `json` or `text`), and the prompt id names the library's stage.
+PROXY_STAGE = "chat"
+PROMPT_STAGES = {  # MemForest prompt id -> the stage its caller records (memforest/facts, refresh, retrieval)
+    "extract_facts": "extract", "fact_equivalence": "dedup", "interval_summary": "summarize",
+    "browse_select": "browse", "query_plan": "plan", "answer_from_memory": "answer",
+}
+SPLIT_KEYS = ("calls", "failed", "prompt_tokens", "cached_prompt_tokens", "completion_tokens")
+
+
+def build_spans(calls: Iterable[Mapping[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Per instance, the span (first start, last end) of the build-phase chat calls the proxy logged."""
+    spans: dict[str, tuple[float, float]] = {}
+    for call in calls:
+        tags = call.get("tags") or {}
+        if call.get("stage") != PROXY_STAGE or tags.get("phase") != "build" or tags.get("instance") is None:
+            continue
+        instance, start, end = str(tags["instance"]), float(call["start"]), float(call["end"])
+        first, last = spans.get(instance, (start, end))
+        spans[instance] = (min(first, start), max(last, end))
+    return spans
+
+
+def served_by_build(served: Iterable[Mapping[str, Any]],
+                    spans: Mapping[str, tuple[float, float]]) -> dict[str, list[Mapping[str, Any]]]:
+    """The served calls of each build: those that arrived within its span and no other build's."""
+    ordered = sorted(spans.items(), key=lambda item: item[1])
+    firsts = [first for _, (first, _) in ordered]
+    reach = list(itertools.accumulate((last for _, (_, last) in ordered), max))  # latest end so far
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for call in served:
+        arrival = float(call.get("arrival") or 0.0)
+        before = bisect.bisect_right(firsts, arrival)  # the spans that start no later than the arrival
+        if not before or reach[before - 1] < arrival:
+            continue
+        if before == 1 or reach[before - 2] < arrival:  # only the latest-starting span can hold it
+            owners = [ordered[before - 1][0]]
+        else:  # overlapping spans (builds that ran at once): look at each
+            owners = [instance for instance, (first, last) in ordered[:before] if first <= arrival <= last]
+        if len(owners) == 1:
+            out.setdefault(owners[0], []).append(call)
+    return out
+
+
+def split_proxied(by_stage: Mapping[str, Mapping[str, Any]],
+                  served: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]] | None:
+    """A build's `llm.by_stage` with its proxied `chat` totals split by the library stage of each served
+    call's prompt kind (`PROMPT_STAGES`; a kind that is no MemForest prompt stays `chat`), and what the
+    served calls do not account for left under `chat`. The split rows carry calls, failures and tokens
+    only: the served log does not tie a call's wall time or wave to a proxied call. None when there is
+    nothing to split, or when the served calls hold more calls or tokens than the proxy counted (then
+    they cannot all be this build's)."""
+    chat = by_stage.get(PROXY_STAGE)
+    split: dict[str, dict[str, int]] = {}
+    for call in served:
+        numbers = split.setdefault(PROMPT_STAGES.get(str(call.get("kind")), PROXY_STAGE),
+                                   dict.fromkeys(SPLIT_KEYS, 0))
+        numbers["calls"] += 1
+        numbers["failed"] += call.get("error") is not None
+        numbers["prompt_tokens"] += int(call.get("prompt_tokens") or 0)
+        numbers["cached_prompt_tokens"] += int(call.get("cached_tokens") or 0)
+        numbers["completion_tokens"] += int(call.get("completion_tokens") or 0)
+    if not chat or not set(split) - {PROXY_STAGE}:
+        return None
+    rest = {key: int(chat.get(key, 0)) - sum(n[key] for n in split.values()) for key in SPLIT_KEYS}
+    if any(value < 0 for value in rest.values()):
+        return None
+    unnamed = split.pop(PROXY_STAGE, dict.fromkeys(SPLIT_KEYS, 0))
+    rest = {key: rest[key] + unnamed[key] for key in SPLIT_KEYS}
+    out = {stage: dict(numbers) for stage, numbers in by_stage.items() if stage != PROXY_STAGE}
+    for stage, numbers in [*split.items(), *([(PROXY_STAGE, rest)] if any(rest.values()) else [])]:
+        before = out.get(stage, {})
+        out[stage] = {**before, **{key: int(before.get(key, 0)) + numbers[key] for key in SPLIT_KEYS}}
     return out

@@ -1,8 +1,10 @@
 """Stage breakdown of MemForest's write path: share of build time and of LLM tokens per stage
 (extract; canonicalise + route; refresh + index; persistence), beside the paper's Figure 7.
 
-Time comes from the library's stage timings in each build row (`system.timings`); tokens from the call
-log's per-stage totals (`llm.by_stage`). Reads MemForest builds of the experiments in EXPERIMENTS."""
+Time comes from the library's stage timings in each build row (`system.timings`); calls and tokens from
+the call log's per-stage totals (`llm.by_stage`), which for a simulated run (every call logged by the
+harness's proxy as `chat`) are split by the prompt kind the latency-model server recorded for each call
+(`Results.build_stages`). Reads MemForest builds of the experiments in EXPERIMENTS."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pandas as pd
 from analysis.load import Results
 from analysis.names import backbone_name, published, system_name
 from analysis.render import Table, finish_figure, fmt, new_figure, write_table
+from analysis.rows import PROMPT_STAGES
 
 EXPERIMENTS = ("stage_breakdown", "write_path")
 NAME = "stage_breakdown"
@@ -22,6 +25,7 @@ STAGES = {  # paper stage -> the library's timing laps
     "refresh_index": ("refresh", "index"),
     "persistence": ("commit",),
 }
+# the library's call stage -> paper stage; any other stage (browse, plan, answer, unattributed chat): other
 CALL_STAGES = {"extract": "extract", "dedup": "canonicalise_route", "summarize": "refresh_index"}
 LABELS = {"extract": "extract", "canonicalise_route": "canonicalise + route",
           "refresh_index": "refresh + index", "persistence": "persistence", "other": "other"}
@@ -59,13 +63,29 @@ def token_shares(stages: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def of_build(tokens: pd.DataFrame, method: str, backbone: str, simulated: bool) -> pd.DataFrame:
+    """The token-share rows of one (method, backbone, simulated) group."""
+    if tokens.empty:
+        return tokens
+    return tokens[(tokens["method"] == method) & (tokens["backbone"] == backbone)
+                  & (tokens["simulated"] == simulated)]
+
+
+def prompt_stage_note() -> str:
+    """Which prompt kinds count for which paper stage, e.g. `extract_facts -> extract`."""
+    named = [f"{prompt} -> {LABELS[CALL_STAGES[stage]]}" for prompt, stage in PROMPT_STAGES.items()
+             if stage in CALL_STAGES]
+    rest = [prompt for prompt, stage in PROMPT_STAGES.items() if stage not in CALL_STAGES]
+    return "; ".join([*named, f"{', '.join(rest)} and any other kind -> other"])
+
+
 def table(times: pd.DataFrame, tokens: pd.DataFrame) -> Table:
     pub = published("stage_breakdown")
     rows = []
     groups = times.groupby(["method", "backbone", "simulated"], dropna=False) if len(times) else []
     for (method, backbone, simulated), group in groups:
-        tok = tokens[(tokens["method"] == method) & (tokens["backbone"] == backbone)]
-        attributed = bool(len(tok) and set(tok["stage"]) - {"other"})  # proxied calls carry no stage
+        tok = of_build(tokens, method, backbone, simulated)
+        attributed = bool(len(tok) and set(tok["stage"]) - {"other"})  # else every call is unattributed
         for r in group.itertuples():
             t = tok[tok["stage"] == r.stage] if attributed else None
             p = pub[(pub["stage"] == r.stage) & (pub["backbone"] == "Qwen3-30B-A3B")]
@@ -82,8 +102,11 @@ def table(times: pd.DataFrame, tokens: pd.DataFrame) -> Table:
                          "token share % (30B)": fmt(p["token_share_pct"].iloc[0] if len(p) else None, 1)})
     notes = ["Time share = the stage's wall time over the summed stage times of the build "
              "(library stage timings).",
-             "Calls and tokens per stage come from the call log's stage names; calls seen only by "
-             "the logging proxy (simulated runs) carry none, so their token shares are missing.",
+             "Calls and tokens per stage come from the call log's stage names. In a simulated run the "
+             "logging proxy records every call under 'chat'; its calls are assigned to stages by the prompt "
+             f"kind the latency-model server recorded per call (served_calls.jsonl: {prompt_stage_note()}), "
+             "each to the build whose span of proxied calls it arrived in. A simulated run without "
+             "served_calls.jsonl and llm_calls.jsonl cannot be split: missing.",
              "Paper: submission Figure 7 (LongMemEval-S, Qwen3-30B-A3B); it folds persistence into its three "
              "stages ('Route' = canonicalisation + routing, 'TreeBuild' = summaries + index)."]
     return Table(NAME, pd.DataFrame(rows), "Write-path stage breakdown (MemForest)", notes)
@@ -95,7 +118,7 @@ def figure(times: pd.DataFrame, tokens: pd.DataFrame, out: Path) -> list[Path]:
     bars: list[tuple[str, dict[str, float], dict[str, float]]] = []
     for (method, backbone, simulated), group in times.groupby(["method", "backbone", "simulated"],
                                                               dropna=False):
-        tok = tokens[(tokens["method"] == method) & (tokens["backbone"] == backbone)]
+        tok = of_build(tokens, method, backbone, simulated)
         label = f"{system_name(method)}\n{backbone_name(backbone)}" + ("\n(simulated)" if simulated else "")
         attributed = set(tok["stage"]) - {"other"}
         bars.append((label, dict(zip(group["stage"], group["share"].fillna(0))),
