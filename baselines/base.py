@@ -47,6 +47,13 @@ class Endpoints:
     api_key: str = "local"
 
 
+# Retrieval recall@k is scored up to k = 10 distinct sessions, LongMemEval's way: a ranking of units
+# read as its first k distinct sessions. A system that can rank past what it serves goes on until its
+# ranking names this many sessions (`Retrieval.beyond`), so that a budget of 10 units holding fewer
+# sessions is not scored as a shorter ranking.
+RANKING_SESSIONS = 10
+
+
 class SystemUnavailable(RuntimeError):
     """The system cannot run here (missing package or checkout); the harness reports it as skipped."""
 
@@ -69,6 +76,9 @@ class Retrieval:
     latency: dict[str, float] = field(default_factory=dict)
     trace: dict[str, Any] = field(default_factory=dict)
     ranked: bool = True  # False: the evidence is everything kept, in time order (no recall@k is reported)
+    # the system's ranking past the served evidence, in rank order, until it names RANKING_SESSIONS
+    # sessions: provenance for recall only, never in the context
+    beyond: list[EvidenceItem] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,3 +108,17 @@ class MemorySystem(Protocol):
 def render_evidence(items: Sequence[EvidenceItem]) -> str:
     return "\n".join(f"[{e.time}] {' '.join(e.text.split())}" if e.time else " ".join(e.text.split())
                      for e in items)
+
+
+def ranked_past(order: Sequence[int], session_of: Sequence[str], served: int,
+                sessions: int = RANKING_SESSIONS) -> list[int]:
+    """The entries of `order` (a full ranking of indices) past its first `served`, taken in order until
+    the ranking names `sessions` distinct sessions (`session_of[i]`: the session of index i)."""
+    named = {session_of[i] for i in order[:served]}
+    out: list[int] = []
+    for i in order[served:]:
+        if len(named) >= sessions:
+            break
+        out.append(i)
+        named.add(session_of[i])
+    return out

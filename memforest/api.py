@@ -401,13 +401,19 @@ class MemForest:
     # ---- read path -------------------------------------------------------------------------------
 
     def query(self, user: str, question: str, date: Any = None, mode: str | None = None,
-              answer: bool = True) -> QueryResult:
+              answer: bool = True, rank_sessions: int | None = None) -> QueryResult:
         """Answer `question` from `user`'s last committed memory, with evidence and a trace.
-        `date` is the reference date (default: the latest stored session's date)."""
+        `date` is the reference date (default: the latest stored session's date); `rank_sessions`
+        (default `QueryConfig.rank_sessions`) continues the ranking past the served evidence until it
+        names that many sessions (`QueryResult.ranked_beyond`)."""
         clock = Clock()
         if not isinstance(question, str) or not question.strip():
             raise InputError("the question is empty")
         cfg = replace(self.config.query, mode=mode or self.config.query.mode)
+        if rank_sessions is not None:
+            if isinstance(rank_sessions, bool) or not isinstance(rank_sessions, int) or rank_sessions < 0:
+                raise InputError(f"rank_sessions must be a whole number >= 0, not {rank_sessions!r}")
+            cfg = replace(cfg, rank_sessions=rank_sessions)
         if cfg.mode not in QUERY_MODES:
             raise InputError(f"unknown query mode {cfg.mode!r} ({', '.join(QUERY_MODES)})")
         snap = self.snapshot(user)

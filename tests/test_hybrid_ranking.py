@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from memforest.api import MemForest
 from memforest.config import MemForestConfig, TreeConfig
 from memforest.cow import CowMap
+from memforest.errors import InputError
 from memforest.llm.testing import HashEmbedder
 from memforest.refresh import cell_embed_text
 from memforest.retrieval.hybrid import candidate_items, date_target, lexical_scores, rank_units
@@ -129,3 +131,48 @@ def test_a_leaf_vector_sees_the_users_words_first(tmp_path: Path) -> None:
     assert view == "assistant: word0 word1 word2\nuser: my whippet is called Maple"
     assert cell_embed_text(state, cell, 0) == cell.text and len(cell.text.split()) > 300
     assert mf.snapshot("u").lexical.scores("word299")  # the lexical index reads the whole cell
+
+
+def _more_sessions() -> list[dict]:
+    topics = ["tomato seedlings", "tomato salad", "tomato soup", "tomato sauce", "tomato jam", "tomato pie"]
+    return [session(f"s{i}", f"2024-04-{i + 1:02d}", [f"the {t} again, note {j}" for j in range(4)])
+            for i, t in enumerate(topics * 2)]
+
+
+def test_ranking_past_the_budget_keeps_the_served_evidence_and_names_more_sessions(tmp_path: Path) -> None:
+    mf = forest(tmp_path, final_units=3)
+    mf.ingest_sessions("u", _more_sessions())
+    question = "what about the tomato?"
+    plain = mf.query("u", question, answer=False)
+    ranked = mf.query("u", question, answer=False, rank_sessions=10)
+    assert plain.ranked_beyond == []
+    # the served evidence is the same: the greedy order makes the first `final_units` independent of it
+    def units(evidence: list) -> list:
+        return [(e.kind, e.id, e.score) for e in evidence]
+
+    assert units(ranked.evidence) == units(plain.evidence)
+    served = {(e.kind, e.id) for e in ranked.evidence}
+    assert ranked.ranked_beyond and not served & {(e.kind, e.id) for e in ranked.ranked_beyond}
+    assert all(e.via == "ranking" for e in ranked.ranked_beyond)
+    beyond_scores = [e.score for e in ranked.ranked_beyond]
+    assert beyond_scores == sorted(beyond_scores, reverse=True)
+    sessions = {s for e in [*ranked.evidence, *ranked.ranked_beyond] for s in e.session_ids}
+    assert len(sessions) == 10
+    # it stops once the sessions are named: without the last unit fewer than 10 remain
+    assert len({s for e in [*ranked.evidence, *ranked.ranked_beyond[:-1]] for s in e.session_ids}) < 10
+
+
+def test_ranking_past_the_budget_ends_with_the_memory(tmp_path: Path) -> None:
+    mf = forest(tmp_path, final_units=2)
+    mf.ingest_sessions("u", SESSIONS)
+    result = mf.query("u", "what about the tomato seedlings?", answer=False, rank_sessions=50)
+    assert {s for e in [*result.evidence, *result.ranked_beyond] for s in e.session_ids} == {
+        "garden", "pets", "travel", "music"}
+
+
+def test_rank_sessions_is_checked(tmp_path: Path) -> None:
+    mf = forest(tmp_path)
+    mf.ingest_sessions("u", SESSIONS)
+    for bad in (-1, 2.5, True, "3"):
+        with pytest.raises(InputError, match="rank_sessions"):
+            mf.query("u", "tomato?", answer=False, rank_sessions=bad)  # type: ignore[arg-type]

@@ -22,6 +22,7 @@ from benchmarks.harness.metrics import (
     normalize_answer,
     pass_at_1,
     pass_at_k,
+    ranked_ids,
     recall_all_at_k,
     recall_any_at_k,
     recall_at_k,
@@ -223,3 +224,19 @@ def test_summarize() -> None:
     other = summary["other/sample"]
     assert other["judges"] == {} and other["retrieval"] == {} and other["f1"] is None
     assert "turns_per_second" not in other
+
+
+def test_recall_is_scored_on_the_ranking_and_the_served_evidence_apart() -> None:
+    served_only = _record("q1", 0, "A", retrieved_session_ids=["s2"], evidence_sessions=["s1"])
+    ranked = _record("q2", 0, "A", retrieved_session_ids=["s3", "s4"], ranking_session_ids=["s3", "s4", "s1"],
+                     evidence_sessions=["s1"])
+    assert ranked_ids(served_only, "session") == ["s2"]
+    assert ranked_ids(ranked, "session") == ["s3", "s4", "s1"]
+    assert ranked_ids(ranked, "session", served=True) == ["s3", "s4"] and ranked_ids(ranked, "turn") is None
+    block = summarize([served_only, ranked], [], ks=(2, 3))["memforest/sample"]
+    # the ranking: q2 finds s1 at its third distinct session; the served evidence never does
+    assert block["retrieval"]["session"]["recall_any@2"] == 0.0
+    assert block["retrieval"]["session"]["recall_any@3"] == 0.5
+    assert block["retrieval_served"]["session"]["recall_any@3"] == 0.0
+    assert block["retrieval"]["session"]["questions"] == 2
+    assert block["retrieval_served"]["session"]["questions"] == 2

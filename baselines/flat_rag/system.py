@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from baselines.base import EvidenceItem, Retrieval, Session, render_evidence
+from baselines.base import EvidenceItem, Retrieval, Session, ranked_past, render_evidence
 from baselines.common import PhaseClock, day, render_turn
 from memforest.config import QueryConfig
 from memforest.llm.base import Embedder
@@ -53,12 +53,16 @@ class FlatRAGSystem:
         with self.clock.measure("query"):
             query = self.embedder.embed([question], kind="query")[0]
             scores = self.vectors @ query
-            order = np.argsort(-scores, kind="stable")[: self.top_k]
-        evidence = [EvidenceItem(text=self.rows[i]["text"], time=self.rows[i]["time"], score=float(scores[i]),
-                                 session_ids=[self.rows[i]["session_id"]], turn_ids=[self.rows[i]["turn_id"]])
-                    for i in order]
-        return Retrieval(render_evidence(evidence), evidence,
+            order = np.argsort(-scores, kind="stable")
+            beyond = ranked_past(order.tolist(), [r["session_id"] for r in self.rows], self.top_k)
+        evidence = self._items(scores, order[: self.top_k])
+        return Retrieval(render_evidence(evidence), evidence, beyond=self._items(scores, beyond),
                          trace=self.clock.of("query"))
+
+    def _items(self, scores: np.ndarray, indices: Any) -> list[EvidenceItem]:
+        return [EvidenceItem(text=self.rows[i]["text"], time=self.rows[i]["time"], score=float(scores[i]),
+                             session_ids=[self.rows[i]["session_id"]], turn_ids=[self.rows[i]["turn_id"]])
+                for i in indices]
 
     def close(self) -> None:
         self.rows, self.vectors = [], np.zeros((0, self.embedder.dim), dtype=np.float32)

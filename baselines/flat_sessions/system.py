@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from baselines.base import EvidenceItem, Retrieval, Session, render_evidence
+from baselines.base import EvidenceItem, Retrieval, Session, ranked_past, render_evidence
 from baselines.common import ANSWER_DOCUMENTS, PhaseClock, day, document_turns, raw_document, session_text
 from memforest.config import QueryConfig
 from memforest.llm.base import Embedder
@@ -66,12 +66,16 @@ class FlatSessionsSystem:
         with self.clock.measure("query"):
             query = self.embedder.embed([question], kind="query")[0]
             scores = self.vectors @ query
-            order = np.argsort(-scores, kind="stable")[: self.top_k]
-        evidence = [EvidenceItem(text=self.docs[i]["text"], time=self.docs[i]["time"], score=float(scores[i]),
-                                 session_ids=[self.docs[i]["session_id"]], turn_ids=self.docs[i]["turn_ids"])
-                    for i in order]
-        return Retrieval(render_evidence(evidence), evidence,
+            order = np.argsort(-scores, kind="stable")
+            beyond = ranked_past(order.tolist(), [r["session_id"] for r in self.docs], self.top_k)
+        evidence = self._items(scores, order[: self.top_k])
+        return Retrieval(render_evidence(evidence), evidence, beyond=self._items(scores, beyond),
                          trace={**self.clock.of("query"), "answer_documents": self.answer_documents})
+
+    def _items(self, scores: np.ndarray, indices: Any) -> list[EvidenceItem]:
+        return [EvidenceItem(text=self.docs[i]["text"], time=self.docs[i]["time"], score=float(scores[i]),
+                             session_ids=[self.docs[i]["session_id"]], turn_ids=self.docs[i]["turn_ids"])
+                for i in indices]
 
     def close(self) -> None:
         self.docs, self.vectors = [], np.zeros((0, self.embedder.dim), dtype=np.float32)

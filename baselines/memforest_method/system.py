@@ -8,14 +8,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from baselines.base import EvidenceItem, Retrieval, Session, render_evidence
+from baselines.base import RANKING_SESSIONS, EvidenceItem, Retrieval, Session, render_evidence
 from baselines.common import named_text
 from memforest.api import MemForest
 from memforest.config import MemForestConfig
 from memforest.errors import InputError
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
+from memforest.retrieval.results import Evidence
 from memforest.sessions import check_id, readable
+from memforest.state import UserState
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:@+-]")  # what memforest.sessions.check_id refuses
 _LONGEST = 120  # a stored id taken as it is; leaves room for a `+N` suffix within check_id's bound
@@ -121,24 +123,28 @@ class MemForestSystem:
 
     def retrieve(self, question: str, when: datetime | None) -> Retrieval:
         assert self.forest is not None, "reset() first"
-        result = self.forest.query(self.user, question, date=when.isoformat() if when else None, answer=False)
+        result = self.forest.query(self.user, question, date=when.isoformat() if when else None, answer=False,
+                                   rank_sessions=RANKING_SESSIONS)
         state = self.forest.snapshot(self.user).state
-        items = []
-        for ev in result.evidence:
-            if ev.kind == "fact":
-                spans = [(o.session_id, o.turn_lo, o.turn_hi) for o in state.facts[ev.id].occurrences]
-            elif ev.kind == "cell":
-                cell = state.cells[ev.id]
-                spans = [(cell.session_id, cell.turn_lo, cell.turn_hi)]
-            else:  # a summary (root-only retrieval): its sessions, no turns
-                spans = [(s, 0, -1) for s in ev.session_ids]
-            items.append(EvidenceItem(
-                text=ev.text, time=ev.time, score=ev.score,
-                session_ids=list(dict.fromkeys(self.ids.session_ids.get(s, s) for s, _, _ in spans)),
-                turn_ids=[self.ids.turn_ids[(s, i)] for s, lo, hi in spans for i in range(lo, hi + 1)
-                          if (s, i) in self.ids.turn_ids],
-            ))
-        return Retrieval(render_evidence(items), items, result.trace.get("latency", {}), result.trace)
+        items = [self._item(state, ev) for ev in result.evidence]
+        return Retrieval(render_evidence(items), items, result.trace.get("latency", {}), result.trace,
+                         beyond=[self._item(state, ev) for ev in result.ranked_beyond])
+
+    def _item(self, state: UserState, ev: Evidence) -> EvidenceItem:
+        """One evidence unit with its provenance in dataset ids."""
+        if ev.kind == "fact":
+            spans = [(o.session_id, o.turn_lo, o.turn_hi) for o in state.facts[ev.id].occurrences]
+        elif ev.kind == "cell":
+            cell = state.cells[ev.id]
+            spans = [(cell.session_id, cell.turn_lo, cell.turn_hi)]
+        else:  # a summary (root-only retrieval): its sessions, no turns
+            spans = [(s, 0, -1) for s in ev.session_ids]
+        return EvidenceItem(
+            text=ev.text, time=ev.time, score=ev.score,
+            session_ids=list(dict.fromkeys(self.ids.session_ids.get(s, s) for s, _, _ in spans)),
+            turn_ids=[self.ids.turn_ids[(s, i)] for s, lo, hi in spans for i in range(lo, hi + 1)
+                      if (s, i) in self.ids.turn_ids],
+        )
 
     def close(self) -> None:
         if self.forest is not None:

@@ -26,7 +26,7 @@ from baselines.memforest_method.system import MemForestSystem
 from benchmarks.datasets import DatasetError, Instance, load_longmemeval
 from benchmarks.harness import gpu_node
 from benchmarks.harness.evidence import retrieval_fields
-from benchmarks.harness.metrics import retrieval_recall
+from benchmarks.harness.metrics import ranked_ids, retrieval_recall
 from memforest.config import EmbedderConfig, MemForestConfig, from_dict
 from memforest.errors import MemForestError, error_line
 from memforest.llm.base import Embedder
@@ -73,8 +73,8 @@ def run_instance(instance: Instance, config: MemForestConfig, embedder: Embedder
             result.questions += 1
             fields = retrieval_fields(retrieval, instance)
             for level, gold in (("session", question.evidence_sessions), ("turn", question.evidence_turns)):
-                recall = retrieval_recall(fields.get(f"retrieved_{level}_ids", []), list(gold), KS,
-                                          question.abstention)
+                ranked = ranked_ids(fields, level) or []
+                recall = retrieval_recall(ranked, list(gold), KS, question.abstention)
                 if recall is not None:
                     result.recalls[level].append(recall)
     finally:

@@ -186,21 +186,31 @@ def _judge_summary(rows: list[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> d
     }
 
 
-def _retrieval_summary(records: list[Mapping[str, Any]], ks: Sequence[int]) -> dict[str, dict[str, float]]:
-    """Mean recall per level over non-abstention questions, from each question's first attempt."""
+def ranked_ids(record: Mapping[str, Any], level: str, served: bool = False) -> list[str] | None:
+    """A record's ranked ids of `level` (session | turn) that recall is scored on: the system's ranking
+    (`ranking_<level>_ids`, which goes on past the served evidence where the system ranks further), else
+    the served evidence's ids; with `served`, the served evidence's ids only. None without provenance."""
+    served_ids = record.get(f"retrieved_{level}_ids")
+    return served_ids if served else record.get(f"ranking_{level}_ids", served_ids)
+
+
+def _retrieval_summary(records: list[Mapping[str, Any]], ks: Sequence[int], served: bool = False
+                       ) -> dict[str, dict[str, float]]:
+    """Mean recall per level over non-abstention questions, from each question's first attempt, on
+    each record's ranking (`ranked_ids`), or with `served` on its served evidence only."""
     first: dict[str, Mapping[str, Any]] = {}
     for record in sorted(records, key=lambda r: int(r.get("attempt", 0))):
         first.setdefault(str(record["question_id"]), record)
     out: dict[str, dict[str, float]] = {}
     for level in ("session", "turn"):
-        ranked_field, gold_field = f"retrieved_{level}_ids", f"evidence_{level}s"
+        gold_field = f"evidence_{level}s"
         per_question = [
             recall
             for record in first.values()
-            if ranked_field in record
+            if (ranked := ranked_ids(record, level, served)) is not None
             if (
                 recall := retrieval_recall(
-                    record[ranked_field],
+                    ranked,
                     record.get(gold_field) or [],
                     ks,
                     bool(record.get("abstention", False)),
@@ -257,6 +267,7 @@ def summarize(
                 jid: _judge_summary(pairs) for jid, pairs in sorted(judged[(method, dataset)].items())
             },
             "retrieval": _retrieval_summary(rows, ks),
+            "retrieval_served": _retrieval_summary(rows, ks, served=True),
             "f1": mean(f1_score(str(r["response"]), str(r["answer"])) for r in answered),
             "bleu1": mean(bleu1(str(r["response"]), str(r["answer"])) for r in answered),
         }

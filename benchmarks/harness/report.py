@@ -247,6 +247,21 @@ def _recall_rows(retrieval: Mapping[str, Any], dataset: str) -> list[list[str]]:
     return rows
 
 
+def _served_recall_rows(retrieval: Mapping[str, Any], served: Mapping[str, Any]) -> list[list[str]]:
+    """The served evidence's own recall, where the ranking scored above went on past it."""
+    if not served or served == retrieval:
+        return []
+    session, turn = served.get("session") or {}, served.get("turn") or {}
+    rows = []
+    if session:
+        rows.append(["session recall_any@1 / @5 / @10, served evidence only",
+                     " / ".join(_pct(session.get(f"recall_any@{k}")) for k in (1, 5, 10))])
+    if turn:
+        rows.append(["turn recall_any@10 / recall_all@10, served evidence only",
+                     " / ".join(_pct(turn.get(f"recall_{m}@10")) for m in ("any", "all"))])
+    return rows
+
+
 def _cost_rows(build: Mapping[str, Any], query: Mapping[str, Any]) -> list[list[str]]:
     latency = query["latency_mean"]
     stages = ", ".join(f"{s} {_num(v, 3)}" for s, v in latency.items() if s not in ("retrieve", "total"))
@@ -307,6 +322,7 @@ def markdown(block: Mapping[str, Any]) -> str:
     rows = [["questions", str(block["questions"])]]
     rows += _accuracy_rows(block["judges"])
     rows += _recall_rows(block["retrieval"], str(block["dataset"]))
+    rows += _served_recall_rows(block["retrieval"], block.get("retrieval_served") or {})
     rows += _cost_rows(block["build"], block["query"])
     if block.get("token_counter"):
         rows.append(["evidence tokens counted by", str(block["token_counter"]).replace("|", "/")])

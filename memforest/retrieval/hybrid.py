@@ -117,9 +117,11 @@ def candidate_items(snap: Snapshot, question: str, qvec: np.ndarray, k: int,
 def rank_units(
     snap: Snapshot, items: list[str], qvec: np.ndarray, lexical: ScaledLexical, target: DateTarget | None,
     cfg: QueryConfig, budget: int, floor: dict[str, float] | None = None,
-    dense: dict[str, Dense] | None = None,
+    dense: dict[str, Dense] | None = None, rank_sessions: int = 0,
 ) -> list[Hit]:
-    """The best `budget` units among `items`, chosen greedily with the per-session repeat penalty.
+    """The best `budget` units among `items`, chosen greedily with the per-session repeat penalty,
+    then (with `rank_sessions`) more in the same order until the units name that many sessions: the
+    greedy order makes the first `budget` the same either way.
     `floor` (optional) gives an item a score it keeps at least (a planner's sub-query similarity);
     `dense` (from `candidate_items`) what the index rows of items searched already hold. The other
     similarities are one matrix product over items and one over their sessions' roots."""
@@ -177,7 +179,7 @@ def rank_units(
     out: list[Hit] = []
     heap = [(-score, item, i, 0) for i, (item, score) in enumerate(zip(items, base))]
     heapq.heapify(heap)
-    while heap and len(out) < budget:
+    while heap and (len(out) < budget or len(taken) < rank_sessions):
         neg, item, i, seen = heapq.heappop(heap)
         count = taken.get(groups[i], 0)
         if count != seen:  # its session gave a unit since: back in line with the penalty

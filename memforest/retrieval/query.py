@@ -14,7 +14,7 @@ from memforest.llm.base import ChatRequest, Embedder
 from memforest.llm.calllog import CallLog, summarize
 from memforest.llm.scheduler import Scheduler
 from memforest.prompts import answer as answer_prompt
-from memforest.retrieval.assemble import assemble, render, temporal_neighbours
+from memforest.retrieval.assemble import assemble, render, temporal_neighbours, to_evidence
 from memforest.retrieval.browse import Hit, embed_browse, llm_browse
 from memforest.retrieval.hybrid import Dense, candidate_items, date_target, lexical_scores, rank_units
 from memforest.retrieval.modes import flat_evidence, planned_embed_browse, root_evidence
@@ -33,8 +33,9 @@ def retrieve(
     embedder: Embedder,
     scheduler: Scheduler | None,
     tags: dict[str, Any],
-) -> tuple[list[Evidence], dict[str, Any]]:
-    """Evidence for `question` and the trace of how it was found."""
+) -> tuple[list[Evidence], dict[str, Any], list[Evidence]]:
+    """Evidence for `question`, the trace of how it was found, and the ranked units past the served
+    evidence (`QueryConfig.rank_sessions`; only the hybrid ranking goes on past the budget)."""
     lat: dict[str, float] = {}
     t = time.perf_counter()
     qvec = embedder.embed([question], "query")[0]
@@ -44,7 +45,8 @@ def retrieve(
         evidence, flat = flat_evidence(snap, qvec, cfg.final_units)
         lat["recall"] = _lap(t)
         return (evidence,
-                {"mode": cfg.mode, "version": snap.version, "recalled": [], "flat": flat, "latency": lat})
+                {"mode": cfg.mode, "version": snap.version, "recalled": [], "flat": flat, "latency": lat},
+                [])
     hybrid = cfg.mode == "embed" and not cfg.complete_expansion  # ranks dense and lexical candidates
     facts = snap.index.facts.search_meta(qvec, max(cfg.fact_recall, cfg.candidates if hybrid else 0))
     recalled = recall_trees(snap, qvec, cfg, facts[:2])
@@ -53,10 +55,10 @@ def retrieve(
                              "recalled": [asdict(r) for r in recalled]}
     if not recalled:
         trace["latency"] = lat
-        return [], trace
+        return [], trace, []
     if cfg.mode == "root":  # the recalled trees' root summaries, no descent
         trace["latency"] = lat
-        return root_evidence(snap, recalled, cfg.final_units), trace
+        return root_evidence(snap, recalled, cfg.final_units), trace, []
     t = time.perf_counter()
     if cfg.mode in LLM_QUERY_MODES and scheduler is None:
         raise ModelError(f"{cfg.mode} mode needs a chat model")
@@ -87,9 +89,12 @@ def retrieve(
             dense: dict[str, Dense] = {}
             items, lexical = candidate_items(snap, question, qvec, cfg.candidates, facts, dense)
             hits = rank_units(snap, items, qvec, lexical, date_target(question, parse_time(date)), cfg,
-                              cfg.final_units, dense=dense)
+                              cfg.final_units, dense=dense, rank_sessions=cfg.rank_sessions)
             path = [{"candidates": len(items), "lexical_matches": len(lexical),
-                     "kept": [[*h.key, round(h.score, 4)] for h in hits]}]
+                     "kept": [[*h.key, round(h.score, 4)] for h in hits[: cfg.final_units]]}]
+    beyond: list[Hit] = []
+    if not expand:  # the hybrid ranking past the budget, when asked for
+        hits, beyond = hits[: cfg.final_units], hits[cfg.final_units:]
     lat["browse"] = _lap(t)
     t = time.perf_counter()
     budget = cfg.final_units
@@ -107,7 +112,9 @@ def retrieve(
                           "direction": plan.direction}
                          for a, k in neighbours]
     trace["latency"] = lat
-    return evidence, trace
+    served = {(e.kind, e.id) for e in evidence}
+    ranked = [to_evidence(snap, h.key, h.score, "ranking") for h in beyond]
+    return evidence, trace, [e for e in ranked if (e.kind, e.id) not in served]
 
 
 def _planned_browse(
@@ -133,7 +140,8 @@ def _rerank(snap: Snapshot, question: str, date: str, qvec: np.ndarray, hits: li
         if item is not None:
             floor[item] = max(floor.get(item, -1.0), h.score)
     return rank_units(snap, list(floor), qvec, lexical_scores(snap, question),
-                      date_target(question, parse_time(date)), cfg, cfg.final_units, floor)
+                      date_target(question, parse_time(date)), cfg, cfg.final_units, floor,
+                      rank_sessions=cfg.rank_sessions)
 
 
 def _expand(snap: Snapshot, hits: list[Hit], qvec: np.ndarray) -> list[Hit]:
@@ -164,7 +172,7 @@ def run_query(
     scheduler: Scheduler | None, log: CallLog, with_answer: bool, tags: dict[str, Any],
 ) -> QueryResult:
     first = len(log)
-    evidence, trace = retrieve(snap, question, date, cfg, embedder, scheduler, tags)
+    evidence, trace, beyond = retrieve(snap, question, date, cfg, embedder, scheduler, tags)
     text = None
     if with_answer:
         if scheduler is None:
@@ -174,7 +182,7 @@ def run_query(
         trace["latency"]["answer"] = _lap(t)
     calls = [r for r in log.since(first) if r.tags.get("query") == tags.get("query")]
     trace["llm_calls"] = summarize(calls)
-    return QueryResult(question, text, evidence, trace)
+    return QueryResult(question, text, evidence, trace, beyond)
 
 
 def _lap(t: float) -> float:

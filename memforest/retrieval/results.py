@@ -33,6 +33,8 @@ class QueryResult:
     answer: str | None
     evidence: list[Evidence]
     trace: dict[str, Any]
+    # units the ranking holds past the served evidence, in rank order (`QueryConfig.rank_sessions`)
+    ranked_beyond: list[Evidence] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
