@@ -16,8 +16,11 @@ configured, driven as Zep's own evaluation drives Zep (getzep/zep-papers,
   in our wording of Zep's context layout (`ZEP_CONTEXT`). The dates there are already the times the
   facts held (Graphiti resolved relative dates when it wrote them), and the context says so.
 
-Chat goes through `OpenAIGenericClient` in `json_object` mode (llama.cpp's server refuses
-`json_schema`); questions are embedded in the served endpoint's query form.
+Chat goes through `OpenAIGenericClient` in `structured_output_mode`: `json_object` by default
+(llama.cpp's server refuses `json_schema`; Graphiti then writes each response schema into the prompt),
+or Graphiti's own default `json_schema` (the schema enforced by constrained decoding) on endpoints that
+take it (vLLM, the harness's model and latency-model servers). Questions are embedded in the served
+endpoint's query form.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ Entities, each with a summary (NAME: summary).
 
 
 LME_DATE = "%Y/%m/%d (%a) %H:%M"  # LongMemEval's question_date, e.g. 2023/05/30 (Tue) 23:40
+OUTPUT_MODES = ("json_object", "json_schema")
 
 
 def dated_query(question: str, when: datetime | None, chars: int) -> str:
@@ -88,14 +92,19 @@ class ZepLocalSystem:
     `evidence_limit`: keep only that many items in all, facts and entities alternating (the shared
     budget; None: all). `message_chars`: a message's text is cut to that many characters (Zep's
     LongMemEval script: 8000). `query_chars`: a dated LongMemEval query is cut to that many characters
-    (the same script: 255)."""
+    (the same script: 255). `structured_output_mode`: how Graphiti asks for JSON (OUTPUT_MODES, see
+    the module doc)."""
 
     def __init__(self, endpoints: Endpoints, *, edge_limit: int = 20, node_limit: int = 20,
                  evidence_limit: int | None = None, message_chars: int = 8000, query_chars: int = 255,
                  max_tokens: int = 8192, temperature: float = 0.0, neo4j_uri: str | None = None,
                  neo4j_user: str = "neo4j", neo4j_password_env: str = "NEO4J_PASSWORD",
-                 name: str = "zep_local") -> None:
+                 structured_output_mode: str = "json_object", name: str = "zep_local") -> None:
+        if structured_output_mode not in OUTPUT_MODES:
+            raise ValueError(f"{name}: structured_output_mode must be one of {', '.join(OUTPUT_MODES)}, "
+                             f"not {structured_output_mode!r}")
         require("graphiti_core", name, "zep")
+        self.output_mode = structured_output_mode
         if neo4j_uri is None:
             require("kuzu", name, "zep")
         self.name = name
@@ -127,7 +136,7 @@ class ZepLocalSystem:
 
             embedder = self.embedder = OpenAIEmbedder(OpenAIEmbedderConfig(**self.embed))
             llm = OpenAIGenericClient(LLMConfig(**self.llm), max_tokens=int(self.llm["max_tokens"]),
-                                      structured_output_mode="json_object")
+                                      structured_output_mode=self.output_mode)  # type: ignore[arg-type]
             driver, self.group = self._driver(Path(workdir), safe_id(instance_id))
             self.graph = Graphiti(llm_client=llm, embedder=embedder, cross_encoder=unused_reranker(),
                                   graph_driver=driver)
