@@ -430,7 +430,8 @@ class MemForest:
         clock.lap("snapshot")  # the store's version checked, the resident version taken
         try:
             result = run_query(snap, question, iso_minute(ref), cfg, self.embedder,
-                               self.scheduler if needs_llm else None, self.log, answer, tags)
+                               self.scheduler if needs_llm else None, self.log, answer, tags,
+                               self.config.tree.leaf_words)
         except Exception as e:  # an unexpected failure: a StoreError when the store is found damaged
             diagnosis = damaged(e, user, UserDB(self.user_dir(user) / "memory.sqlite"))
             if diagnosis is not e:

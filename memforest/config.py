@@ -147,6 +147,9 @@ class QueryConfig:
     session_weight: float = 0.2  # similarity of the session the item was said in (its tree root)
     date_weight: float = 0.1  # closeness to the date a question names ("three weeks ago")
     repeat_penalty: float = 0.05  # per unit already taken from the same session
+    # the best this many cells are scored again by their closest user sentence, embedded at query time
+    # (retrieval/hybrid.py); 0 = cell vectors only
+    sentence_rerank: int = 60
     # past the evidence budget, the hybrid ranking goes on until its units name this many distinct
     # sessions (`QueryResult.ranked_beyond`: provenance only, never served or answered from); 0 = stop
     # at the budget. Recall@k scored LongMemEval's way (a turn ranking read as its first k distinct
@@ -248,7 +251,7 @@ AT_LEAST: tuple[tuple[str, str, float], ...] = (
     ("chunk", "max_turns", 0), ("chunk", "max_chars", 1), ("extraction", "max_items", 1),
     ("tree", "fanout_session", 3), ("tree", "fanout_entity", 3), ("tree", "fanout_scene", 3),
     ("query", "top_trees", 1), ("query", "beam", 1), ("query", "final_units", 1),
-    ("query", "rank_sessions", 0),
+    ("query", "rank_sessions", 0), ("query", "sentence_rerank", 0),
     ("limits", "turn_chars", 1), ("limits", "turns_per_session", 1), ("limits", "sessions_per_call", 1),
     ("limits", "lock_wait_s", 0),
 )

@@ -176,3 +176,71 @@ def test_rank_sessions_is_checked(tmp_path: Path) -> None:
     for bad in (-1, 2.5, True, "3"):
         with pytest.raises(InputError, match="rank_sessions"):
             mf.query("u", "tomato?", answer=False, rank_sessions=bad)  # type: ignore[arg-type]
+
+
+class CountingEmbedder(HashEmbedder):
+    """The hashing embedder, recording every batch it is asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__(256)
+        self.batches: list[list[str]] = []
+
+    def embed(self, texts: Any, kind: Any = "passage") -> np.ndarray:
+        self.batches.append(list(texts))
+        return super().embed(texts, kind)
+
+
+def _diluted_sessions() -> list[dict]:
+    # the answer is the 8th sentence of a long user turn about something else, past the 80 words its
+    # leaf vector encodes; the other sessions share a few of the question's words
+    filler = [f"Budget line {i} covers our rent, groceries, fuel, insurance, water and phone bills."
+              for i in range(7)]
+    tail = [f"Budget line {i} is for the high school reunion debate team trip." for i in range(7, 12)]
+    said = " ".join([*filler, "I loved the debate team at my high school reunion.", *tail])
+    answer = {"session_id": "school", "timestamp": "2024-01-03T10:00:00", "turns": [
+        {"role": "user", "content": said},
+        {"role": "assistant", "content": "Glad to help. The high school reunion sounds fun."}]}
+    others = [session(f"near{i}", f"2024-01-0{4 + i}", [f"my old school bag {i} was blue", "a bag debate"])
+              for i in range(3)]
+    return [answer, *others]
+
+
+def test_a_cell_is_found_by_its_closest_user_sentence(tmp_path: Path) -> None:
+    question = "should I go to the debate team high school reunion?"
+    plain = forest(tmp_path / "plain", sentence_rerank=0, final_units=1, lexical_weight=0.0)
+    plain.ingest_sessions("u", _diluted_sessions())
+    assert plain.query("u", question, answer=False).evidence[0].session_ids != ["school"]
+
+    embedder = CountingEmbedder()
+    cfg = MemForestConfig(tree=TreeConfig(summary_mode="extractive"))
+    cfg = replace(cfg, query=replace(cfg.query, final_units=1, lexical_weight=0.0))
+    closer = MemForest(tmp_path / "closer", cfg, embedder=embedder, generate=False)
+    closer.ingest_sessions("u", _diluted_sessions())
+    embedder.batches.clear()
+    evidence = closer.query("u", question, answer=False).evidence
+    assert evidence[0].session_ids == ["school"]
+    question_batch, sentences = embedder.batches  # the question, then one batch of sentences
+    assert question_batch == [question]
+    school = [s for s in sentences if s.startswith("Budget line") or s.startswith("I loved")]
+    assert len(school) == 8 and school[-1] == "I loved the debate team at my high school reunion."
+    assert all(len(s.split()) >= 4 for s in sentences)
+    assert not any("sounds fun" in s for s in sentences)  # the user's sentences only
+
+
+def test_cells_their_vector_reads_whole_are_not_rescored(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    cfg = MemForestConfig(tree=TreeConfig(summary_mode="extractive", leaf_words=80))
+    mf = MemForest(tmp_path / "short", cfg, embedder=embedder, generate=False)
+    mf.ingest_sessions("u", [session(f"s{i}", f"2024-01-0{i + 1}", [f"my old school bag {i} was blue today",
+                                                                     "a fine bag debate it was"])
+                             for i in range(4)])
+    embedder.batches.clear()
+    mf.query("u", "what colour was my school bag?", answer=False)
+    assert embedder.batches == [["what colour was my school bag?"]]  # the question alone
+
+    whole = MemForest(tmp_path / "whole", replace(cfg, tree=replace(cfg.tree, leaf_words=0)),
+                      embedder=embedder, generate=False)  # the vector reads up to the encoder's window
+    whole.ingest_sessions("u", _diluted_sessions())
+    embedder.batches.clear()
+    whole.query("u", "should I go to the debate team high school reunion?", answer=False)
+    assert len(embedder.batches) == 2 and len(embedder.batches[1]) > 8

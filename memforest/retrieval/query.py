@@ -16,7 +16,14 @@ from memforest.llm.scheduler import Scheduler
 from memforest.prompts import answer as answer_prompt
 from memforest.retrieval.assemble import assemble, render, temporal_neighbours, to_evidence
 from memforest.retrieval.browse import Hit, embed_browse, llm_browse
-from memforest.retrieval.hybrid import Dense, candidate_items, date_target, lexical_scores, rank_units
+from memforest.retrieval.hybrid import (
+    Dense,
+    Sentences,
+    candidate_items,
+    date_target,
+    lexical_scores,
+    rank_units,
+)
 from memforest.retrieval.modes import flat_evidence, planned_embed_browse, root_evidence
 from memforest.retrieval.planner import Plan, plan_query, question_direction
 from memforest.retrieval.recall import recall_trees
@@ -33,9 +40,12 @@ def retrieve(
     embedder: Embedder,
     scheduler: Scheduler | None,
     tags: dict[str, Any],
+    leaf_words: int,
 ) -> tuple[list[Evidence], dict[str, Any], list[Evidence]]:
     """Evidence for `question`, the trace of how it was found, and the ranked units past the served
-    evidence (`QueryConfig.rank_sessions`; only the hybrid ranking goes on past the budget)."""
+    evidence (`QueryConfig.rank_sessions`; only the hybrid ranking goes on past the budget).
+    `leaf_words` is how much of a cell its leaf vector reads (`TreeConfig.leaf_words`)."""
+    sentences = Sentences(embedder, leaf_words)
     lat: dict[str, float] = {}
     t = time.perf_counter()
     qvec = embedder.embed([question], "query")[0]
@@ -79,7 +89,7 @@ def retrieve(
             hits, path = _planned_browse(snap, plan, qvec, embedder, scheduler, cfg, tags, stop)
         trace["plan"] = asdict(plan)
         if not expand:  # the leaves reached, ranked like embedding mode's candidates
-            hits = _rerank(snap, question, date, qvec, hits, cfg)
+            hits = _rerank(snap, question, date, qvec, hits, cfg, sentences)
     else:
         plan = Plan(direction=question_direction(question))
         expand = cfg.complete_expansion
@@ -89,7 +99,8 @@ def retrieve(
             dense: dict[str, Dense] = {}
             items, lexical = candidate_items(snap, question, qvec, cfg.candidates, facts, dense)
             hits = rank_units(snap, items, qvec, lexical, date_target(question, parse_time(date)), cfg,
-                              cfg.final_units, dense=dense, rank_sessions=cfg.rank_sessions)
+                              cfg.final_units, dense=dense, rank_sessions=cfg.rank_sessions,
+                              sentences=sentences)
             path = [{"candidates": len(items), "lexical_matches": len(lexical),
                      "kept": [[*h.key, round(h.score, 4)] for h in hits[: cfg.final_units]]}]
     beyond: list[Hit] = []
@@ -131,8 +142,8 @@ def _planned_browse(
              for h in hits], path)
 
 
-def _rerank(snap: Snapshot, question: str, date: str, qvec: np.ndarray, hits: list[Hit], cfg: QueryConfig
-            ) -> list[Hit]:
+def _rerank(snap: Snapshot, question: str, date: str, qvec: np.ndarray, hits: list[Hit], cfg: QueryConfig,
+            sentences: Sentences) -> list[Hit]:
     """Planner-reached leaves scored by the hybrid ranking, each keeping at least its browse score."""
     floor: dict[str, float] = {}
     for h in hits:
@@ -141,7 +152,7 @@ def _rerank(snap: Snapshot, question: str, date: str, qvec: np.ndarray, hits: li
             floor[item] = max(floor.get(item, -1.0), h.score)
     return rank_units(snap, list(floor), qvec, lexical_scores(snap, question),
                       date_target(question, parse_time(date)), cfg, cfg.final_units, floor,
-                      rank_sessions=cfg.rank_sessions)
+                      rank_sessions=cfg.rank_sessions, sentences=sentences)
 
 
 def _expand(snap: Snapshot, hits: list[Hit], qvec: np.ndarray) -> list[Hit]:
@@ -169,10 +180,10 @@ def answer(
 
 def run_query(
     snap: Snapshot, question: str, date: str, cfg: QueryConfig, embedder: Embedder,
-    scheduler: Scheduler | None, log: CallLog, with_answer: bool, tags: dict[str, Any],
+    scheduler: Scheduler | None, log: CallLog, with_answer: bool, tags: dict[str, Any], leaf_words: int,
 ) -> QueryResult:
     first = len(log)
-    evidence, trace, beyond = retrieve(snap, question, date, cfg, embedder, scheduler, tags)
+    evidence, trace, beyond = retrieve(snap, question, date, cfg, embedder, scheduler, tags, leaf_words)
     text = None
     if with_answer:
         if scheduler is None:
