@@ -26,7 +26,7 @@ from fair_inputs_support import (
     turns_of,
 )
 
-from baselines.base import Session
+from baselines.base import RANKING_SESSIONS, Session
 from memforest.llm.testing import HashEmbedder
 
 # ---------------------------------------------------------------- times: each library gets the dataset's
@@ -121,9 +121,10 @@ class RecordingForest:
         self.sessions.extend(payload)
         return type("Stats", (), {"to_dict": lambda self: {}})()
 
-    def query(self, user: str, question: str, *, date: str | None, answer: bool) -> Any:
-        self.queries.append({"question": question, "date": date})
-        return type("Result", (), {"evidence": [], "trace": {}})()
+    def query(self, user: str, question: str, *, date: str | None, answer: bool,
+              rank_sessions: int = 0) -> Any:
+        self.queries.append({"question": question, "date": date, "rank_sessions": rank_sessions})
+        return type("Result", (), {"evidence": [], "trace": {}, "ranked_beyond": []})()
 
     def snapshot(self, user: str) -> Any:
         return type("Snapshot", (), {"state": None})()
@@ -184,7 +185,8 @@ def test_zep_searches_behind_the_question_date(tmp_path: Path, monkeypatch: pyte
 def test_memforest_queries_at_the_question_date(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     when = question_date(tmp_path)
     _, forest = run_memforest("longmemeval", tmp_path, monkeypatch, when)
-    assert forest.queries == [{"question": "Where does Nadia sail?", "date": "2023-05-30T23:40:00"}]
+    assert forest.queries == [{"question": "Where does Nadia sail?", "date": "2023-05-30T23:40:00",
+                               "rank_sessions": RANKING_SESSIONS}]
 
 
 def test_memoryos_retrieves_at_the_question_date(tmp_path: Path, memoryos_stub: None) -> None:
