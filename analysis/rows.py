@@ -80,6 +80,14 @@ def build_figures(build: Mapping[str, Any]) -> dict[str, Any]:
 RECALL_COLUMNS = ("recall_session_any", "recall_turn_any", "recall_turn_all", "recall_turn")
 
 
+def ranked_ids(record: Mapping[str, Any], level: str, served: bool = False) -> list[str] | None:
+    """A record's ranked ids of `level` (session | turn) that recall is scored on: the system's ranking
+    (`ranking_<level>_ids`, which goes on past the served evidence where the system ranks further), else
+    the served evidence's ids; with `served`, the served evidence's ids only. None without provenance."""
+    served_ids = record.get(f"retrieved_{level}_ids")
+    return served_ids if served else record.get(f"ranking_{level}_ids", served_ids)
+
+
 def record_recall(record: Mapping[str, Any]) -> dict[str, float | None]:
     """The recall columns of one record (None where it has no gold or no retrieved ids of a level)."""
     out: dict[str, float | None] = dict.fromkeys(RECALL_COLUMNS)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.rows import write_rate
+from analysis.rows import ranked_ids, write_rate
 from benchmarks.harness.metrics import (
     QuestionScore,
     abstention_accuracy,
@@ -22,7 +22,6 @@ from benchmarks.harness.metrics import (
     normalize_answer,
     pass_at_1,
     pass_at_k,
-    ranked_ids,
     recall_all_at_k,
     recall_any_at_k,
     recall_at_k,

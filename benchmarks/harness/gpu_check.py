@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analysis.rows import ranked_ids
 from baselines.memforest_method.system import MemForestSystem
 from benchmarks.datasets import DatasetError, Instance, load_longmemeval
 from benchmarks.harness import gpu_node
 from benchmarks.harness.evidence import retrieval_fields
-from benchmarks.harness.metrics import ranked_ids, retrieval_recall
+from benchmarks.harness.metrics import retrieval_recall
 from memforest.config import EmbedderConfig, MemForestConfig, from_dict
 from memforest.errors import MemForestError, error_line
 from memforest.llm.base import Embedder

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
-from analysis.rows import mean, pass_at_k, write_rate
+from analysis.rows import mean, pass_at_k, ranked_ids, write_rate
 
 # ---------------------------------------------------------------- pass@k and accuracy
 
@@ -184,14 +184,6 @@ def _judge_summary(rows: list[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> d
             for k in range(1, min_n + 1)
         },
     }
-
-
-def ranked_ids(record: Mapping[str, Any], level: str, served: bool = False) -> list[str] | None:
-    """A record's ranked ids of `level` (session | turn) that recall is scored on: the system's ranking
-    (`ranking_<level>_ids`, which goes on past the served evidence where the system ranks further), else
-    the served evidence's ids; with `served`, the served evidence's ids only. None without provenance."""
-    served_ids = record.get(f"retrieved_{level}_ids")
-    return served_ids if served else record.get(f"ranking_{level}_ids", served_ids)
 
 
 def _retrieval_summary(records: list[Mapping[str, Any]], ks: Sequence[int], served: bool = False

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from analysis.rows import ranked_ids
 from benchmarks.datasets.synthetic import write_locomo_like, write_longmemeval_s_sized
-from benchmarks.harness.metrics import ranked_ids
 
 METHODS = ("memforest_sessions", "flat_rag", "flat_sessions")
 SESSION_KS = (1, 3, 5, 10)
@@ -61,7 +61,7 @@ def run_method(method: str, dataset: str, path: Path, out: Path, overrides: list
 
 def session_recall(records: list[dict[str, Any]]) -> dict[str, float]:
     """Mean recall_any@k over non-abstention questions: any gold session among the first k distinct
-    sessions of the run's ranking (`metrics.ranked_ids`: past the served evidence where it goes on)."""
+    sessions of the run's ranking (`analysis.rows.ranked_ids`: past the served evidence where it goes on)."""
     rows = [r for r in records if not r.get("abstention") and r.get("evidence_sessions")]
     ranked = [ranked_ids(r, "session") or [] for r in rows]
     out = {f"recall_any@{k}": _mean([bool(set(ids[:k]) & set(r["evidence_sessions"]))
