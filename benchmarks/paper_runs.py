@@ -38,10 +38,12 @@ from benchmarks.harness.results import write_text_atomic
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "longmemeval_s_slice.json.xz"
 CHUNK_SIZES = "1,2,4,8,16,32,64,0"
-# wall seconds per instance built by memforest_sessions on 2 cores shared with other jobs (the
-# LongMemEval-S slice: 8.6 s alone, 56 s measured under a load of ~8; LoCoMo conversations: ~21 s alone)
-BUILD_S = {"longmemeval_s": 56.0, "locomo": 60.0}
-RETRIEVE_S = 3.0  # per instance and retrieval-only job (copying a store, encoding its questions)
+# wall seconds per instance built by memforest_sessions on an idle 2-core machine (the whole slice's
+# evidence-budget step took 15 min, LoCoMo's 5 min; a machine loaded ~8 took 56 s per slice instance)
+BUILD_S = {"longmemeval_s": 8.0, "locomo": 25.0}
+# per instance and retrieval-only job (copying a store, encoding its questions): the slice's ablation
+# took 2 min for 2 x 100 instances, LoCoMo's 1 min for 2 x 10 conversations (~150 questions each)
+RETRIEVE_S = {"longmemeval_s": 0.6, "locomo": 3.0}
 # the four systems on one sample instance (~26 turns), SmolLM2 as the content source, measured on the
 # first (32 turns) on 2 cores: MemForest 147 s, MemoryOS 516 s, Mem0 588 s until it failed, Zep Local
 # ~300 s per request (taken as 30 min)
@@ -82,9 +84,10 @@ def steps(results: Path, data: Path, locomo: Path | None, chunk_sizes: str,
         chunk_n = min(n, chunk_limit or n)
         out += [
             Step(f"evidence_budget_recall{suffix}", ("experiment=evidence_budget_recall", *base),
-                 build + 4 * RETRIEVE_S * n, str(path)),
+                 build + 4 * RETRIEVE_S[kind] * n, str(path)),
             Step(f"ablation_retrieval_recall{suffix}", ("experiment=ablation_retrieval_recall", *base,
-                                                        f"stores_from={k5}"), 2 * RETRIEVE_S * n, str(path)),
+                                                        f"stores_from={k5}"),
+                 2 * RETRIEVE_S[kind] * n, str(path)),
             Step(f"chunk_size_recall{suffix}", ("experiment=chunk_size_recall", *_chunk_base(base, limited),
                                                 f"method.memforest.chunk.max_turns={chunk_sizes}"),
                  sizes * BUILD_S[kind] * chunk_n, str(path)),
