@@ -12,6 +12,7 @@ import itertools
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, replace
@@ -174,7 +175,7 @@ class MemForest:
         if snap is None or snap.version != version:
             if self.config.gc_freeze_nodes:  # garbage that exists now stays out of a freeze after the load
                 gc.collect()
-            snap = self._caches_of(user, db).load(db, user)
+            snap = self._caches_of(user, db).load(db, user, lazy=self.config.lazy_trees)
             settling = _settle_if_large(snap, self.config)
             if settling is not None:
                 with self._lock:
@@ -251,9 +252,13 @@ class MemForest:
         if whole:
             state.derive()
         removed_nodes = publish.collect_tree_changes(state, ch)
+        if not whole:
+            publish.read_for_commit(base.state, ch)
         clock.lap("changes")
-        db.commit(state, ch, expected_version=base.version, base=None if whole else base.state)
+        version = db.commit(state, ch, expected_version=base.version, base=None if whole else base.state)
         clock.lap("commit")
+        if state.tree_source is not None and not whole:
+            state.tree_source.advance(version)
         try:
             snap: Snapshot | None = publish.next_snapshot(base, state, ch, removed_nodes, rebuild=whole)
         except Exception as e:  # committed: the operation stands, the next reader loads it from the store
@@ -447,14 +452,38 @@ def _settle_if_large(snap: Snapshot, config: MemForestConfig) -> threading.Threa
     """Keep the cyclic collector off a large resident memory (`MemForestConfig.gc_freeze_nodes`; the
     collection before the load kept the garbage that existed then out of the permanent generation,
     and the load itself, read with the collector off, leaves no cycles: its objects are frozen as
-    they are instead of traversed once more) and back it with huge pages (`MemForestConfig.huge_pages`)."""
-    nodes = config.gc_freeze_nodes
-    if nodes and len(snap.state.nodes) >= nodes:
+    they are instead of traversed once more) and back it with huge pages (`MemForestConfig.huge_pages`).
+    A memory whose trees are read on demand first has its large entity and scene trees read, in the
+    same background thread (`MemForestConfig.warm_tree_leaves`)."""
+    nodes, user = config.gc_freeze_nodes, snap.state.user
+    large = bool(nodes) and len(snap.state.nodes) >= nodes
+    source = snap.state.tree_source
+    if source is not None and not source.to_warm(config.warm_tree_leaves):
+        source = None
+    if large:
         gc.freeze()
-        if config.huge_pages:  # collapsed in the background: the open does not wait for the kernel
-            user = snap.state.user
+    if source is None:
+        if large and config.huge_pages:  # collapsed in the background: the open does not wait for the kernel
             return advise_heap_later(lambda r: log.debug("huge pages after loading %s: %s", user, r))
-    return None
+        return None
+
+    def settle() -> None:
+        t = time.perf_counter()
+        try:
+            read = source.warm(config.warm_tree_leaves)
+        except StoreError as e:  # the tree is read, and the damage reported, by the operation reaching it
+            log.debug("memforest: trees of %s not read ahead: %s", user, e)
+            return
+        log.debug("memforest: %d trees of %s read ahead in %.2f s", read, user, time.perf_counter() - t)
+        if large:
+            gc.freeze()
+            if config.huge_pages:
+                collapse = advise_heap_later(lambda r: log.debug("huge pages after loading %s: %s", user, r))
+                if collapse is not None:
+                    collapse.join()
+    thread = threading.Thread(target=settle, name="memforest-settle", daemon=True)
+    thread.start()
+    return thread
 
 
 def _discard_new_store(db: UserDB) -> None:

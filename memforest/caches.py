@@ -1,6 +1,7 @@
 """The caches kept beside one user's database (`cache/` in the user's folder): the lexical index in
-query-ready form (`memforest.index.lexical_cache`) and the partitions of the large vector tables
-(`memforest.index.partition_cache`).
+query-ready form (`memforest.index.lexical_cache`), the partitions of the large vector tables
+(`memforest.index.partition_cache`) and the rows an open takes of the trees it does not read
+(`memforest.index.tree_rows_cache`).
 
 A cache serves only the committed version it was written for, after its checksums and contents are
 checked; otherwise the index is built from the state as before and the cache rewritten. Operations
@@ -22,8 +23,16 @@ from memforest.index.lexical_cache import FILE_NAME, build_lexical, read_lexical
 from memforest.index.lexical_versions import VersionedLexical
 from memforest.index.partition_cache import FILE_NAME as PARTITIONS_FILE
 from memforest.index.partition_cache import read_partitions, write_partitions
+from memforest.index.tree_rows_cache import FILE_NAME as TREE_ROWS_FILE
+from memforest.index.tree_rows_cache import (
+    bulk_difference,
+    bulk_of_snapshot,
+    bulk_of_state,
+    read_tree_rows,
+    write_tree_rows,
+)
 from memforest.snapshot import Snapshot
-from memforest.state import UserState
+from memforest.state import BulkRows, UserState
 from memforest.store.db import UserDB
 from memforest.vector_table import SavedPartitions
 
@@ -35,11 +44,13 @@ class StoreCaches:
         self.db = UserDB(db_path)  # its own connections: never a writer's held one
         self.lexical_path = cache_dir(db_path) / FILE_NAME
         self.partitions_path = cache_dir(db_path) / PARTITIONS_FILE
+        self.tree_rows_path = cache_dir(db_path) / TREE_ROWS_FILE
+        self.tree_rows_written: int | None = None  # the version whose tree rows this process wrote or read
         self.written: int | None = None  # the version whose lexical cache this process wrote or read
         self.partitions_written: int | None = None  # the same for the partitions cache
         self._read: dict[int, dict[str, SavedPartitions] | None] = {}
 
-    def load(self, db: UserDB, user: str) -> Snapshot:
+    def load(self, db: UserDB, user: str, lazy: bool = False) -> Snapshot:
         """The committed version (`publish.load`), its tables taking the cached partitions when the
         cache serves the version read, its lexical index read from the cache when first needed; a
         version whose partitions were trained afresh has them written to the cache at once."""
@@ -47,7 +58,7 @@ class StoreCaches:
         collecting = gc.isenabled()
         gc.disable()  # millions of objects, none of them garbage yet: no cyclic collections while loading
         try:
-            snap = publish.load(db, user, self._partitions_for)
+            snap = publish.load(db, user, self._partitions_for, lazy=lazy, cached_rows=self._tree_rows_for)
         finally:
             if collecting:
                 gc.enable()
@@ -58,6 +69,14 @@ class StoreCaches:
             self.partitions_written = snap.version
         self._read.clear()
         return snap
+
+    def _tree_rows_for(self, version: int, dim: int) -> BulkRows | None:
+        found = read_tree_rows(self.tree_rows_path, self.db.stamp(version), dim)
+        if isinstance(found, CacheMiss):
+            log.debug("memforest: reading the tree rows from the store: %s", found.reason)
+            return None
+        self.tree_rows_written = version
+        return found
 
     def _partitions_for(self, version: int) -> dict[str, SavedPartitions] | None:
         if version not in self._read:
@@ -87,6 +106,21 @@ class StoreCaches:
         except OSError as e:
             log.debug("memforest: the partitions cache %s was not written (%s)", self.partitions_path, e)
 
+    def persist_tree_rows(self, snap: Snapshot) -> None:
+        """Write the tree rows of `snap` (a version whose trees are read on demand) when the cache
+        holds another version and `snap` is still the store's committed version."""
+        if self.tree_rows_written == snap.version or snap.state.tree_source is None:
+            return
+        stamp = self._current_stamp(snap.version)
+        if stamp is None:
+            return
+        try:
+            rows = bulk_of_snapshot(snap.state, snap.index)
+            write_tree_rows(self.tree_rows_path, stamp, rows, snap.state.dim)
+            self.tree_rows_written = snap.version
+        except OSError as e:
+            log.debug("memforest: the tree rows cache %s was not written (%s)", self.tree_rows_path, e)
+
     def _current_stamp(self, version: int) -> str | None:
         """The stamp of `version` when it is the store's committed version (else None)."""
         try:
@@ -113,6 +147,7 @@ class StoreCaches:
         """Rewrite the lexical cache for `snap` when its index is built, newer than the cache, and
         still the store's committed version (at close)."""
         self.persist_partitions(snap)
+        self.persist_tree_rows(snap)
         lexical = snap.built_lexical()
         if lexical is None or self.written == snap.version:
             return
@@ -131,6 +166,14 @@ class StoreCaches:
             if isinstance(found, CacheMiss):
                 self._write(stamp, build_lexical(state), state.version)
                 out.append(f"lexical cache {found.reason}: rebuilt from the store")
+        if self.tree_rows_path.exists():
+            rows = read_tree_rows(self.tree_rows_path, stamp, state.dim)
+            truth = bulk_of_state(state)
+            wrong = rows.reason if isinstance(rows, CacheMiss) else bulk_difference(rows, truth)
+            if wrong is not None:
+                write_tree_rows(self.tree_rows_path, stamp, truth, state.dim)
+                self.tree_rows_written = state.version
+                out.append(f"tree rows cache {wrong}: rebuilt from the store")
         if self.partitions_path.exists():
             parts = read_partitions(self.partitions_path, stamp)
             if isinstance(parts, CacheMiss):

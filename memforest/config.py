@@ -192,6 +192,16 @@ class MemForestConfig:
     # (Linux; `memforest.hugepages`): an operation's scattered reads over gigabytes of small objects
     # then miss the TLB far less (the 10^4-session query: 27 -> 21 ms on a 2-core virtual machine).
     huge_pages: bool = True
+    # Open a memory reading its trees' nodes only when an operation first reaches a tree (their rows
+    # stay in SQLite, read in the snapshot the memory was opened at: `memforest.store.tree_source`);
+    # False reads every node at the open, as a store check does.
+    lazy_trees: bool = True
+    # With lazy_trees, read the entity and scene trees of at least this many leaves (the user's own
+    # tree and the largest others, which writes reach most and which cost most to read: at 10^4
+    # sessions 31 of 2,975 such trees, 214k of their 467k nodes) in a background thread after the
+    # open, largest first, yielding to operations that read trees (`MemForest.wait_settled` waits for
+    # it); smaller trees are read when reached, in milliseconds. 0: none.
+    warm_tree_leaves: int = 1000
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -219,6 +229,8 @@ class MemForestConfig:
                 raise ConfigError(f"option {section}.{name}: {value} is above {most}")
         if not self.gc_freeze_nodes >= 0:
             raise ConfigError(f"option gc_freeze_nodes: {self.gc_freeze_nodes} is below 0")
+        if not self.warm_tree_leaves >= 0:
+            raise ConfigError(f"option warm_tree_leaves: {self.warm_tree_leaves} is below 0")
         return self
 
 

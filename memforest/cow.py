@@ -100,6 +100,13 @@ class CowSet(MutableSet[K], Generic[K]):
         self._map: CowMap[K, None] = CowMap((k, None) for k in items)
 
     @classmethod
+    def over(cls, members: dict[K, None]) -> CowSet[K]:
+        """A set of the keys of `members`, without copying it; `members` must never change afterwards."""
+        out: CowSet[K] = cls.__new__(cls)
+        out._map = CowMap.over(members)
+        return out
+
+    @classmethod
     def _from_iterable(cls, it: Iterable[Any]) -> set[Any]:  # results of &, |, - are plain sets
         return set(it)
 

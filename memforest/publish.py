@@ -3,29 +3,48 @@ previous one and an operation's ChangeSet, in O(what the operation changed)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from memforest.check import damaged
 from memforest.index.forest_index import ForestIndex
 from memforest.snapshot import Snapshot
-from memforest.state import ChangeSet, UserState
+from memforest.state import BulkRows, ChangeSet, UserState
 from memforest.store.db import SavedFor, UserDB
 from memforest.store.integrity import widths_agree
 
 
-def load(db: UserDB, user: str, saved: SavedFor | None = None) -> Snapshot:
+def load(db: UserDB, user: str, saved: SavedFor | None = None, lazy: bool = False,
+         cached_rows: Callable[[int, int], BulkRows | None] | None = None) -> Snapshot:
     """The committed version, read from SQLite, with its vector indexes built from it (`saved`: the
     tables' partitions cached for the version read, `memforest.caches`). A store that
     holds vectors whose width is not its dimension, or cannot be loaded for other damage the loader does
     not name itself, is a StoreError naming the damage (`check.damaged`)."""
     try:
-        state = db.load(user, saved)
+        state = db.load(user, saved, lazy=lazy, cached_rows=cached_rows)
         if not widths_agree(state):
             raise ValueError(f"vectors of {user!r} differ in width from the store's dimension")
-        return Snapshot(state, ForestIndex.build(state, state.dim, saved(state.version) if saved else None))
+        snap = Snapshot(state, ForestIndex.build(state, state.dim, saved(state.version) if saved else None))
+        if state.tree_source is not None:
+            state.tree_source.release_bulk()
+        return snap
     except Exception as e:
         diagnosis = damaged(e, user, db)
         if diagnosis is not e:
             raise diagnosis from e
         raise
+
+
+def read_for_commit(base: UserState, ch: ChangeSet) -> None:
+    """Read into `base` (the committed version an operation forked) every tree the operation changes
+    or drops, before it commits: a tree some version still has to read from the store is then one
+    no commit of this process has changed (`memforest.store.tree_source`)."""
+    if base.tree_source is None:
+        return
+    touched = ch.trees | ch.deleted_trees | {t for t, _ in ch.nodes | ch.deleted_nodes}
+    for tid in sorted(touched):
+        info = base.trees.get(tid)
+        if info is not None:
+            _ = info.tree
 
 
 def collect_tree_changes(state: UserState, ch: ChangeSet) -> dict[str, list[int]]:

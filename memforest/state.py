@@ -5,12 +5,14 @@ transaction, so the committed version is the only one a reader ever sees."""
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+import threading
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 import numpy as np
 
-from memforest.cow import CowMap, CowSet
+from memforest.cow import _MISSING, FOLD_AT, CowMap, CowSet
 from memforest.trees.memtree import MemTree
 from memforest.types import Cell, Fact, Session
 from memforest.vector_table import SavedPartitions, VectorTable
@@ -19,12 +21,99 @@ NodeKey = tuple[str, int]  # (tree id, node id)
 
 
 @dataclass
+class BulkRows:
+    """What the indexes of a loaded version need of trees not yet read, read at the open in the
+    version's snapshot: the leaf items of entity and scene trees (placements), the leaves of session
+    trees with their vectors (the cell index) and the root vector of every tree (the root index)."""
+
+    leaf_items: dict[str, list[str]] = field(default_factory=dict)
+    cell_leaves: dict[str, list[tuple[int, str, np.ndarray]]] = field(default_factory=dict)
+    roots: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class Waiting:
+    """How many threads are inside (a context manager and a count; true while any is)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._n = 0
+
+    def __enter__(self) -> Waiting:
+        with self._lock:
+            self._n += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._n -= 1
+
+    def __bool__(self) -> bool:
+        return self._n > 0
+
+
+class TreeSource(Protocol):
+    """Where the trees of a loaded version that no operation has reached yet are read from (the
+    store, in the snapshot the version was loaded from: `memforest.store.tree_source`)."""
+
+    lock: threading.RLock
+    data: dict[NodeKey, NodeData]  # node data of the trees read so far
+    total_nodes: int  # nodes of the version loaded
+    waiting: Waiting  # readers of a tree, waiting for the lock or reading
+    bulk: BulkRows | None  # until the indexes of the version loaded are built
+
+    def read_tree(self, info: TreeInfo) -> MemTree: ...
+
+    def ensure(self, tree_id: str) -> bool: ...
+
+    def ensure_all(self) -> None: ...
+
+
 class TreeInfo:
-    tree_id: str  # "session:<sid>", "entity:user", "entity:<label>", "scene:<n>"
-    family: str
-    label: str
-    rowid: int  # stable integer; FAISS ids of the tree's nodes are (rowid << 32) | node id
-    tree: MemTree
+    """One tree of the forest. A tree of a loaded version is read from its `TreeSource` when first
+    reached (`tree`); until then its row's root is known (`has_root`) and nothing else."""
+
+    __slots__ = ("tree_id", "family", "label", "rowid", "_tree", "_source", "_root")
+
+    def __init__(self, tree_id: str, family: str, label: str, rowid: int, tree: MemTree | None = None,
+                 source: TreeSource | None = None, root: int | None = None) -> None:
+        self.tree_id = tree_id  # "session:<sid>", "entity:user", "entity:<label>", "scene:<n>"
+        self.family = family
+        self.label = label
+        self.rowid = rowid  # stable integer; FAISS ids of the tree's nodes are (rowid << 32) | node id
+        self._tree = tree
+        self._source = source if tree is None else None
+        self._root = root
+
+    @property
+    def tree(self) -> MemTree:
+        if self._tree is None:
+            source = self._source
+            assert source is not None, f"tree {self.tree_id!r} has neither nodes nor a source"
+            with source.waiting, source.lock:  # a read ahead gives way (`StoreTreeSource.warm`)
+                if self._tree is None:
+                    self._tree = source.read_tree(self)
+                    self._source = None
+        return self._tree
+
+    @tree.setter
+    def tree(self, tree: MemTree) -> None:
+        self._tree, self._source = tree, None
+
+    @property
+    def is_read(self) -> bool:
+        """Whether the tree's nodes are in memory (always, for a tree an operation made or changed)."""
+        return self._tree is not None
+
+    @property
+    def has_root(self) -> bool:
+        return (self._tree.root if self._tree is not None else self._root) is not None
+
+    def with_tree(self, tree: MemTree) -> TreeInfo:
+        return TreeInfo(self.tree_id, self.family, self.label, self.rowid, tree)
+
+    def __repr__(self) -> str:
+        return (f"TreeInfo({self.tree_id!r}, {self.family!r}, {self.label!r}, {self.rowid}, "
+                f"read={self.is_read})")
 
 
 @dataclass
@@ -149,6 +238,8 @@ class UserState:
     # session id -> time (row meta)
     session_times: VectorTable = field(default_factory=lambda: VectorTable(1))
     _own: dict[str, set[str]] = field(default_factory=dict, repr=False)  # keys copied into this version
+    # where the trees of the version loaded are read from when first reached (None: all in memory)
+    tree_source: Any = field(default=None, repr=False)
 
     _MAPS = ("sessions", "cells", "session_cells", "facts", "fact_vecs", "trees", "nodes", "entities",
              "scenes", "placements", "norms")
@@ -173,7 +264,7 @@ class UserState:
     def writable_tree(self, tree_id: str) -> TreeInfo:
         info = self.trees[tree_id]
         if not self._owns("trees", tree_id):
-            info = replace(info, tree=info.tree.fork())
+            info = info.with_tree(info.tree.fork())
             self.trees[tree_id] = info
         return info
 
@@ -269,11 +360,15 @@ class UserState:
         takes the `saved` partitions (of a cache of this version) when they hold exactly its keys."""
         for name in self._MAPS:  # a plain dict (as a load makes them) is nobody else's: taken as it is
             m = getattr(self, name)
-            setattr(self, name, CowMap.over(m if type(m) is dict else dict(m.items())))
+            if not isinstance(m, LazyNodeMap):
+                setattr(self, name, CowMap.over(m if type(m) is dict else dict(m.items())))
         held: dict[str, set[str]] = {}
+        bulk = self.tree_source.bulk if self.tree_source is not None else None
         for tid, info in self.trees.items():
-            if info.family != "session":
-                for item in info.tree.placements():
+            if info.family != "session":  # a tree not read yet: its leaves as the open read them
+                items = bulk.leaf_items.get(tid, ()) if bulk is not None and not info.is_read \
+                    else info.tree.placements()
+                for item in items:
                     held.setdefault(item, set()).add(tid)
         self.placements = CowMap((k, frozenset(v)) for k, v in held.items())
         self.norms = CowMap((f.norm, fid) for fid, f in self.facts.items())
@@ -282,13 +377,91 @@ class UserState:
         if ids:
             self.fact_table.fill(ids, np.stack([self.fact_vecs[f] for f in ids]), None, saved)
         self.scene_tables = {}
+        by_domain: dict[str, list[Scene]] = {}
         for scene in self.scenes.values():
-            self.index_scene(scene)
+            by_domain.setdefault(scene.domain, []).append(scene)
+        for domain, scenes in by_domain.items():  # one upsert per domain, as `index_scene` rows
+            table = self.scene_tables[domain] = VectorTable(len(scenes[0].total))
+            table.upsert([sc.scene_id for sc in scenes], np.stack([sc.centroid for sc in scenes]),
+                         np.array([[sc.size, sc.t_last] for sc in scenes]))
         self.session_times = VectorTable(1)
         if self.sessions:
             ids = list(self.sessions)
             self.session_times.upsert(ids, np.zeros((len(ids), 1)),
                                       np.array([[self.sessions[sid].time, 0.0] for sid in ids]))
+
+
+class LazyNodeMap(CowMap[NodeKey, NodeData]):
+    """The node data of a loaded version whose trees are read on demand: a `CowMap` whose base is what
+    its `TreeSource` has read so far, a key of a tree not yet read reading that tree first. A fold
+    (`fork` past `FOLD_AT` private entries) copies what has been read into a new base and records
+    those trees as `covered`: their keys are never looked up in the source again."""
+
+    __slots__ = ("_source", "_covered")
+
+    def __init__(self, source: TreeSource) -> None:
+        super().__init__()
+        self._base = source.data  # grows as trees are read: keys no version has changed
+        self._source = source
+        self._covered: frozenset[str] = frozenset()
+        self._len = source.total_nodes
+
+    def _fallback(self, key: NodeKey) -> Any:
+        if key[0] in self._covered or not self._source.ensure(key[0]):
+            return _MISSING
+        return self._source.data.get(key, _MISSING)
+
+    def fork(self) -> LazyNodeMap:
+        out: LazyNodeMap = LazyNodeMap.__new__(LazyNodeMap)
+        out._source, out._len = self._source, self._len
+        if len(self._over) + len(self._gone) <= FOLD_AT:
+            out._base, out._covered = self._base, self._covered
+            out._over, out._gone = dict(self._over), set(self._gone)
+            return out
+        with self._source.lock:
+            data = self._source.data
+            base = dict(data) if self._base is data else {
+                **self._base, **{k: v for k, v in data.items() if k[0] not in self._covered}}
+            covered = self._covered | {k[0] for k in data}
+        for key in self._gone:
+            base.pop(key, None)
+        base.update(self._over)
+        out._base, out._covered, out._over, out._gone = base, frozenset(covered), {}, set()
+        return out
+
+    def __getitem__(self, key: NodeKey) -> NodeData:
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: NodeKey, default: Any = None) -> Any:
+        value = CowMap.get(self, key, _MISSING)
+        if value is _MISSING and key not in self._gone:  # not in the base: a tree not read yet?
+            value = self._fallback(key)
+        return default if value is _MISSING else value
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key, _MISSING) is not _MISSING  # type: ignore[arg-type]
+
+    def __delitem__(self, key: NodeKey) -> None:
+        if key not in self:
+            raise KeyError(key)
+        self._over.pop(key, None)
+        self._gone.add(key)
+        self._len -= 1
+
+    def __iter__(self) -> Iterator[NodeKey]:
+        self._source.ensure_all()
+        over, gone, base = self._over, self._gone, self._base
+        for key in base:
+            if key not in over and key not in gone:
+                yield key
+        if base is not self._source.data:
+            for key in list(self._source.data):
+                if key[0] not in self._covered and key not in base and key not in over and key not in gone:
+                    yield key
+        yield from over
 
 
 def _fork(m: MutableMapping) -> CowMap:

@@ -155,6 +155,8 @@ class VectorTable:
         if saved is None or len(keys) <= self.exact_rows:
             self.upsert(keys, vecs, meta)
             return False
+        if self._fill_as_saved(keys, vecs, meta, saved):
+            return True
         exact, self._exact = self._exact, len(keys)  # no partitions are trained while filling
         try:
             self.upsert(keys, vecs, meta)
@@ -172,6 +174,38 @@ class VectorTable:
         self._parts = Partitions(np.array(saved.centroids, np.float32), members, PARTITION_ROWS)
         self._own_parts = True
         self._compact()  # laid out partition by partition, as the saved table was
+        return True
+
+    def _fill_as_saved(self, keys: Sequence[Hashable], vecs: np.ndarray, meta: np.ndarray | None,
+                       saved: SavedPartitions) -> bool:
+        """`fill` with `saved` partitions holding exactly `keys` (each once): the rows are gathered
+        straight into the saved layout (partition by partition), as filling, then compacting, lays
+        them out. False, with nothing changed, when the keys differ."""
+        n = len(keys)
+        position = {k: i for i, k in enumerate(keys)}
+        if len(position) != n or len(saved.keys) != n:
+            return False
+        order = [position.get(k, -1) for k in saved.keys]
+        at = np.asarray(order, np.int64)
+        if n and (at.min() < 0 or len(np.unique(at)) != n):
+            return False
+        capacity = max(_MIN_ROWS, 2 * n)
+        rows = _Rows(self.dim, capacity)
+        np.take(np.asarray(vecs, np.float32).reshape(n, self.dim), at, axis=0, out=rows.vecs[:n])
+        if meta is not None:
+            rows.meta[:n] = np.broadcast_to(meta, (n, 2))[at]
+        rows.keys = list(saved.keys)
+        self._rows, self._n, self._own_tail = rows, n, True
+        self._live = np.zeros(capacity, bool)
+        self._live[:n] = True
+        self._slot = CowMap.over(dict(zip(rows.keys, range(n))))
+        if self._key_rows is not None:
+            self._key_rows, self._own_key_rows = np.full(len(self._key_rows), -1, np.int64), True
+            self._set_key_rows(np.asarray(rows.keys, np.int64), np.arange(n))
+        bounds = saved.bounds.tolist()
+        members = [np.arange(lo, hi, dtype=np.int64) for lo, hi in zip(bounds[:-1], bounds[1:])]
+        self._parts = Partitions(np.array(saved.centroids, np.float32), members, PARTITION_ROWS)
+        self._own_parts = True
         return True
 
     def saved_partitions(self) -> SavedPartitions | None:

@@ -11,17 +11,20 @@ chat model's, which the write path makes O(log N) of through refreshed ancestors
 `model_mean_s` are reported beside it. Opening the store and the first query after it are once per
 process and reported apart, wall and CPU seconds (`load_s`, `load_cpu_s`, `first_query_s`,
 `first_query_cpu_s`: CPU time shows what a shared machine's load adds to the wall time). A large
-memory's heap is collapsed into huge pages in the background after the open (`memforest.hugepages`);
-operations are timed once that is done (`settle_s`: how much longer it ran after the first query).
-The store is opened as a restarted process finds it: with the caches a previous process left beside it (a base
-store is opened, queried and closed once after it is built; `memforest.caches`), so the first query
-maps the lexical index instead of building it. Memory is the resident set's growth over the open and
-the first query, per stored session (`rss_bytes_per_session`); `--trace-memory` adds the tracemalloc
-peak of the open (`peak_bytes_per_session`; tracing slows the open several times, so the open is then
-not timed apart from it). Partitioned search is compared with exact search
-(`search`). `refreshed_nodes` counts the tree nodes each write refreshed (leaves placed and the
-summaries on their paths to the roots); the `*_per_refreshed_node` ratios divide that O(M log N)
-term out. Base stores are cached under results/bench/ keyed by parameters."""
+memory's heap is collapsed into huge pages in the background after the open (`memforest.hugepages`),
+after its large entity and scene trees are read (`MemForestConfig.warm_tree_leaves`); operations are
+timed once that is done (`settle_s`: how much longer it ran after the first query).
+The store is opened as a restarted process finds it: with the caches a previous process left beside
+it (a base store is opened, queried and closed once after it is built; `memforest.caches`), so the
+first query maps the lexical index instead of building it and the open takes what it needs of the
+trees it does not read (`MemForestConfig.lazy_trees`; `--eager-trees` reads them all, as before) from
+the tree rows cache. Memory is the resident set's growth over the open and the first query, per stored
+session (`rss_bytes_per_session`; once the background work is done: `settled_rss_bytes_per_session`);
+`--trace-memory` adds the tracemalloc peak of the open (`peak_bytes_per_session`; tracing slows the
+open several times, so the open is then not timed apart from it). Partitioned search is compared
+with exact search (`search`). `refreshed_nodes` counts the tree nodes each write refreshed (leaves
+placed and the summaries on their paths to the roots); the `*_per_refreshed_node` ratios divide that
+O(M log N) term out. Base stores are cached under results/bench/ keyed by parameters."""
 
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ from memforest.api import MemForest
 from memforest.cache_file import cache_dir
 from memforest.config import MemForestConfig
 from memforest.index.lexical_cache import FILE_NAME as LEXICAL_CACHE
+from memforest.index.tree_rows_cache import FILE_NAME as TREE_ROWS_CACHE
 from memforest.llm.base import ChatRequest, EmbedKind
 from memforest.llm.testing import HashEmbedder, Responder, ScriptedChatModel, rule_responder
 
@@ -115,9 +119,9 @@ EXTRACTORS: dict[str, tuple[str, Callable[[], Responder]]] = {
 }
 
 
-def _forest(path: Path, clock: ModelClock | None = None, extractor: str = "profile", huge_pages: bool = True
-            ) -> MemForest:
-    cfg = MemForestConfig(huge_pages=huge_pages)
+def _forest(path: Path, clock: ModelClock | None = None, extractor: str = "profile", huge_pages: bool = True,
+            lazy_trees: bool = True) -> MemForest:
+    cfg = MemForestConfig(huge_pages=huge_pages, lazy_trees=lazy_trees)
     clock = clock or ModelClock()
     return MemForest(path, cfg, llm=ScriptedChatModel(_timed(EXTRACTORS[extractor][1](), clock)),
                      embedder=_TimedEmbedder(cfg.embedder.dim, clock))
@@ -133,7 +137,8 @@ def base_store(root: Path, size: int, turns: int, seed: int, batch: int, extract
             for lo in range(start, size, batch):
                 forest.ingest_sessions(USER, longmemeval_sessions(min(batch, size - lo), lo, turns, seed))
         (path / "done").write_text(str(size))
-    if not (cache_dir(path / "users" / USER / "memory.sqlite") / LEXICAL_CACHE).exists():
+    caches = cache_dir(path / "users" / USER / "memory.sqlite")
+    if not all((caches / name).exists() for name in (LEXICAL_CACHE, TREE_ROWS_CACHE)):
         with _forest(path, extractor=extractor) as forest:  # the caches a process that queried leaves
             forest.query(USER, Measured.QUESTION, answer=False)
     return path
@@ -197,12 +202,13 @@ class Measured:
     QUESTION = "What did I say about my plans for the weekend?"
 
     def __init__(self, base: Path, size: int, reps: int, turns: int, seed: int, scratch: Path,
-                 extractor: str = "profile", huge_pages: bool = True, trace_memory: bool = False) -> None:
+                 extractor: str = "profile", huge_pages: bool = True, trace_memory: bool = False,
+                 lazy_trees: bool = True) -> None:
         self.work = scratch / f"n{size}"
         shutil.rmtree(self.work, ignore_errors=True)
         shutil.copytree(base, self.work)
         self.models = ModelClock()
-        self.forest = _forest(self.work, self.models, extractor, huge_pages)
+        self.forest = _forest(self.work, self.models, extractor, huge_pages, lazy_trees)
         _ = self.forest.embedder  # built before the open is timed
         gc.collect()
         rss = resident_bytes()
@@ -222,12 +228,14 @@ class Measured:
         t = time.perf_counter()  # operations are timed once the load's background work is done
         self.forest.wait_settled()
         settle_s = time.perf_counter() - t
+        settled = resident_bytes() - rss
         self.row: dict[str, Any] = {
             "sessions": stored, "cells": len(snap.state.cells), "facts": len(snap.state.facts),
             "trees": len(snap.state.trees), "nodes": len(snap.state.nodes), "load_s": round(load_s, 3),
             "load_cpu_s": round(load_cpu_s, 3), "first_query_s": round(first_query_s, 3),
             "first_query_cpu_s": round(first_query_cpu_s, 3), "settle_s": round(settle_s, 3),
-            "rss_bytes_per_session": round(grown / max(1, stored))}
+            "rss_bytes_per_session": round(grown / max(1, stored)),
+            "settled_rss_bytes_per_session": round(settled / max(1, stored))}
         if trace_memory:
             self.row["peak_bytes_per_session"] = round(peak / max(1, stored))
         self.new = longmemeval_sessions(3 * reps, stored + 100, turns, seed + 1)  # later dates, unseen ids
@@ -288,6 +296,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="what the scripted model extracts (module docstring)")
     parser.add_argument("--no-huge-pages", dest="huge_pages", action="store_false",
                         help="leave loaded stores on the kernel's default pages (MemForestConfig.huge_pages)")
+    parser.add_argument("--eager-trees", dest="lazy_trees", action="store_false",
+                        help="read every tree's nodes at the open (MemForestConfig.lazy_trees=False)")
     parser.add_argument("--trace-memory", action="store_true",
                         help="also report the tracemalloc peak of each open (slows the open)")
     args = parser.parse_args(argv)
@@ -300,7 +310,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         base = base_store(root, size, args.turns, args.seed, args.batch, args.extractor)
         build = time.perf_counter() - t
         stores.append(Measured(base, size, args.reps, args.turns, args.seed, root / "incremental_work",
-                               args.extractor, args.huge_pages, args.trace_memory))
+                               args.extractor, args.huge_pages, args.trace_memory, args.lazy_trees))
         stores[-1].row["build_s"] = round(build, 1)
     for r in range(args.reps):  # side by side: a drift in the machine's speed reaches every size alike
         for store in stores:
@@ -310,9 +320,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"n={size}: "
               + ", ".join(f"{op} {row[op]['mean_s'] * 1000:.1f} ms (wall {row[op]['wall_mean_s'] * 1000:.1f})"
                           for op in ("ingest", "delete", "correct", "query"))
-              + f", {row['rss_bytes_per_session'] / 1024:.1f} KiB/session resident; once per process: "
+              + f", {row['rss_bytes_per_session'] / 1024:.1f} KiB/session resident "
+              f"({row['settled_rss_bytes_per_session'] / 1024:.1f} settled); once per process: "
               f"open {row['load_s']:.2f} s (CPU {row['load_cpu_s']:.2f}), first query "
-              f"{row['first_query_s']:.2f} s (CPU {row['first_query_cpu_s']:.2f})", flush=True)
+              f"{row['first_query_s']:.2f} s (CPU {row['first_query_cpu_s']:.2f}), settled "
+              f"{row['settle_s']:.2f} s later", flush=True)
     ratios = {}
     if len(rows) > 1:
         lo, hi = rows[0], rows[-1]
@@ -333,7 +345,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             hi[op]["refreshed_nodes"] / lo[op]["refreshed_nodes"], 2)
             for op in ("ingest", "delete", "correct") if lo[op]["refreshed_nodes"]})
         print(f"ratio n={sizes[-1]} / n={sizes[0]}: " + ", ".join(f"{k} {v}x" for k, v in ratios.items()))
-    return {"sizes": sizes, "extractor": args.extractor, "huge_pages": args.huge_pages, "rows": rows,
+    return {"sizes": sizes, "extractor": args.extractor, "huge_pages": args.huge_pages,
+            "lazy_trees": args.lazy_trees, "rows": rows,
             "ratios": ratios, "reps": args.reps, "trace_memory": args.trace_memory}
 
 

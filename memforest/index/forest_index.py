@@ -13,13 +13,13 @@ a cell id back to its row's key, so a cell found by its text is ranked from its 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from memforest.cow import CowMap
 from memforest.routing.router import session_tree_id
-from memforest.state import ChangeSet, TreeInfo, UserState
+from memforest.state import BulkRows, ChangeSet, TreeInfo, UserState
 from memforest.vector_table import SavedPartitions, VectorTable
 
 
@@ -71,15 +71,24 @@ class ForestIndex:
         return out
 
     def _add_all(self, state: UserState, saved: Mapping[str, SavedPartitions]) -> None:
-        cell_key = {node_uid(i.rowid, nid): (t, nid, item) for t, i in state.trees.items()
-                    for nid, item in _cell_leaves(i)}
-        root_tree = {info.rowid: info.tree_id for info in state.trees.values() if info.tree.root is not None}
+        bulk = state.tree_source.bulk if state.tree_source is not None else None
+        cell_key, cell_vecs = {}, []
+        for t, i in state.trees.items():
+            if i.family != "session":
+                continue
+            if bulk is not None and not i.is_read:  # a tree not read yet: its leaves as the open read them
+                leaves = bulk.cell_leaves.get(t, [])
+            else:
+                leaves = [(nid, item, state.nodes[(t, nid)].embedding) for nid, item in _cell_leaves(i)]
+            for nid, item, vec in leaves:
+                cell_key[node_uid(i.rowid, nid)] = (t, nid, item)
+                cell_vecs.append(vec)
+        root_tree = {info.rowid: info.tree_id for info in state.trees.values() if info.has_root}
         fact_key = {fact_uid(f): f for f in state.facts}
-        self.cells.fill(list(cell_key),
-                        _stack([state.nodes[(t, n)].embedding for t, n, _ in cell_key.values()], self.dim),
+        self.cells.fill(list(cell_key), _stack(cell_vecs, self.dim),
                         cell_meta(state, [c for _, _, c in cell_key.values()]), saved.get("cells"))
-        self.roots.fill(list(root_tree), _stack([_root_vec(state, t) for t in root_tree.values()], self.dim),
-                        None, saved.get("roots"))
+        self.roots.fill(list(root_tree), _stack([_root_vec(state, t, bulk) for t in root_tree.values()],
+                                                self.dim), None, saved.get("roots"))
         self.facts.fill(list(fact_key), _stack([state.fact_vecs[f] for f in fact_key.values()], self.dim),
                         fact_meta(state, list(fact_key.values())), saved.get("facts"))
         self.cell_key, self.root_tree, self.fact_key = CowMap(cell_key), CowMap(root_tree), CowMap(fact_key)
@@ -118,7 +127,7 @@ class ForestIndex:
             self.root_tree.pop(r, None)
         touched = {t for t, _ in ch.nodes} | ch.trees
         rows = [(state.trees[t].rowid, t) for t in sorted(touched)
-                if t in state.trees and state.trees[t].tree.root is not None]
+                if t in state.trees and state.trees[t].has_root]
         self.roots.upsert([r for r, _ in rows], _stack([_root_vec(state, t) for _, t in rows], self.dim))
         self.root_tree.update({r: t for r, t in rows})
         gone_facts = [fact_uid(f) for f in ch.deleted_facts if f not in state.facts]
@@ -136,33 +145,34 @@ class ForestIndex:
         cells = {node_uid(i.rowid, n) for i in state.trees.values() for n, _ in _cell_leaves(i)}
         return (cells == set(self.cell_key) == set(self.cells.keys())
                 and dict(self.cell_uid) == {c: u for u, (_, _, c) in self.cell_key.items()}
-                and {i.rowid for i in state.trees.values() if i.tree.root is not None}
+                and {i.rowid for i in state.trees.values() if i.has_root}
                 == set(self.roots.keys())
                 and {fact_uid(f) for f in state.facts} == set(self.facts.keys()))
 
 
 def cell_meta(state: UserState, cells: list[str]) -> np.ndarray:
     """Row meta of cells: (time, rowid of their session's tree)."""
-    out = np.zeros((len(cells), 2))
-    for i, cid in enumerate(cells):
-        cell = state.cells[cid]
-        out[i] = cell.time, _session_rowid(state, cell.session_id)
-    return out
+    rowid = _session_rowids(state)
+    rows = [(cell.time, rowid(cell.session_id)) for cell in map(state.cells.__getitem__, cells)]
+    return np.array(rows, dtype=float).reshape(len(cells), 2)
 
 
 def fact_meta(state: UserState, facts: list[str]) -> np.ndarray:
     """Row meta of facts: (time, rowid of the tree of the session first saying them; -1 for none)."""
-    out = np.zeros((len(facts), 2))
-    for i, fid in enumerate(facts):
-        fact = state.facts[fid]
-        first = fact.first
-        out[i] = fact.time, _session_rowid(state, first.session_id) if first is not None else -1
-    return out
+    rowid = _session_rowids(state)
+    rows = [(fact.time, rowid(first.session_id) if (first := fact.first) is not None else -1)
+            for fact in map(state.facts.__getitem__, facts)]
+    return np.array(rows, dtype=float).reshape(len(facts), 2)
 
 
-def _session_rowid(state: UserState, session_id: str) -> int:
-    info = state.trees.get(session_tree_id(session_id))
-    return info.rowid if info is not None else -1
+def _session_rowids(state: UserState) -> Callable[[str], int]:
+    """session id -> the rowid of its tree (-1 for none)."""
+    trees = state.trees
+
+    def rowid(session_id: str) -> int:
+        info = trees.get(session_tree_id(session_id))
+        return info.rowid if info is not None else -1
+    return rowid
 
 
 def _cell_leaves(info: TreeInfo) -> list[tuple[int, str]]:
@@ -181,8 +191,11 @@ def _cell_of(state: UserState, tree_id: str, nid: int) -> str | None:
     return node.item if node is not None else None
 
 
-def _root_vec(state: UserState, tree_id: str) -> np.ndarray:
-    root = state.trees[tree_id].tree.root
+def _root_vec(state: UserState, tree_id: str, bulk: BulkRows | None = None) -> np.ndarray:
+    info = state.trees[tree_id]
+    if bulk is not None and not info.is_read:  # as the open read it
+        return bulk.roots[tree_id]
+    root = info.tree.root
     assert root is not None
     return state.nodes[(tree_id, root)].embedding
 

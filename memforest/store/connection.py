@@ -20,16 +20,17 @@ def rollback(con: sqlite3.Connection) -> None:
             con.execute("ROLLBACK")
 
 
-def open_reader(path: Path, strict: bool = False) -> sqlite3.Connection:
+def open_reader(path: Path, strict: bool = False, shared: bool = False) -> sqlite3.Connection:
     """A connection that only reads (`strict`: opened with `mode=ro`, so SQLite itself refuses any
     write, as a check of a store that may be damaged wants). SQLite opens a database file it may not
     write read-only by itself, but reading a store in WAL mode takes its WAL index (the `-shm` file),
     which the first reader creates beside the database: in a read-only folder, with no connection
     holding the store open (so neither index nor log exists), that fails. The database file then
     holds every commit, and it is read as immutable, without the index. A write-ahead log left with
-    commits but without its index (a writer killed) cannot be read that way: that is refused."""
+    commits but without its index (a writer killed) cannot be read that way: that is refused.
+    `shared`: the connection may be used from any thread (its user serialises the calls)."""
     con = sqlite3.connect(_uri(path, "mode=ro") if strict else path, uri=strict, timeout=60.0,
-                          isolation_level=None)
+                          isolation_level=None, check_same_thread=not shared)
     try:
         con.execute("PRAGMA schema_version").fetchone()  # opens the database and its WAL index
         return con
@@ -45,7 +46,8 @@ def open_reader(path: Path, strict: bool = False) -> sqlite3.Connection:
                              "read or written: open the store once with write access") from None
         if code != _SQLITE_READONLY:
             raise
-    return sqlite3.connect(_uri(path, "mode=ro&immutable=1"), uri=True, timeout=60.0, isolation_level=None)
+    return sqlite3.connect(_uri(path, "mode=ro&immutable=1"), uri=True, timeout=60.0, isolation_level=None,
+                           check_same_thread=not shared)
 
 
 def _uri(path: Path, query: str) -> str:

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from memforest.errors import StoreError
-from memforest.state import ChangeSet, UserState
+from memforest.state import BulkRows, ChangeSet, UserState
 from memforest.store.commit import write_changes
 from memforest.store.connection import open_reader, rollback
 from memforest.store.load import read_state
@@ -171,19 +171,38 @@ class UserDB:
             row = con.execute("SELECT time FROM operations WHERE version=?", (version,)).fetchone()
         return f"{version}:{row[0]!r}" if row else f"{version}:"
 
-    def load(self, user: str, saved: SavedFor | None = None) -> UserState:
+    def load(self, user: str, saved: SavedFor | None = None, lazy: bool = False,
+             cached_rows: Callable[[int, int], BulkRows | None] | None = None) -> UserState:
         """The committed state, read in one snapshot; rows that do not fit together are a StoreError.
         `saved` (optional) gives, for the version read, the tables' partitions from a cache (the
-        state's fact table takes `fact_table`)."""
-        with self.read() as con:
-            con.execute("BEGIN")
+        state's fact table takes `fact_table`). `lazy`: trees are read when first reached, on a
+        connection of their own that keeps the snapshot (`memforest.store.tree_source`), the rows the
+        indexes need of them from `cached_rows(version, dim)` when it has them."""
+        if lazy:
             try:
-                state = read_state(con, user)
-            except (KeyError, ValueError, TypeError, IndexError, AttributeError) as e:
-                raise StoreError(f"{self.path} is damaged: its rows do not fit together ({type(e).__name__}: "
-                                 f"{' '.join(str(e).split())[:120]}); run `memforest check`") from e
-            finally:
-                rollback(con)  # a read-only transaction: nothing to keep
+                con = open_reader(self.path, shared=True)
+            except sqlite3.Error as e:
+                raise store_error(e, self.path) from e
+            try:
+                con.execute("BEGIN")
+                state = read_state(con, user, lazy=self.path, cached_rows=cached_rows)
+            except BaseException as e:
+                rollback(con)
+                con.close()
+                if isinstance(e, sqlite3.Error | UnicodeDecodeError):
+                    raise store_error(e, self.path) from e
+                if isinstance(e, KeyError | ValueError | TypeError | IndexError | AttributeError):
+                    raise _rows_damaged(self.path, e) from e
+                raise
+        else:
+            with self.read() as con:
+                con.execute("BEGIN")
+                try:
+                    state = read_state(con, user)
+                except (KeyError, ValueError, TypeError, IndexError, AttributeError) as e:
+                    raise _rows_damaged(self.path, e) from e
+                finally:
+                    rollback(con)  # a read-only transaction: nothing to keep
         tables = saved(state.version) if saved is not None else None
         state.derive(tables.get("fact_table") if tables else None)
         return state
@@ -220,3 +239,8 @@ class UserDB:
                 raise
         state.version = version
         return version
+
+
+def _rows_damaged(path: Path, e: BaseException) -> StoreError:
+    return StoreError(f"{path} is damaged: its rows do not fit together ({type(e).__name__}: "
+                      f"{' '.join(str(e).split())[:120]}); run `memforest check`")

@@ -78,7 +78,10 @@ MAX_DIM = 1 << 20  # far wider than any embedding
 def widths_agree(state: UserState) -> bool:
     """Whether every stored vector of `state` is `state.dim` wide (shapes only: cheap beside a load)."""
     shape = (state.dim,)
-    return (all(d.embedding.shape == shape for d in state.nodes.values())
+    # of a memory whose trees are read on demand, the nodes read so far (each tree's are checked as
+    # it is read, the leaves and roots the indexes take at the open)
+    nodes = state.tree_source.data.values() if state.tree_source is not None else state.nodes.values()
+    return (all(d.embedding.shape == shape for d in nodes)
             and all(v.shape == shape for v in state.fact_vecs.values())
             and all(s.total.shape == shape for s in state.scenes.values()))
 

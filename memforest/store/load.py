@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
-from memforest.state import EntityStat, NodeData, Scene, TreeInfo, UserState
+from memforest.cow import CowMap, CowSet
+from memforest.state import BulkRows, EntityStat, LazyNodeMap, NodeData, Scene, TreeInfo, UserState
+from memforest.store.tree_source import StoreTreeSource, read_bulk
 from memforest.trees.memtree import MemTree
 from memforest.trees.node import Node
 from memforest.types import Cell, Fact, Occurrence, Session, Turn
+
+log = logging.getLogger(__name__)
 
 
 def _vec(b: bytes) -> np.ndarray:
@@ -24,8 +31,27 @@ def _list(text: str) -> list:
     return [] if text == "[]" else json.loads(text)
 
 
-def read_state(con: sqlite3.Connection, user: str) -> UserState:
-    """The committed state; its maps are plain dicts, made copy-on-write by `UserState.derive`."""
+class _Lists:
+    """`_list` for columns whose few distinct values repeat over many rows (a fact's participants,
+    entities, topics): each distinct text is parsed once, every row gets its own list."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[str, list] = {}
+
+    def __call__(self, text: str) -> list:
+        parsed = self._parsed.get(text)
+        if parsed is None:
+            parsed = self._parsed[text] = _list(text)
+        return list(parsed)
+
+
+def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
+               cached_rows: Callable[[int, int], BulkRows | None] | None = None) -> UserState:
+    """The committed state; its maps are plain dicts, made copy-on-write by `UserState.derive`.
+    `lazy` (the database's path): trees are read when first reached, through a `StoreTreeSource`
+    that takes `con` and keeps its read transaction open (the caller then must not close it); what
+    the indexes need of them comes from `cached_rows(version, dim)` when that agrees with the tree rows,
+    else from one pass over the nodes."""
     meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
     st = UserState(user, version=int(meta["version"]), embedder=meta["embedder"], dim=int(meta["dim"]),
                    next_tree_rowid=int(meta["next_tree_rowid"]),
@@ -42,21 +68,38 @@ def read_state(con: sqlite3.Connection, user: str) -> UserState:
         cells[cell.id] = cell
         session_cells.setdefault(cell.session_id, []).append(cell.id)
     occ: dict[str, list[Occurrence]] = {}
-    for row in con.execute("SELECT fact_id, session_id, cell_id, turn_lo, turn_hi, source_time, event_start, "
-                           "event_end FROM occurrences ORDER BY fact_id, seq"):
-        occ.setdefault(row[0], []).append(Occurrence(*row[1:]))
+    unordered: set[str] = set()  # facts whose occurrences came out of `seq` order
+    last: dict[str, int] = {}
+    for row in con.execute("SELECT fact_id, seq, session_id, cell_id, turn_lo, turn_hi, source_time, "
+                           "event_start, event_end FROM occurrences"):  # table order: no sort by key
+        fid, seq = row[0], row[1]
+        if last.get(fid, -1) > seq:
+            unordered.add(fid)
+        last[fid] = seq
+        occ.setdefault(fid, []).append(Occurrence(*row[2:]))
+    if unordered:  # as `ORDER BY fact_id, seq` gives them
+        ordered = con.execute("SELECT fact_id, session_id, cell_id, turn_lo, turn_hi, source_time, "
+                              "event_start, event_end FROM occurrences WHERE fact_id IN (SELECT value FROM "
+                              "json_each(?)) ORDER BY fact_id, seq", (json.dumps(sorted(unordered)),))
+        for fid in unordered:
+            occ[fid] = []
+        for row in ordered:
+            occ[row[0]].append(Occurrence(*row[1:]))
     facts: dict[str, Fact] = {}
     fact_vecs: dict[str, np.ndarray] = {}
     fact_blobs: dict[str, bytes] = {}  # the bytes the fact vectors are views of
+    lists = _Lists()
     for row in con.execute("SELECT * FROM facts"):
         (fid, text, norm, origin, role, parts, ents, topics, time_text, es, ee, attr, domain, coll, emb) = row
-        facts[fid] = Fact(fid, text, norm, origin, role, _list(parts), _list(ents),
-                          _list(topics), time_text, es, ee, attr, domain, coll, occ.get(fid, []))
+        facts[fid] = Fact(fid, text, norm, origin, role, lists(parts), lists(ents),
+                          lists(topics), time_text, es, ee, attr, domain, coll, occ.get(fid, []))
         fact_vecs[fid] = _vec(emb)
         fact_blobs[fid] = emb
+    if lazy is not None:
+        _read_trees_lazily(con, st, lazy, fact_vecs, cached_rows(st.version, st.dim) if cached_rows else None)
     rows: dict[str, list[Node]] = {}
     nodes: dict[tuple[str, int], NodeData] = {}
-    for row in con.execute("SELECT * FROM nodes"):
+    for row in ([] if lazy is not None else con.execute("SELECT * FROM nodes")):
         tid, nid, item, emb = row[0], row[1], row[10], row[15]
         rows.setdefault(tid, []).append(Node(  # as `node_from_row` makes it
             int(nid), int(row[2]), row[3], _list(row[4]), (float(row[5]), str(row[6])),
@@ -64,22 +107,58 @@ def read_state(con: sqlite3.Connection, user: str) -> UserState:
         # a fact's leaf carries the fact's own vector: one array for both, as the write path makes it
         vec = fact_vecs[item] if item is not None and fact_blobs.get(item) == emb else _vec(emb)
         nodes[(tid, nid)] = NodeData(row[13], row[14], vec)
-    trees: dict[str, TreeInfo] = {}
-    for tid, rowid, family, label, fanout, _root, next_id in con.execute("SELECT * FROM trees"):
+    trees: dict[str, TreeInfo] = st.trees if lazy is not None else {}  # type: ignore[assignment]
+    for tid, rowid, family, label, fanout, _root, next_id in ([] if lazy is not None else
+                                                               con.execute("SELECT * FROM trees")):
         tree = MemTree.from_nodes(tid, fanout, rows.pop(tid, []), next_node_id=next_id, validate=False)
         trees[tid] = TreeInfo(tid, family, label, rowid, tree)
     entities: dict[str, EntityStat] = {}
     for label, tree_id in con.execute("SELECT label, tree_id FROM entities"):
         entities[label] = EntityStat(label, tree_id=tree_id)
+    members: dict[str, dict[str, None]] = {}
     for label, fid in con.execute("SELECT label, fact_id FROM entity_facts"):
-        entities[label].facts.add(fid)
+        members.setdefault(label, {})[fid] = None
+    for label, fids in members.items():
+        entities[label].facts = CowSet.over(fids)
+    counts: dict[str, dict[str, int]] = {}
     for label, sid, n in con.execute("SELECT label, session_id, facts FROM entity_sessions"):
-        entities[label].sessions[sid] = n
+        counts.setdefault(label, {})[sid] = n
+    for label, by_session in counts.items():
+        entities[label].sessions = CowMap.over(by_session)
     scenes: dict[str, Scene] = {}
     for sid, domain, total, size, t_last, tree_id in con.execute("SELECT * FROM scenes"):
         scenes[sid] = Scene(sid, domain, _vec(total), size, t_last, tree_id)
     st.sessions, st.session_cells, st.cells, st.facts, st.fact_vecs = (sessions, session_cells, cells, facts,
                                                                        fact_vecs)
-    st.nodes, st.trees, st.entities, st.scenes = nodes, trees, entities, scenes
+    if lazy is None:
+        st.nodes = nodes
+    st.trees, st.entities, st.scenes = trees, entities, scenes
     st.pending_cells = {row[0] for row in con.execute("SELECT cell_id FROM pending_cells")}
     return st
+
+
+def _read_trees_lazily(con: sqlite3.Connection, st: UserState, path: Path, fact_vecs: dict[str, np.ndarray],
+                       cached: BulkRows | None) -> None:
+    """The tree rows of `st` with a source reading their nodes on demand, and its lazy node map."""
+    shapes: dict[str, tuple[int, int | None, int]] = {}
+    rows = con.execute("SELECT * FROM trees").fetchall()
+    for tid, _rowid, _family, _label, fanout, root, next_id in rows:
+        shapes[tid] = (int(fanout), root, int(next_id))
+    (total,) = con.execute("SELECT count(*) FROM nodes").fetchone()
+    if cached is not None and not _fits(cached, {t: (family, root) for t, _, family, _, _, root, _ in rows}):
+        log.debug("memforest: the cached tree rows do not fit the store's trees: read from the store")
+        cached = None
+    bulk = cached if cached is not None else read_bulk(con, st.dim)
+    source = StoreTreeSource(path, con, st.version, st.dim, shapes, fact_vecs, int(total), bulk)
+    trees = {tid: TreeInfo(tid, family, label, rowid, source=source, root=root)
+             for tid, rowid, family, label, _fanout, root, _next_id in rows}
+    source.attach(trees)
+    st.trees, st.nodes, st.tree_source = trees, LazyNodeMap(source), source
+
+
+def _fits(bulk: BulkRows, trees: dict[str, tuple[str, int | None]]) -> bool:
+    """Whether `bulk` names the trees as the store's rows do (tree id -> (family, root)): a root
+    vector for each tree with a root, leaves of entity and scene trees, cells of session trees."""
+    return (set(bulk.roots) == {t for t, (_, root) in trees.items() if root is not None}
+            and all(trees.get(t, ("session",))[0] != "session" for t in bulk.leaf_items)
+            and all(trees.get(t, ("",))[0] == "session" for t in bulk.cell_leaves))

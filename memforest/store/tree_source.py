@@ -1,0 +1,261 @@
+"""The trees of a loaded version, read from the store when an operation first reaches them.
+
+Opening a memory reads its sessions, cells, facts, entities and scenes, and of its trees only their
+rows and what the indexes need at once (the leaves' items, the session trees' leaf vectors and every
+root's vector, `BulkRows`); a tree's nodes are read the first time something reaches the tree. Those
+reads must see the version that was loaded, so the source keeps a read transaction open on its own
+connection: SQLite (in WAL mode) shows it that snapshot however many commits follow.
+
+A snapshot held open keeps the write-ahead log from being checkpointed past it, so after each commit
+this process makes the source moves to the new version (`advance`). That is sound because a commit
+reads in, before it is written, every tree it changes or drops (`read_for_commit`): a tree still
+unread is one no commit of this process changed, and its rows are the same in both versions. After
+another process's commit the source stays where it is (a reader reloads the new version into a new
+source); when no version uses it any more its connection is closed."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import weakref
+from pathlib import Path
+
+import numpy as np
+
+from memforest.errors import StoreError
+from memforest.state import BulkRows, NodeData, NodeKey, TreeInfo, Waiting
+from memforest.store.connection import open_reader, rollback
+from memforest.trees.memtree import MemTree
+from memforest.trees.node import Node
+
+
+def _vec(b: bytes) -> np.ndarray:
+    return np.frombuffer(b, dtype=np.float32)
+
+
+def _list(text: str) -> list:
+    return [] if text == "[]" else json.loads(text)
+
+
+class StoreTreeSource:
+    """`memforest.state.TreeSource` over one store snapshot (see the module's notes)."""
+
+    def __init__(self, path: Path, con: sqlite3.Connection, version: int, dim: int,
+                 shapes: dict[str, tuple[int, int | None, int]], fact_vecs: dict[str, np.ndarray],
+                 total_nodes: int, bulk: BulkRows) -> None:
+        self.path = path
+        self.version = version
+        self.dim = dim
+        self.lock = threading.RLock()
+        self.data: dict[NodeKey, NodeData] = {}
+        self.total_nodes = total_nodes
+        self.bulk: BulkRows | None = bulk
+        self._con: sqlite3.Connection | None = con
+        self._spare: sqlite3.Connection | None = None
+        self._shapes = shapes  # tree id -> (fanout, root, next node id), as the version stores them
+        self._fact_vecs = fact_vecs  # the loaded version's (never changed): a fact's leaf shares its vector
+        self._infos: dict[str, TreeInfo] = {}
+        self._read: set[str] = set()
+        self._warm_order: list[tuple[int, str]] = []  # (leaves, tree id) of entity and scene trees
+        self.waiting = Waiting()  # operations reading a tree (a read ahead gives way to them)
+        self._cons = [con]  # closed with the source at the latest (`weakref.finalize`)
+        weakref.finalize(self, _close, self._cons)
+
+    def attach(self, infos: dict[str, TreeInfo]) -> None:
+        """The loaded version's trees, which `ensure` reads through."""
+        self._infos = infos
+
+    def release_bulk(self) -> None:
+        """Drop the rows read for the indexes (once they are built), keeping the entity and scene
+        trees largest first (`warm`)."""
+        if self.bulk is not None:
+            sizes = self.bulk.leaf_items
+            self._warm_order = sorted(((len(v), t) for t, v in sizes.items()), key=lambda x: (-x[0], x[1]))
+        self.bulk = None
+
+    def to_warm(self, min_leaves: int) -> int:
+        """How many trees `warm(min_leaves)` would read (0 for `min_leaves` 0)."""
+        return sum(1 for leaves, _ in self._warm_order if leaves >= min_leaves) if min_leaves else 0
+
+    def warm(self, min_leaves: int) -> int:
+        """Read the entity and scene trees of at least `min_leaves` leaves not read yet, largest
+        first; how many were read. The lock is held only to fetch a batch of rows and to install a
+        built tree, and no batch is fetched while an operation reads a tree (`waiting`), so an
+        operation waits for a batch at most, not for a whole large tree."""
+        read = 0
+        for leaves, tid in self._warm_order:
+            if leaves < min_leaves:
+                break
+            info = self._infos.get(tid)
+            if info is None or info.is_read:
+                continue
+            rows = None
+            for _ in range(3):  # a commit moving the source to its version ends the statement: again
+                rows = self._rows_in_batches(tid)
+                if rows is not None or self._con is None:
+                    break
+            if rows is None:  # closed, or moving on under every try: operations read what they reach
+                break
+            try:
+                tree, data = self._built(tid, rows)
+            except StoreError:
+                continue  # reported by the operation that reaches the tree
+            with self.lock:
+                if not info.is_read:
+                    self.data.update(data)
+                    self._read.add(tid)
+                    info.tree = tree
+                    read += 1
+        self._warm_order = []
+        return read
+
+    def _rows_in_batches(self, tid: str, batch: int = 2048) -> list[tuple] | None:
+        """The node rows of `tid`, fetched a batch at a time (None when the connection closed or
+        moved to a newer version meanwhile)."""
+        rows: list[tuple] = []
+        with self.lock:
+            con = self._con
+            if con is None:
+                return None
+            cur = con.execute("SELECT * FROM nodes WHERE tree_id=?", (tid,))
+        while True:
+            while self.waiting:
+                time.sleep(0.001)
+            with self.lock:
+                if self._con is not con:  # moved to a newer version meanwhile: the statement is gone
+                    return None
+                try:
+                    got = cur.fetchmany(batch)
+                except sqlite3.Error:
+                    return None
+            if not got:
+                return rows
+            rows += got
+
+    def _built(self, tid: str, rows: list[tuple]) -> tuple[MemTree, dict[NodeKey, NodeData]]:
+        """The tree `tid` made from its node rows, and its nodes' data (a StoreError if they do not fit)."""
+        fanout, _, next_id = self._shapes[tid]
+        data: dict[NodeKey, NodeData] = {}
+        try:
+            nodes, width = [], 4 * self.dim
+            for row in rows:
+                nid, item, emb = row[1], row[10], row[15]
+                if len(emb) != width:
+                    raise ValueError(f"a node vector of {len(emb)} bytes, not {self.dim}-d")
+                nodes.append(Node(int(nid), int(row[2]), row[3], _list(row[4]),
+                                  (float(row[5]), str(row[6])), (float(row[7]), str(row[8])), int(row[9]),
+                                  item, row[11], row[12]))
+                vec = self._fact_vecs.get(item) if item is not None else None
+                if vec is None or vec.base != emb:
+                    vec = _vec(emb)
+                data[(tid, nid)] = NodeData(row[13], row[14], vec)
+            tree = MemTree.from_nodes(tid, fanout, nodes, next_node_id=next_id, validate=False)
+        except (ValueError, TypeError, KeyError, IndexError) as e:
+            why = " ".join(str(e).split())[:120]
+            raise StoreError(f"{self.path} is damaged: the rows of tree {tid!r} do not fit together "
+                             f"({type(e).__name__}: {why}); run `memforest check`") from e
+        return tree, data
+
+    def read_tree(self, info: TreeInfo) -> MemTree:
+        """The nodes of `info`'s tree as the loaded version stores them (their data into `data`)."""
+        tid = info.tree_id
+        with self.lock:
+            con = self._con
+            if con is None:
+                raise StoreError(f"{self.path}: tree {tid!r} of version {self.version} can no longer be read "
+                                 "(the memory was closed); open it again")
+            try:
+                rows = con.execute("SELECT * FROM nodes WHERE tree_id=?", (tid,)).fetchall()
+            except sqlite3.Error as e:
+                why = " ".join(str(e).split())[:120]
+                raise StoreError(f"{self.path}: the rows of tree {tid!r} cannot be read ({why})") from e
+            tree, data = self._built(tid, rows)
+            self.data.update(data)
+            self._read.add(tid)
+            return tree
+
+    def ensure(self, tree_id: str) -> bool:
+        """Read `tree_id` (a tree of the loaded version) if it is not yet read; whether it is one."""
+        info = self._infos.get(tree_id)
+        if info is None:
+            return False
+        _ = info.tree
+        return True
+
+    def ensure_all(self) -> None:
+        for info in list(self._infos.values()):
+            _ = info.tree
+
+    def advance(self, version: int) -> None:
+        """Move to `version`, which this process has just committed on top of the source's (every
+        tree the commits changed read in before: `read_for_commit`), unless another process has
+        committed since; with every tree read, close the connections instead. The read transaction
+        is begun on a second connection kept for it, and the old one ends and is kept in turn."""
+        with self.lock:
+            if self._con is None:
+                return
+            if len(self._read) >= len(self._infos):
+                self._drop()
+                return
+            con = self._spare
+            try:
+                if con is None:
+                    con = self._spare = open_reader(self.path, shared=True)
+                    self._cons.append(con)
+                con.execute("BEGIN")
+                (found,) = con.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+            except (sqlite3.Error, StoreError):
+                if con is not None:
+                    rollback(con)
+                return  # stays on the snapshot it holds
+            if int(found) != version:
+                rollback(con)
+                return
+            rollback(self._con)
+            self._con, self._spare, self.version = con, self._con, version
+
+    def _drop(self) -> None:
+        for con in (self._con, self._spare):
+            if con is not None:
+                self._cons.remove(con)
+                _close([con])
+        self._con = self._spare = None
+
+    def close(self) -> None:
+        """Close the connection (trees not read by then cannot be read)."""
+        with self.lock:
+            self._drop()
+
+
+def _close(cons: list[sqlite3.Connection]) -> None:
+    for con in cons:
+        try:
+            con.rollback()
+            con.close()
+        except sqlite3.Error:
+            pass
+
+
+def read_bulk(con: sqlite3.Connection, dim: int) -> BulkRows:
+    """`BulkRows` of the version `con`'s transaction reads, in one pass over the nodes. A vector of
+    another width is a ValueError."""
+    out = BulkRows()
+    width = 4 * dim
+    leaf_items, cell_leaves, roots = out.leaf_items, out.cell_leaves, out.roots
+    for tid, nid, item, session, root, emb in con.execute(
+            "SELECT n.tree_id, n.node_id, n.item, t.family = 'session', n.node_id = t.root, "
+            "CASE WHEN (t.family = 'session' AND n.level = 0) OR n.node_id = t.root THEN n.embedding END "
+            "FROM nodes n JOIN trees t ON t.tree_id = n.tree_id WHERE n.level = 0 OR n.node_id = t.root"):
+        if emb is not None and len(emb) != width:
+            raise ValueError(f"a node vector of tree {tid!r} has {len(emb)} bytes, not {dim}-d")
+        if root:
+            roots[tid] = _vec(emb)
+        if item is None:
+            continue
+        if session:
+            cell_leaves.setdefault(tid, []).append((int(nid), item, _vec(emb)))
+        else:
+            leaf_items.setdefault(tid, []).append(item)
+    return out

@@ -1,0 +1,257 @@
+"""Trees read on demand (`MemForestConfig.lazy_trees`): an opened memory reads a tree's nodes when
+something first reaches it, always as the version it was opened at, whatever was committed since by
+this process or another; damage found on the way is a one-line StoreError."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import sqlite3
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import make_sessions
+from test_resident_versions import fingerprint
+from test_store_caches import DAMAGE as CACHE_DAMAGE
+
+from memforest.api import MemForest
+from memforest.cache_file import CacheMiss
+from memforest.config import MemForestConfig
+from memforest.cow import FOLD_AT
+from memforest.errors import StoreError
+from memforest.index import tree_rows_cache
+from memforest.llm.testing import HashEmbedder, ScriptedChatModel
+from memforest.state import LazyNodeMap, NodeData, Waiting
+
+
+def _forest(path: Path, lazy: bool = True, warm: bool = False) -> MemForest:
+    """`warm=False` (most tests): no tree is read ahead, so every read here is one an operation made."""
+    cfg = MemForestConfig(lazy_trees=lazy, warm_tree_leaves=1 if warm else 0)
+    return MemForest(path, cfg, llm=ScriptedChatModel(), embedder=HashEmbedder())
+
+
+def _built_and_copied(tmp_path: Path) -> tuple[Path, Path]:
+    """A built store and a copy of it as it is now (read eagerly later, as the version it holds)."""
+    root = _built(tmp_path)
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    return root, copy
+
+
+def _built(tmp_path: Path, n: int = 6) -> Path:
+    root = tmp_path / "store"
+    with _forest(root) as forest:
+        forest.ingest_sessions("u", make_sessions(n, 4))
+    return root
+
+
+def test_an_open_reads_no_tree_and_a_query_reads_few(tmp_path: Path) -> None:
+    root = _built(tmp_path)
+    with _forest(root) as forest:
+        snap = forest.snapshot("u")
+        infos = list(snap.state.trees.values())
+        assert infos and not any(i.is_read for i in infos)
+        assert len(snap.state.nodes) == sum(1 for _ in snap.state.nodes.items()) > 0  # counted, then all read
+    with _forest(root) as forest, _forest(root, lazy=False) as eager:
+        lazy_hits = forest.query("u", "Where do I live now?", answer=False)
+        read = [i for i in forest.snapshot("u").state.trees.values() if i.is_read]
+        assert 0 < len(read) < len(infos)
+        assert lazy_hits.evidence == eager.query("u", "Where do I live now?", answer=False).evidence
+        assert fingerprint(forest.snapshot("u")) == fingerprint(eager.snapshot("u"))
+
+
+def test_entity_and_scene_trees_are_read_ahead_after_the_open(tmp_path: Path) -> None:
+    root, copy = _built_and_copied(tmp_path)
+    with _forest(root, warm=True) as forest, _forest(copy, lazy=False) as eager:
+        snap = forest.snapshot("u")
+        assert forest.wait_settled(30)
+        read = {i.family for i in snap.state.trees.values() if i.is_read}
+        assert "entity" in read and "session" not in read
+        assert all(i.is_read for i in snap.state.trees.values() if i.family != "session")
+        forest.ingest_sessions("u", make_sessions(8, 4, start_day=20)[6:])
+        eager.ingest_sessions("u", make_sessions(8, 4, start_day=20)[6:])
+        assert fingerprint(forest.snapshot("u")) == fingerprint(eager.snapshot("u"))
+
+
+def test_an_old_version_reads_its_own_trees_after_this_process_writes(tmp_path: Path) -> None:
+    root, copy = _built_and_copied(tmp_path)
+    with _forest(root) as forest:
+        old = forest.snapshot("u")
+        more = make_sessions(9, 4, start_day=20)[6:]
+        forest.ingest_sessions("u", [more[0]])
+        forest.delete_session("u", "s001")
+        forest.correct_session("u", {**more[1], "session_id": "s002"})
+        source = forest.snapshot("u").state.tree_source
+        assert source is old.state.tree_source and source.version == old.version + 3  # moved on, not pinned
+        with _forest(copy, lazy=False) as eager:
+            assert fingerprint(old) == fingerprint(eager.snapshot("u"))
+        assert forest.check("u")["ok"]
+
+
+def test_an_old_version_keeps_its_snapshot_when_another_process_writes(tmp_path: Path) -> None:
+    root, copy = _built_and_copied(tmp_path)
+    with _forest(root) as reader:
+        old = reader.snapshot("u")
+        with _forest(root) as writer:  # another process's commits, as far as `reader` knows
+            writer.ingest_sessions("u", make_sessions(8, 4, start_day=20)[6:])
+            writer.delete_session("u", "s003")
+        assert old.state.tree_source.version == old.version
+        with _forest(copy, lazy=False) as eager:
+            assert fingerprint(old) == fingerprint(eager.snapshot("u"))
+        assert reader.snapshot("u").version == old.version + 2
+
+
+def test_readers_on_threads_read_each_tree_once(tmp_path: Path) -> None:
+    root = _built(tmp_path)
+    with _forest(root) as forest:
+        snap = forest.snapshot("u")
+        infos = list(snap.state.trees.values())
+        trees: dict[int, list] = {}
+
+        def read(k: int) -> None:
+            trees[k] = [i.tree for i in infos]
+
+        threads = [threading.Thread(target=read, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert all(a is b for got in trees.values() for a, b in zip(got, trees[0]))
+
+
+def test_a_tree_with_missing_rows_is_a_one_line_store_error_when_reached(tmp_path: Path) -> None:
+    root = _built(tmp_path)
+    db = root / "users" / "u" / "memory.sqlite"
+    con = sqlite3.connect(db)
+    (tid,) = con.execute("SELECT tree_id FROM nodes WHERE level = 0 AND tree_id LIKE 'entity:%' LIMIT 1"
+                         ).fetchone()
+    con.execute("DELETE FROM nodes WHERE tree_id = ? AND level = 0", (tid,))
+    con.commit()
+    con.close()
+    with _forest(root) as forest:
+        snap = forest.snapshot("u")
+        with pytest.raises(StoreError, match="is damaged") as e:
+            _ = snap.state.trees[tid].tree
+        assert tid in str(e.value) and "\n" not in str(e.value)
+        assert not forest.check("u")["ok"]
+
+
+class _Source:
+    """A `TreeSource` over fixed per-tree node data (what a store's trees would read)."""
+
+    def __init__(self, trees: dict[str, dict[int, NodeData]]) -> None:
+        self.lock = threading.RLock()
+        self.data: dict = {}
+        self.total_nodes = sum(len(t) for t in trees.values())
+        self.bulk = None
+        self.waiting = Waiting()
+        self._trees = trees
+        self.reads: list[str] = []
+
+    def ensure(self, tree_id: str) -> bool:
+        if tree_id not in self._trees:
+            return False
+        if tree_id not in self.reads:
+            self.reads.append(tree_id)
+            self.data.update({(tree_id, n): d for n, d in self._trees[tree_id].items()})
+        return True
+
+    def ensure_all(self) -> None:
+        for tid in self._trees:
+            self.ensure(tid)
+
+
+def _data(i: int) -> NodeData:
+    return NodeData(f"n{i}", "leaf", np.full(2, i, np.float32))
+
+
+def test_lazy_node_maps_agree_with_plain_dicts_across_forks_and_folds() -> None:
+    rng = random.Random(7)
+    trees = {f"t{t}": {n: _data(100 * t + n) for n in range(rng.randrange(1, 40))} for t in range(200)}
+    source = _Source(trees)
+    model = {(t, n): d for t, nodes in trees.items() for n, d in nodes.items()}
+    versions = [(LazyNodeMap(source), dict(model))]  # type: ignore[arg-type]
+    for step in range(40):
+        lazy, plain = versions[-1]
+        lazy, plain = lazy.fork(), dict(plain)
+        for _ in range(rng.choice([5, 50, FOLD_AT // 4])):  # some steps pass the fold bound
+            t = rng.randrange(110)  # trees t0..t99 and new ones t200..t209: t100..t199 are never reached
+            key = (f"t{t if t < 100 else t + 100}", rng.randrange(45))
+            if key in plain and rng.random() < 0.4:
+                del lazy[key], plain[key]
+            else:
+                lazy[key] = plain[key] = _data(step)
+        assert len(lazy) == len(plain)
+        versions.append((lazy, plain))
+    assert len(source.reads) == 100  # nothing iterated yet: only the trees reached were read
+    for lazy, plain in versions:  # every version still reads as it was made
+        probe = [(f"t{t}", n) for t in range(0, 100, 7) for n in range(0, 45, 5)]
+        assert [lazy.get(k) for k in probe] == [plain.get(k) for k in probe]
+        assert dict(lazy.items()) == plain and len(lazy) == len(plain)
+
+
+# ---------------------------------------------------------------- the tree rows cache
+
+
+def _refuse_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(con: object, dim: int) -> None:
+        raise AssertionError("the tree rows were read from the store although the cache serves this version")
+    monkeypatch.setattr("memforest.store.load.read_bulk", refuse)
+
+
+def _rows_file(root: Path) -> Path:
+    return root / "users" / "u" / "cache" / tree_rows_cache.FILE_NAME
+
+
+def test_a_reopened_memory_takes_the_rows_of_unread_trees_from_the_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _built(tmp_path)
+    with _forest(root) as forest:  # written at the close of a version whose trees were read on demand
+        forest.ingest_sessions("u", make_sessions(8, 4, start_day=20)[6:])
+    assert _rows_file(root).exists()
+    with _forest(root, lazy=False) as eager:
+        expected = fingerprint(eager.snapshot("u"))
+        answer = eager.query("u", "Where do I live now?", answer=False).evidence
+    _refuse_scan(monkeypatch)
+    with _forest(root) as forest:
+        assert forest.query("u", "Where do I live now?", answer=False).evidence == answer
+        assert fingerprint(forest.snapshot("u")) == expected
+        assert forest.check("u")["cache"] == []
+
+
+@pytest.mark.parametrize("damage", sorted(CACHE_DAMAGE))
+def test_a_damaged_or_stale_tree_rows_cache_is_read_around_and_rebuilt_by_check(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+    root = _built(tmp_path)
+    with _forest(root) as forest:
+        forest.query("u", "Where do I live now?", answer=False)
+    with _forest(root, lazy=False) as eager:
+        expected = fingerprint(eager.snapshot("u"))
+    CACHE_DAMAGE[damage](_rows_file(root))
+    with _forest(root) as forest:
+        assert fingerprint(forest.snapshot("u")) == expected  # read from the store instead
+        report = forest.check("u")
+        assert report["ok"] and report["caches_rebuilt"]
+        assert any(c.startswith("tree rows cache") for c in report["cache"]), report
+        assert forest.check("u")["cache"] == []
+    _refuse_scan(monkeypatch)
+    with _forest(root) as forest:
+        assert fingerprint(forest.snapshot("u")) == expected
+
+
+def test_check_finds_a_tree_rows_cache_whose_rows_are_not_the_stores(tmp_path: Path) -> None:
+    root = _built(tmp_path)
+    with _forest(root) as forest:
+        snap = forest.snapshot("u")
+        stamp = forest._caches_of("u", forest._open_db("u", False)).db.stamp(snap.version)
+    rows = tree_rows_cache.read_tree_rows(_rows_file(root), stamp, snap.state.dim)
+    assert not isinstance(rows, CacheMiss)
+    tid = sorted(rows.roots)[0]
+    rows.roots[tid] = -rows.roots[tid]  # a whole, checksummed file holding another vector
+    tree_rows_cache.write_tree_rows(_rows_file(root), stamp, rows, snap.state.dim)
+    with _forest(root) as forest:
+        report = forest.check("u")
+        assert any("root vectors are not the store's" in c for c in report["cache"]), report
+        assert forest.check("u")["cache"] == []
