@@ -456,6 +456,9 @@ def _settle_if_large(snap: Snapshot, config: MemForestConfig) -> threading.Threa
     A memory whose trees are read on demand first has its large entity and scene trees read, in the
     same background thread (`MemForestConfig.warm_tree_leaves`)."""
     nodes, user = config.gc_freeze_nodes, snap.state.user
+
+    def collapsed(report: object) -> None:
+        log.debug("huge pages after loading %s: %s", user, report)
     large = bool(nodes) and len(snap.state.nodes) >= nodes
     source = snap.state.tree_source
     if source is not None and not source.to_warm(config.warm_tree_leaves):
@@ -464,7 +467,7 @@ def _settle_if_large(snap: Snapshot, config: MemForestConfig) -> threading.Threa
         gc.freeze()
     if source is None:
         if large and config.huge_pages:  # collapsed in the background: the open does not wait for the kernel
-            return advise_heap_later(lambda r: log.debug("huge pages after loading %s: %s", user, r))
+            return advise_heap_later(collapsed)
         return None
 
     def settle() -> None:
@@ -478,7 +481,7 @@ def _settle_if_large(snap: Snapshot, config: MemForestConfig) -> threading.Threa
         if large:
             gc.freeze()
             if config.huge_pages:
-                collapse = advise_heap_later(lambda r: log.debug("huge pages after loading %s: %s", user, r))
+                collapse = advise_heap_later(collapsed)
                 if collapse is not None:
                     collapse.join()
     thread = threading.Thread(target=settle, name="memforest-settle", daemon=True)

@@ -223,11 +223,6 @@ class StoreTreeSource:
                 _close([con])
         self._con = self._spare = None
 
-    def close(self) -> None:
-        """Close the connection (trees not read by then cannot be read)."""
-        with self.lock:
-            self._drop()
-
 
 def _close(cons: list[sqlite3.Connection]) -> None:
     for con in cons:
