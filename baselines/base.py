@@ -37,7 +37,8 @@ class Session:
 class Endpoints:
     """What a library baseline talks to: one OpenAI-compatible base URL serving chat completions and
     embeddings (the harness's logging proxy), the model names to ask for, and the context length the
-    backbone is served with."""
+    backbone is served with. `json_schema`: whether the chat endpoint enforces `response_format`
+    `json_schema` (vLLM, the harness's own servers); llama.cpp's server refuses it."""
 
     base_url: str
     chat_model: str
@@ -45,6 +46,7 @@ class Endpoints:
     embed_dim: int
     context_tokens: int
     api_key: str = "local"
+    json_schema: bool = True
 
 
 # Retrieval recall@k is scored up to k = 10 distinct sessions, LongMemEval's way: a ranking of units

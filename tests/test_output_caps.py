@@ -11,7 +11,7 @@ from benchmarks.harness.app import compose_config
 from benchmarks.harness.schema import bench_config
 from benchmarks.serving.latency_model import LatencyParams
 from benchmarks.serving.latency_server import LatencyModelServer, ReplaySource
-from benchmarks.serving.output_caps import KINDS, OutputCaps, request_kind
+from benchmarks.serving.output_caps import KINDS, OutputCaps, SourceBounds, request_kind, worst_tokens
 from memforest.llm.base import ChatRequest
 from memforest.llm.testing import ScriptedChatModel
 from memforest.prompts import equivalence, extraction, summary
@@ -91,3 +91,105 @@ def test_the_simulated_config_states_its_caps():
     node = bench_config(compose_config(["llm=qwen3_30b_a3b_simulated"])).llm.latency_model
     assert node is not None and node.output_caps["extract_facts"] > 0 and node.output_caps["default"] > 0
     OutputCaps(dict(node.output_caps))  # every kind it names is known
+    SourceBounds(node.source_max_items, node.source_max_chars)  # positive where set
+    assert node.source_max_items and node.source_max_chars
+
+
+def test_the_source_decodes_unbounded_arrays_bounded_and_the_call_says_so(tmp_path):
+    entities = {"type": "object", "properties": {"names": {"type": "array", "items": {"type": "string"}}}}
+    seen = []
+    chat = ScriptedChatModel(lambda r: seen.append(r.json_schema) or {"names": ["Ann"]})
+    served = tmp_path / "served_calls.jsonl"
+
+    def ask(url, schema):
+        body = {"model": "m", "messages": [{"role": "user", "content": "name them"}],
+                "response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": schema}}}
+        return httpx.post(url + "/chat/completions", json=body, timeout=30).json()
+
+    with LatencyModelServer(FAST, chat=chat, log_path=served, bounds=SourceBounds(items=3),
+                            caps=OutputCaps({"json": 100})) as server:
+        ask(server.base_url, entities)
+        ask(server.base_url, extraction.schema(6, 300))  # bounded already: as sent
+        summary_row = server.summary()
+    assert seen[0]["properties"]["names"]["maxItems"] == 3 and seen[1] == extraction.schema(6, 300)
+    rows = [json.loads(line) for line in served.read_text().splitlines()]
+    assert [r["bounded"] for r in rows] == [True, False]
+    assert rows[0]["source_bounds"] == {"items": 3, "chars": None} and rows[1]["source_bounds"] is None
+    assert summary_row["source_bounds"] == {"items": 3, "chars": None}
+    assert summary_row["bounded"] == {"json": 1}
+    # the key is the request's as sent: a replay of the log finds it, and a replayed answer is not bounded
+    with LatencyModelServer(FAST, replay=ReplaySource(served), log_path=tmp_path / "again.jsonl",
+                            bounds=SourceBounds(items=3)) as server:
+        assert ask(server.base_url, entities)["choices"][0]["message"]["content"] == '{"names": ["Ann"]}'
+    again = [json.loads(line) for line in (tmp_path / "again.jsonl").read_text().splitlines()]
+    assert again[0]["source"] == "replay" and again[0]["bounded"] is False
+
+
+def test_source_bounds_hold_every_unbounded_array_and_string_and_keep_the_schemas_own() -> None:
+    schema = {"type": "object", "$defs": {"E": {"type": "object", "properties": {
+        "names": {"type": "array", "items": {"type": "string"}},
+        "type": {"type": "string", "enum": ["a", "b"]}}}},  # a property named "type"; an enum string
+        "properties": {
+            "entities": {"type": "array", "items": {"$ref": "#/$defs/E"}},
+            "few": {"type": "array", "items": {"type": "integer"}, "maxItems": 2},
+            "many": {"type": "array", "items": {"type": "integer"}, "maxItems": 50},
+            "at_least": {"type": "array", "items": {"type": "integer"}, "minItems": 12},
+            "maybe": {"anyOf": [{"type": ["array", "null"], "items": {"type": "string"}}, {"type": "null"}]},
+            "when": {"type": "string", "format": "date-time"},
+            "short": {"type": "string", "maxLength": 900},
+            "long": {"type": "string", "minLength": 500}}}
+    before = json.dumps(schema, sort_keys=True)
+    bounded, changed = SourceBounds(items=8, chars=400).apply(schema)
+    assert changed and json.dumps(schema, sort_keys=True) == before  # the input is not modified
+    props, entity = bounded["properties"], bounded["$defs"]["E"]["properties"]
+    assert props["entities"]["maxItems"] == 8 and entity["names"]["maxItems"] == 8
+    assert entity["names"]["items"]["maxLength"] == 400 and "maxLength" not in entity["type"]
+    assert props["few"]["maxItems"] == 2 and props["many"]["maxItems"] == 50  # own bounds are kept
+    assert props["at_least"]["maxItems"] == 12  # never below the schema's own minimum
+    assert props["maybe"]["anyOf"][0]["maxItems"] == 8
+    assert "maxLength" not in props["when"] and props["short"]["maxLength"] == 900
+    assert props["long"]["maxLength"] == 500
+    only_items, _ = SourceBounds(items=8).apply(schema)
+    assert "maxLength" not in only_items["$defs"]["E"]["properties"]["names"]["items"]
+
+
+def test_source_bounds_change_nothing_in_a_bounded_or_free_schema() -> None:
+    from memforest.prompts import browse, planner
+
+    for own in (extraction.schema(6, 300), summary.schema(200), equivalence.SCHEMA, browse.schema(4),
+                planner.schema(3)):  # MemForest bounds every array and string of its own
+        assert SourceBounds(items=8, chars=400).apply(own) == (own, False)
+    assert SourceBounds(items=8, chars=400).apply({"type": "object"}) == ({"type": "object"}, False)
+    assert SourceBounds().apply({"type": "array", "items": {"type": "string"}})[1] is False
+    with pytest.raises(ValueError, match="positive"):
+        SourceBounds(items=0)
+
+
+EDGES = {"type": "object", "$defs": {"Edge": {"type": "object", "properties": {
+    "source": {"type": "string"}, "target": {"type": "string"}, "relation": {"type": "string"},
+    "fact": {"type": "string"}, "valid_at": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+    "episodes": {"type": "array", "items": {"type": "integer"}}}}},
+    "properties": {"edges": {"type": "array", "items": {"$ref": "#/$defs/Edge"}}}}
+
+
+def test_bounds_are_lowered_until_the_worst_case_answer_fits_the_limit() -> None:
+    assert worst_tokens(EDGES) is None  # unbounded as sent
+    bounds = SourceBounds(items=8, chars=400)
+    roomy, used = bounds.fit(EDGES, 100_000)
+    assert used == bounds and roomy == bounds.apply(EDGES)[0]
+    for limit in (2000, 872, 300):
+        fitted, used = bounds.fit(EDGES, limit)
+        worst = worst_tokens(fitted)
+        assert used is not None and worst is not None and worst <= limit
+        assert fitted == used.apply(EDGES)[0]
+        assert used.chars is not None and used.chars >= 100 or used.items == 1  # items go before text
+    assert bounds.fit(EDGES, 872)[1] == SourceBounds(items=2, chars=100)
+    # MemForest's own schema: as sent, and its estimate agrees with MemForest's own within an enum quote
+    own = extraction.schema(6, 300)
+    from memforest.prompts import token_bound
+
+    estimate = worst_tokens(own)
+    assert bounds.fit(own, 10) == (own, None) and estimate is not None
+    assert abs(estimate - token_bound(own)) < 20
+    assert worst_tokens({"type": "object"}) is None
+    assert worst_tokens({"type": "string", "pattern": "a+"}) is None

@@ -62,9 +62,13 @@ def test_memforest_through_the_latency_server_is_counted_once_and_labelled(tmp_p
     assert 0 < row["modelled_critical_path_seconds"] <= modelled + 1e-6
     assert row["modelled_build_seconds"] > 0 and row["modelled_speedup_vs_slowest"] == 1.0
     assert row["capped_calls"] == sum(s["capped"] for s in served) and row["output_caps"]["default"] > 0
+    # MemForest bounds its own schemas: the source decodes them as sent
+    assert row["bounded_calls"] == 0 and row["source_bounds"] == {"items": 8, "chars": 400}
+    assert run["latency_model"]["source_bounds"] == {"items": 8, "chars": 400}
     title = write_path.markdown(write_path.table([out])).splitlines()[0]
     assert ("simulated latency: qwen3_30b_a3b_h100" in title and "content source: model:" in title
-            and "instance: sample (1 instances" in title and "output caps: extract_facts 872" in title), title
+            and "instance: sample (1 instances" in title and "output caps: extract_facts 872" in title
+            and "at most: items 8, chars 400" in title), title
 
 
 def test_replay_answers_without_the_model(tmp_path: Path) -> None:

@@ -23,8 +23,10 @@ from baselines.base import Endpoints, MemorySystem, SystemUnavailable
 from benchmarks.harness.app import compose_config
 from benchmarks.harness.hub_models import hub_models, is_hub_id, option_model, script_options
 from benchmarks.harness.schema import bench_config
-from benchmarks.harness.systems import served_system
+from benchmarks.harness.systems import Models, served_system
 from benchmarks.harness.vllm_args import flags, serve_args
+from memforest.llm.calllog import CallLog
+from memforest.llm.testing import HashEmbedder
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -307,8 +309,8 @@ def test_library_baselines_send_the_servers_key_through_the_proxy(monkeypatch: p
             monkeypatch.setenv("OPENAI_API_KEY", key)  # what the sweep reads from the address file
         with pytest.raises(SystemUnavailable):
             served_system(cfg.method, cfg.method.serving, cfg.llm, cfg.embedder,  # type: ignore[arg-type]
-                          None, factory)  # type: ignore[arg-type]
-        assert seen[-1].api_key == sent
+                          Models(HashEmbedder(8), None, CallLog(None)), factory)  # type: ignore[arg-type]
+        assert seen[-1].api_key == sent and seen[-1].json_schema  # a vLLM server takes json_schema
 
 
 FAKE_SETUP_PYTHON = """#!/bin/sh

@@ -136,8 +136,9 @@ def figure(ours: pd.DataFrame, out: Path) -> list[Path]:
 
 
 def simulation_notes(results: Results) -> list[str]:
-    """Per simulated run: its latency model, content source, output caps and how many answers hit them
-    (from its served_calls.jsonl)."""
+    """Per simulated run: its latency model, content source, output caps and how many answers hit them,
+    and the bounds of the source's schemas and how many answers they applied to (from its
+    served_calls.jsonl)."""
     runs = results.runs
     runs = runs[runs["experiment"].isin(EXPERIMENTS) & runs["simulated"]] if len(runs) else runs
     served = results.measurements("served_calls") if len(runs) else pd.DataFrame()
@@ -150,9 +151,14 @@ def simulation_notes(results: Results) -> list[str]:
                    else f"{cfg.get('llm.model')} ({cfg.get('llm.backend')})")
         mine = served[served["run_id"] == r.run_id] if len(served) else served
         capped = int(mine["capped"].fillna(False).astype(bool).sum()) if "capped" in mine else 0
+        bounded = int(mine["bounded"].fillna(False).astype(bool).sum()) if "bounded" in mine else 0
+        bounds = ", ".join(f"{kind} {cfg[key]:g}" for kind in ("items", "chars")
+                           if (key := f"llm.latency_model.source_max_{kind}") in cfg and pd.notna(cfg[key]))
+        arrays = (f"; unbounded schema arrays / strings decoded at most {bounds} (lowered to fit the cap), "
+                  f"{bounded} of {len(mine)} answers" if bounds else "")
         out.append(f"{system_name(r.method)}, {r.dataset} (simulated): latency model "
                    f"{cfg.get('llm.latency_model.name')}, content source {content}, output caps {caps}; "
-                   f"{capped} of {len(mine)} answers capped.")
+                   f"{capped} of {len(mine)} answers capped{arrays}.")
     return out
 
 

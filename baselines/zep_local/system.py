@@ -16,11 +16,11 @@ configured, driven as Zep's own evaluation drives Zep (getzep/zep-papers,
   in our wording of Zep's context layout (`ZEP_CONTEXT`). The dates there are already the times the
   facts held (Graphiti resolved relative dates when it wrote them), and the context says so.
 
-Chat goes through `OpenAIGenericClient` in `structured_output_mode`: `json_object` by default
-(llama.cpp's server refuses `json_schema`; Graphiti then writes each response schema into the prompt),
-or Graphiti's own default `json_schema` (the schema enforced by constrained decoding) on endpoints that
-take it (vLLM, the harness's model and latency-model servers). Questions are embedded in the served
-endpoint's query form.
+Chat goes through `OpenAIGenericClient` in `structured_output_mode`: Graphiti's own default
+`json_schema` (the schema enforced by constrained decoding) where the endpoint takes it (vLLM, the
+harness's model and latency-model servers: `Endpoints.json_schema`), else `json_object` (llama.cpp's
+server refuses `json_schema`; Graphiti then writes each response schema into the prompt); a configured
+mode overrides. Questions are embedded in the served endpoint's query form.
 """
 
 from __future__ import annotations
@@ -92,14 +92,16 @@ class ZepLocalSystem:
     `evidence_limit`: keep only that many items in all, facts and entities alternating (the shared
     budget; None: all). `message_chars`: a message's text is cut to that many characters (Zep's
     LongMemEval script: 8000). `query_chars`: a dated LongMemEval query is cut to that many characters
-    (the same script: 255). `structured_output_mode`: how Graphiti asks for JSON (OUTPUT_MODES, see
-    the module doc)."""
+    (the same script: 255). `structured_output_mode`: how Graphiti asks for JSON (OUTPUT_MODES; None:
+    by the endpoint, see the module doc)."""
 
     def __init__(self, endpoints: Endpoints, *, edge_limit: int = 20, node_limit: int = 20,
                  evidence_limit: int | None = None, message_chars: int = 8000, query_chars: int = 255,
                  max_tokens: int = 8192, temperature: float = 0.0, neo4j_uri: str | None = None,
                  neo4j_user: str = "neo4j", neo4j_password_env: str = "NEO4J_PASSWORD",
-                 structured_output_mode: str = "json_object", name: str = "zep_local") -> None:
+                 structured_output_mode: str | None = None, name: str = "zep_local") -> None:
+        if structured_output_mode is None:
+            structured_output_mode = "json_schema" if endpoints.json_schema else "json_object"
         if structured_output_mode not in OUTPUT_MODES:
             raise ValueError(f"{name}: structured_output_mode must be one of {', '.join(OUTPUT_MODES)}, "
                              f"not {structured_output_mode!r}")

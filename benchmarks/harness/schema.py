@@ -41,6 +41,10 @@ class LatencyModelNode:
     cache_blocks: int = MISSING
     # completion tokens charged per prompt kind (benchmarks.serving.output_caps); empty = uncapped
     output_caps: dict[str, int] = field(default_factory=dict)
+    # items per array and characters per free-text string the content source decodes a JSON schema
+    # under, where the schema sets no bound (benchmarks.serving.output_caps.SourceBounds); null = none
+    source_max_items: int | None = None
+    source_max_chars: int | None = None
 
 
 @dataclass

@@ -9,7 +9,9 @@ fallback), serves it through a LatencyModelServer, and gives
   llm_calls_client.jsonl, so that no call is counted twice;
 - library baselines their usual ServingStack, forwarding chat to the same server (its proxy logs into
   the run's llm_calls.jsonl too).
-Each answer is charged at most its prompt kind's output cap (`llm.latency_model.output_caps`).
+Each answer is charged at most its prompt kind's output cap (`llm.latency_model.output_caps`); with
+`llm.latency_model.source_max_items` / `source_max_chars`, the content source decodes JSON schemas with
+their unbounded arrays / strings bounded to that many items / characters.
 Results are labelled `simulated: true` (run.json, builds, records, summary)."""
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from benchmarks.harness.schema import BenchConfig, ChatModelNode, LatencyModelNode
 from benchmarks.serving.latency_model import LatencyParams
 from benchmarks.serving.latency_server import SOURCES, LatencyModelServer, ReplaySource
-from benchmarks.serving.output_caps import OutputCaps
+from benchmarks.serving.output_caps import OutputCaps, SourceBounds
 from benchmarks.serving.proxy import LoggingProxy
 from memforest.config import LLMConfig
 from memforest.llm.base import ChatModel, Embedder
@@ -79,7 +81,8 @@ def open_simulation(llm_cfg: ChatModelNode, source: ChatModel | None, call_log: 
     replay = ReplaySource(str(node.replay_path)) if node.source == "replay" else None
     server = LatencyModelServer(latency_params(node), chat=source, replay=replay, embedder=embedder,
                                 model_name=llm_cfg.model, log_path=run_dir / SERVED_LOG,
-                                caps=OutputCaps(dict(node.output_caps))).start()
+                                caps=OutputCaps(dict(node.output_caps)),
+                                bounds=SourceBounds(node.source_max_items, node.source_max_chars)).start()
     proxy = LoggingProxy(server.base_url, call_log, system=system).start()
     concurrency = node.client_concurrency or llm_cfg.concurrency or 1
     client = build_chat_model(LLMConfig(backend="openai", model=llm_cfg.model, base_url=proxy.base_url,

@@ -123,8 +123,10 @@ def served_system(method: MethodNode, serving: ServingNode, llm: ChatModelNode, 
     # a keyed server (slurm/vllm_server.sbatch): the libraries send its key through the proxy
     key = configured_key(llm.api_key_env) or "local"
 
+
     def endpoints(url: str) -> Endpoints:
-        return Endpoints(url, llm.model, embedder.model, embedder.dim, serving.context_tokens, key)
+        return Endpoints(url, llm.model, embedder.model, embedder.dim, serving.context_tokens, key,
+                         json_schema=takes_json_schema(llm, models))
 
     probe = factory(endpoints(PROBE_URL), name=name)
     runtime = dict(getattr(probe, "runtime_settings", None) or {})
@@ -132,6 +134,13 @@ def served_system(method: MethodNode, serving: ServingNode, llm: ChatModelNode, 
     stack = serving_stack(name, serving, llm, embedder, models)
     return ProxiedSystem(name, lambda url: factory(endpoints(url), name=name), stack,
                          runtime_settings=runtime)
+
+
+def takes_json_schema(llm: ChatModelNode, models: Models) -> bool:
+    """Whether the chat endpoint serving_stack gives a baseline enforces `response_format` json_schema:
+    llama.cpp's server (a `llamacpp` backbone) refuses it; vLLM, an `openai` server and the harness's
+    own servers (any other backbone, a simulated run's latency server) take it."""
+    return bool(models.llm_base_url) or llm.backend != "llamacpp"
 
 
 def serving_stack(name: str, serving: ServingNode, llm: ChatModelNode, embedder: EmbedderNode,

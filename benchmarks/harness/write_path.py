@@ -11,7 +11,9 @@ For simulated runs also `modelled_critical_path_seconds` (the observed waves, ea
 latency-model time: robust to a content source slower than the model), `modelled_build_seconds`
 (build_seconds - busy_seconds + modelled_critical_path_seconds: the time with calls in flight replaced
 by the modelled one, the rest of the build as measured), `overrun_calls`, `served_calls`, `capped_calls`
-(answers longer than their prompt kind's output cap, charged at the cap), `output_caps`, `content_source`
+(answers longer than their prompt kind's output cap, charged at the cap), `output_caps`, `bounded_calls`
+(answers the source decoded with the schema's unbounded arrays / strings bounded, at most
+`source_bounds`, lowered to fit the cap), `content_source`
 (`model:<chat model>` or `replay`) and `latency_model`.
 `turns_per_second` is the write rate, all source turns over all build seconds (`analysis.rows.write_rate`,
 as the paper's table and `analysis/` compute it), not a mean of per-build rates. Across runs:
@@ -142,7 +144,10 @@ def _simulation_labels(run: Mapping[str, Any], served: Sequence[Mapping[str, Any
             "content_source": ("replay" if source == "replay"
                                else f"model:{llm.get('model') or llm['name']} ({llm.get('backend')})"),
             "output_caps": dict(node.get("output_caps") or {}),
-            "capped_calls": sum(bool(r.get("capped")) for r in served)}
+            "source_bounds": {k: node.get(f"source_max_{k}") for k in ("items", "chars")
+                              if node.get(f"source_max_{k}") is not None},
+            "capped_calls": sum(bool(r.get("capped")) for r in served),
+            "bounded_calls": sum(bool(r.get("bounded")) for r in served)}
 
 
 def _rate(value: float | None) -> float | None:
@@ -185,7 +190,8 @@ def title(data: Mapping[str, Any]) -> str:
                         for r in rows})
     return (f"## write path [simulated latency: {shared('latency_model')} latency-model server; content "
             f"source: {shared('content_source')}; instance: {' / '.join(instances)}; output caps: "
-            f"{shared('output_caps')}]")
+            f"{shared('output_caps')}; unbounded schema arrays / strings decoded at most: "
+            f"{shared('source_bounds')}, lowered to fit the cap]")
 
 
 def _label(value: Any) -> str:
@@ -199,7 +205,7 @@ def markdown(data: Mapping[str, Any]) -> str:
             "prompt tokens uncached / cached", "output tokens", "recorded waves (critical path s)",
             "modelled critical path s", "modelled build s", "modelled speedup vs slowest", "modelled vs mem0",
             "modelled LLM path speedup vs slowest", "modelled LLM path vs mem0", "speedup vs slowest",
-            "vs mem0", "capped answers"]
+            "vs mem0", "capped answers", "bounded answers"]
     lines = [title(data), "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in data["rows"]:
         recorded = (f"{r['recorded_waves']} ({r['recorded_critical_path_seconds']})" if r["recorded_waves"]
@@ -211,7 +217,8 @@ def markdown(data: Mapping[str, Any]) -> str:
                  r["modelled_build_seconds"], r["modelled_speedup_vs_slowest"],
                  r["modelled_ratio_to_mem0"], r["llm_path_speedup_vs_slowest"], r["llm_path_ratio_to_mem0"],
                  r["speedup_vs_slowest"], r["ratio_to_mem0"],
-                 f"{r['capped_calls']}/{r['served_calls']}" if r.get("served_calls") else None]
+                 f"{r['capped_calls']}/{r['served_calls']}" if r.get("served_calls") else None,
+                 f"{r.get('bounded_calls') or 0}/{r['served_calls']}" if r.get("served_calls") else None]
         lines.append("| " + " | ".join("–" if c is None else str(c) for c in cells) + " |")
     lines += ["", "Waves and critical path from the proxy's call timestamps (overlapping calls = one wave; "
               "critical path = sum over waves of the longest call). Modelled critical path (simulated runs): "

@@ -8,15 +8,18 @@ is held back until the latency model (`benchmarks.serving.latency_model`) says a
 finished it; the usage it returns carries the modelled prefix-cache hits as `cached_tokens`. With
 output caps (`benchmarks.serving.output_caps`), the model source is asked for at most
 `min(max_tokens, cap)` completion tokens of the request's prompt kind, and an answer stopped there comes
-back as vLLM returns an answer cut at max_tokens: the text so far, finish_reason "length" (`capped`). The
-source's answers are served as generated, never checked against the request's schema (a server does
-not check; the client does). A recorded answer longer than its cap is charged (decoded and reported in
-the usage) at the cap, its text whole.
+back as vLLM returns an answer cut at max_tokens: the text so far, finish_reason "length" (`capped`).
+With `bounds` (`output_caps.SourceBounds`), the model source decodes a request's JSON schema with its
+unbounded arrays and strings bounded, sized to the source's token limit (`bounded`, `source_bounds`);
+the request's key stays that of the request as sent. The source's answers are served as generated,
+never checked against the request's schema (a server does not check; the client does). A recorded
+answer longer than its cap is charged (decoded and reported in the usage) at the cap, its text whole.
 
 Every request served is one line of `served_calls.jsonl` (when a path is given):
     key, arrival, admitted, queue_s, running, ttft_s, decode_s, service_s, compute_s, overrun_s,
     prompt_tokens, cached_tokens, completion_tokens (charged), source_completion_tokens, kind, cap,
-    capped, max_tokens (the request's), source_max_tokens (asked of the source), source
+    capped, max_tokens (the request's), source_max_tokens (asked of the source), bounded and
+    source_bounds (the items / chars the source decoded the schema's arrays and strings under), source
     (model | replay | fallback), finish_reason, text, error
 `compute_s` is how long the content source took; `overrun_s > 0` means the content was ready later
 than the modelled finish, so that request took longer than simulated (reported, never hidden). A
@@ -37,7 +40,7 @@ from typing import Any
 from benchmarks.jsonl import JsonlWriter
 from benchmarks.serving.latency_model import Clock, LatencyModel, LatencyParams
 from benchmarks.serving.model_server import ModelServer, served_answers
-from benchmarks.serving.output_caps import OutputCaps, request_kind
+from benchmarks.serving.output_caps import OutputCaps, SourceBounds, request_kind
 from memforest.llm.base import ChatModel, ChatRequest, ChatResponse, Embedder, Usage
 
 SOURCES = ("model", "replay")
@@ -89,14 +92,17 @@ class LatencyModelServer(ModelServer):
     def __init__(self, params: LatencyParams, *, chat: ChatModel | None = None,
                  replay: ReplaySource | None = None, embedder: Embedder | None = None,
                  model_name: str = "simulated", log_path: str | Path | None = None,
-                 clock: Clock | None = None, port: int = 0, caps: OutputCaps | None = None) -> None:
+                 clock: Clock | None = None, port: int = 0, caps: OutputCaps | None = None,
+                 bounds: SourceBounds | None = None) -> None:
         if chat is None and replay is None:
             raise ValueError("LatencyModelServer needs a chat model or a replay source")
+        self.bounds = bounds or SourceBounds()
         self.params, self.replay, self.source_model = params, replay, chat
         self.caps = caps or OutputCaps({})
         self.kinds: dict[str, int] = defaultdict(int)  # requests served per prompt kind
         self.capped: dict[str, int] = defaultdict(int)  # of which stopped at (or longer than) the cap
         self.truncated: dict[str, int] = defaultdict(int)  # of which finished "length" (any max_tokens)
+        self.bounded: dict[str, int] = defaultdict(int)  # of which the source decoded under bounds
         self.model = LatencyModel(params, clock)
         self._log = JsonlWriter(Path(log_path)) if log_path else None
         self.counts: dict[str, int] = defaultdict(int)
@@ -113,13 +119,17 @@ class LatencyModelServer(ModelServer):
     def generate(self, request: ChatRequest) -> ChatResponse | Exception:
         key, kind = request_key(request), request_kind(request)
         limit = self.caps.limit(kind, request.max_tokens)
+        schema, bounds = request.json_schema, None
+        if schema is not None:
+            schema, bounds = self.bounds.fit(schema, limit)
         timing = self.model.admit()
         try:
             start = self.model.clock.now()
-            source, result = self._content(key, replace(request, max_tokens=limit))
+            source, result = self._content(key, replace(request, max_tokens=limit, json_schema=schema))
+            bounds = bounds if source != "replay" else None
             compute = self.model.clock.now() - start
             if isinstance(result, Exception):
-                failed = Charge(kind, 0, None, False, request.max_tokens, limit)
+                failed = Charge(kind, 0, None, False, request.max_tokens, limit, bounds)
                 self._record(key, timing, compute, 0.0, source, None, str(result), failed)
                 return result
             own = result.usage.completion_tokens
@@ -129,7 +139,7 @@ class LatencyModelServer(ModelServer):
             self.model.serve(timing, result.usage.prompt_tokens, cached, charged)
             left = self.model.wait_until_done(timing)
             result.usage = Usage(result.usage.prompt_tokens, cached, charged)
-            charge = Charge(kind, own, cap, hit, request.max_tokens, limit)
+            charge = Charge(kind, own, cap, hit, request.max_tokens, limit, bounds)
             self._record(key, timing, compute, max(0.0, -left), source, result, None, charge)
             return result
         finally:
@@ -159,6 +169,7 @@ class LatencyModelServer(ModelServer):
             self.kinds[charge.kind] += 1
             self.capped[charge.kind] += charge.capped
             self.truncated[charge.kind] += result is not None and result.finish_reason == "length"
+            self.bounded[charge.kind] += charge.bounds is not None
         if self._log is None:
             return
         usage = result.usage if result is not None else Usage()
@@ -170,7 +181,9 @@ class LatencyModelServer(ModelServer):
             "prompt_tokens": usage.prompt_tokens, "cached_tokens": usage.cached_prompt_tokens,
             "completion_tokens": usage.completion_tokens, "source_completion_tokens": charge.source_tokens,
             "kind": charge.kind, "cap": charge.cap, "capped": charge.capped, "max_tokens": charge.max_tokens,
-            "source_max_tokens": charge.source_max_tokens, "source": source,
+            "source_max_tokens": charge.source_max_tokens, "bounded": charge.bounds is not None,
+            "source_bounds": asdict(charge.bounds) if charge.bounds is not None else None,
+            "source": source,
             "finish_reason": result.finish_reason if result is not None else None,
             "text": result.text if result is not None else None, "error": error,
         })
@@ -179,18 +192,20 @@ class LatencyModelServer(ModelServer):
         """What run.json records about the simulation."""
         with self._counts_lock:
             counts, kinds, capped = dict(self.counts), dict(self.kinds), dict(self.capped)
-            truncated = dict(self.truncated)
+            truncated, bounded = dict(self.truncated), dict(self.bounded)
         return {"params": asdict(self.params), "served": counts, "peak_running": self.model.peak_running,
                 "replay_answers": len(self.replay) if self.replay is not None else None,
                 "output_caps": dict(self.caps.caps), "kinds": kinds, "capped": capped,
-                "truncated": truncated}
+                "truncated": truncated, "source_bounds": asdict(self.bounds),
+                "bounded": bounded}
 
 
 @dataclass(frozen=True)
 class Charge:
     """What one answer was charged: its prompt kind, the source's completion tokens, the cap applied
     (None: uncapped), whether the answer hit it (stopped at the cap, or recorded longer than it), the
-    request's max_tokens and the max_tokens the source was asked for (the lower of it and the cap)."""
+    request's max_tokens, the max_tokens the source was asked for (the lower of it and the cap), and
+    the bounds the source decoded the schema's arrays and strings under (None: the schema as sent)."""
 
     kind: str
     source_tokens: int
@@ -198,6 +213,7 @@ class Charge:
     capped: bool
     max_tokens: int
     source_max_tokens: int
+    bounds: SourceBounds | None = None
 
 
 class _NoBatch:

@@ -14,15 +14,27 @@ longer than the cap (a replayed log of an uncapped source) is charged at the cap
 A request's kind is the id of the MemForest prompt its system message opens with (`extract_facts`,
 `interval_summary`, `fact_equivalence`, `browse_select`, `query_plan`, `answer_from_memory`), else
 `json` (any other request for a JSON answer: the baselines' extraction and update prompts) or `text`.
-A kind without a cap of its own takes the `default` cap; with neither, it is not capped."""
+A kind without a cap of its own takes the `default` cap; with neither, it is not capped.
+
+Arrays: the content source also repeats a list item until it reaches its token budget (SmolLM2 under a
+schema with an unbounded array writes one entity name over and over), where the target model lists
+what the text holds; it also writes one word over and over inside a string. With `SourceBounds`, every
+array of a request's schema that sets no `maxItems`, and every free-text string that sets no
+`maxLength`, is bounded before the content source decodes under it, the bounds lowered until the
+schema's worst case fits the answer's token limit (the cap), as MemForest sizes its own schemas: the
+answer then ends inside its budget and still fits the request's schema. A bound of the schema's own is
+kept: schemas that bound their arrays and strings (MemForest's) are unchanged. A bounded request is
+recorded with the bounds used, as a capped one is."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from memforest.llm.base import ChatRequest
-from memforest.prompts import answer, browse, equivalence, extraction, planner, summary
+from memforest.prompts import CHARS_PER_TOKEN, answer, browse, equivalence, extraction, planner, summary
 
 DEFAULT = "default"
 FALLBACK_KINDS = ("json", "text")
@@ -83,3 +95,123 @@ class OutputCaps:
         stopped = (finish_reason == "length" and completion_tokens >= cap
                    and (max_tokens is None or max_tokens > cap))
         return min(completion_tokens, cap), cap, completion_tokens > cap or stopped
+
+
+
+
+@dataclass(frozen=True)
+class SourceBounds:
+    """Bounds the content source decodes a request's JSON schema under (see the module doc): at most
+    `items` per array and `chars` per string where the schema sets none (None: that kind unbounded),
+    lowered until the schema's worst case fits the answer's token limit (`fit`)."""
+
+    items: int | None = None
+    chars: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("items", "chars"):
+            value = getattr(self, name)
+            if value is not None and int(value) <= 0:
+                raise ValueError(f"source bound on {name} must be positive, got {value}")
+
+    def apply(self, schema: Any) -> tuple[Any, bool]:
+        """`schema` with every array that sets no `maxItems` held to `items` items (never fewer than its
+        own `minItems`) and every free-text string (no maxLength, pattern, format, enum or const) to
+        `chars` characters (never fewer than its `minLength`), and whether any was. The input is not
+        modified."""
+        changed = False
+
+        def walk(node: Any) -> Any:
+            nonlocal changed
+            if isinstance(node, list):
+                return [walk(v) for v in node]
+            if not isinstance(node, dict):
+                return node
+            out = {k: walk(v) for k, v in node.items()}
+            kinds = node.get("type")
+            kinds = kinds if isinstance(kinds, list) else [kinds]
+            if self.items is not None and "array" in kinds and "maxItems" not in node:
+                out["maxItems"] = max(int(self.items), int(node.get("minItems") or 0))
+                changed = True
+            if (self.chars is not None and "string" in kinds
+                    and not {"maxLength", "pattern", "format", "enum", "const"} & node.keys()):
+                out["maxLength"] = max(int(self.chars), int(node.get("minLength") or 0))
+                changed = True
+            return out
+
+        return walk(schema), changed
+
+    def fit(self, schema: Any, limit: int) -> tuple[Any, SourceBounds | None]:
+        """`schema` bounded (`apply`), with the bounds lowered until its worst case (`worst_tokens`)
+        fits `limit` completion tokens, as MemForest sizes its own schemas below their max_tokens:
+        strings halved down to 100 characters, then arrays halved down to one item, then strings down
+        to 8 characters. The bounds used (None: the schema was left as sent)."""
+        bounds = self
+        while True:
+            bounded, changed = bounds.apply(schema)
+            if not changed:
+                return schema, None
+            worst = worst_tokens(bounded)
+            if worst is None or worst <= limit:
+                return bounded, bounds
+            items, chars = bounds.items, bounds.chars
+            if chars is not None and chars > 100:
+                bounds = SourceBounds(items, chars // 2)
+            elif items is not None and items > 1:
+                bounds = SourceBounds(items // 2, chars)
+            elif chars is not None and chars > 8:
+                bounds = SourceBounds(items, chars // 2)
+            else:
+                return bounded, bounds
+
+
+def worst_tokens(schema: Any) -> int | None:
+    """An upper estimate of the completion tokens of an answer under `schema` (MemForest's estimate,
+    `memforest.prompts.token_bound`, extended to `$ref`, `anyOf`/`oneOf`, `const`, `null` and type
+    lists), or None where the schema leaves the answer unbounded (a free object, an unbounded array or
+    string)."""
+    root = schema
+
+    def text(chars: int) -> int:
+        return 2 + int(chars / CHARS_PER_TOKEN) + 1
+
+    def walk(node: Any, depth: int) -> int | None:
+        if not isinstance(node, dict) or depth > 32:
+            return None
+        if "$ref" in node:
+            target: Any = root
+            for part in str(node["$ref"]).lstrip("#/").split("/"):
+                target = target.get(part) if isinstance(target, dict) else None
+            return walk(target, depth + 1)
+        branches = node.get("anyOf") or node.get("oneOf")
+        if branches:
+            costs = [walk(b, depth + 1) for b in branches]
+            return None if any(c is None for c in costs) else max(c for c in costs if c is not None)
+        if "enum" in node:
+            return text(max(len(json.dumps(v)) for v in node["enum"]))
+        if "const" in node:
+            return text(len(json.dumps(node["const"])))
+        kinds = node.get("type")
+        if isinstance(kinds, list):
+            costs = [walk({**node, "type": k}, depth + 1) for k in kinds]
+            return None if any(c is None for c in costs) else max(c for c in costs if c is not None)
+        if kinds == "string":
+            if "maxLength" in node:
+                return text(int(node["maxLength"]))
+            return text(40) if "format" in node else None  # a date-time, a uuid; a pattern: unbounded
+        if kinds == "array":
+            item = walk(node.get("items", {}), depth + 1)
+            if "maxItems" not in node or item is None:
+                return None
+            return 2 + int(node["maxItems"]) * (1 + item)
+        if kinds == "object":
+            props = node.get("properties")
+            if not props:
+                return None
+            costs = [walk(v, depth + 1) for v in props.values()]
+            if any(c is None for c in costs):
+                return None
+            return 2 + sum(4 + int(len(k) / CHARS_PER_TOKEN) + int(c or 0) for k, c in zip(props, costs))
+        return {"integer": 12, "number": 12, "boolean": 2, "null": 2}.get(str(kinds))
+
+    return walk(schema, 0)
