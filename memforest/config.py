@@ -141,6 +141,9 @@ class QueryConfig:
     beam: int = 10
     final_units: int = 10  # k: the evidence budget (units in the final context)
     complete_expansion: bool = False
+    # what `flat` ranks: the facts (the paper's top-k facts, no trees), or the cells (the no-trees
+    # setting of a memory written without a generator, which extracts no facts)
+    flat_units: str = "facts"
     # hybrid unit ranking (retrieval/hybrid.py): leaf similarity plus these terms
     candidates: int = 200  # items taken from each of the dense and the lexical top lists
     lexical_weight: float = 0.5  # BM25, scaled to the query's best match
@@ -251,6 +254,7 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("embedder", "api"): SERVER_APIS,
     ("tree", "summary_mode"): ("llm", "extractive"),
     ("query", "mode"): QUERY_MODES,
+    ("query", "flat_units"): ("facts", "cells"),
 }
 SUBSETS: dict[tuple[str, str], tuple[str, ...]] = {  # list options: a non-empty selection of these
     ("tree", "families"): TREE_FAMILIES,

@@ -88,6 +88,25 @@ def test_flat_mode_takes_k_facts(scripted_forest):
     assert len(forest.query("u", "topic about Miami", answer=False).evidence) == 3
 
 
+def test_flat_mode_over_cells_serves_k_cells_of_a_memory_without_facts(tmp_path):
+    from memforest.api import MemForest
+    from memforest.llm.testing import HashEmbedder
+
+    cfg = MemForestConfig()
+    cfg.tree.summary_mode = "extractive"
+    with MemForest(tmp_path / "store", cfg, embedder=HashEmbedder(), generate=False) as forest:
+        forest.ingest_sessions("u", make_sessions(6, 6))
+        assert not len(forest.snapshot("u").state.facts)
+        for units, served in (("facts", 0), ("cells", 3)):
+            forest.config.query.mode, forest.config.query.flat_units = "flat", units
+            forest.config.query.final_units = 3
+            result = forest.query("u", "topic about Miami", answer=False)
+            assert len(result.evidence) == served and {e.kind for e in result.evidence} <= {"cell"}
+            assert all(e.via == "flat" and len(e.session_ids) == 1 for e in result.evidence)
+    with pytest.raises(ConfigError):
+        with_overrides(MemForestConfig(), {"query": {"flat_units": "turns"}}).validate()
+
+
 @pytest.mark.parametrize("k", [1, 5, 20])
 def test_evidence_budget_k_bounds_the_context(scripted_forest, k):
     forest = scripted_forest(query__final_units=k)

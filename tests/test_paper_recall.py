@@ -56,9 +56,11 @@ def results(tmp_path: Path) -> Path:
     for k, turns in ((5, ["s1:0"]), (10, ["s1:0", "s2:3"])):
         _run(root, "evidence_budget_recall", {"query": {"final_units": k}},
              [_record("q1", ["s1"], turns), _record("q2", ["s7"], ["s7:0"])])
-    modes: tuple[tuple[str, list[str] | None], ...] = (("embed", ["s1:0"]), ("root", None))
+    modes: tuple[tuple[str, list[str] | None], ...] = (("embed", ["s1:0"]), ("root", None),
+                                                       ("flat", ["s2:3"]))
     for mode, listed in modes:
-        _run(root, "ablation_retrieval_recall", {"query": {"mode": mode}}, [_record("q1", ["s1"], listed)])
+        query = {"mode": mode, **({"flat_units": "cells"} if mode == "flat" else {})}
+        _run(root, "ablation_retrieval_recall", {"query": query}, [_record("q1", ["s1"], listed)])
     _run(root, "chunk_size_recall", {"chunk": {"max_turns": 0}}, [_record("q1", ["s2"], ["s2:3"])])
     return root
 
@@ -80,6 +82,8 @@ def test_recall_tables_and_panels_per_setting(results: Path, tmp_path: Path) -> 
     modes = {r["mode"]: r for r in _rows(out / "ablation_retrieval_recall.md")}
     assert modes["root summaries only"]["turn recall_any %"] == "n/a"
     assert modes["embedding browse"]["turn recall_any %"] == "100.0"
+    assert modes["flat top-k cells (no trees)"]["turn recall_any %"] == "100.0"  # flat over cells, named so
+    assert "flat top-k facts (no trees)" not in modes
     chunks = {r["turns per cell"]: r for r in _rows(out / "chunk_size_recall.md")}
     assert chunks["whole"]["session recall_any %"] == "100.0" and chunks["1"]["source"] == "missing"
     panels = json.loads((out / "evidence_budget.series.json").read_text())["axes"]

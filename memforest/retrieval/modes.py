@@ -1,7 +1,8 @@
 """The retrieval settings that bypass or shorten tree browsing (ablations of the query path).
 
 - flat: the top-k facts by similarity to the question, no trees (facts are indexed whatever the tree
-  families); a memory without facts (the generator-free write path) gives no evidence.
+  families); a memory without facts (the generator-free write path) gives no evidence, unless
+  `query.flat_units` is `cells`: then the top-k cells, no trees.
 - root: the recalled trees' root summaries, best first, no descent.
 - embed_planner: the planner's sub-queries, each browsed by embedding beam descent in its tree.
 """
@@ -21,17 +22,29 @@ from memforest.snapshot import Snapshot
 from memforest.timeutil import iso_date
 
 
-def flat_evidence(snap: Snapshot, qvec: np.ndarray, k: int) -> tuple[list[Evidence], dict[str, Any]]:
-    """The `k` facts nearest the question, in time order."""
+def flat_evidence(snap: Snapshot, qvec: np.ndarray, k: int,
+                  units: str = "facts") -> tuple[list[Evidence], dict[str, Any]]:
+    """The `k` facts (`units` = "cells": cells) nearest the question, in time order."""
     idx = snap.index
-    ids, scores = idx.facts.search(qvec, k)
     out = []
-    for uid, score in zip(ids.tolist(), scores.tolist()):
-        fact = snap.state.facts.get(idx.fact_key.get(uid, ""))
-        if fact is not None:
-            out.append(Evidence("fact", fact.id, fact.text, iso_date(fact.time), float(score), "", "flat",
-                                list(fact.sorted_sessions)))
-    trace = {"facts_indexed": len(idx.fact_key), "kept": [[e.id, round(e.score, 4)] for e in out]}
+    if units == "cells":
+        ids, scores = idx.cells.search(qvec, k)
+        for uid, score in zip(ids.tolist(), scores.tolist()):
+            key = idx.cell_key.get(uid)
+            cell = snap.state.cells.get(key[2]) if key is not None else None
+            if cell is not None:
+                out.append(Evidence("cell", cell.id, cell.text, iso_date(cell.time), float(score), "", "flat",
+                                    [cell.session_id]))
+        indexed = {"cells_indexed": len(idx.cell_key)}
+    else:
+        ids, scores = idx.facts.search(qvec, k)
+        for uid, score in zip(ids.tolist(), scores.tolist()):
+            fact = snap.state.facts.get(idx.fact_key.get(uid, ""))
+            if fact is not None:
+                out.append(Evidence("fact", fact.id, fact.text, iso_date(fact.time), float(score), "", "flat",
+                                    list(fact.sorted_sessions)))
+        indexed = {"facts_indexed": len(idx.fact_key)}
+    trace = {**indexed, "kept": [[e.id, round(e.score, 4)] for e in out]}
     return sorted(out, key=lambda e: (e.time, e.id)), trace
 
 

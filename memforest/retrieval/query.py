@@ -51,8 +51,8 @@ def retrieve(
     qvec = embedder.embed([question], "query")[0]
     lat["embed"] = _lap(t)
     t = time.perf_counter()
-    if cfg.mode == "flat":  # no trees: the top-k facts
-        evidence, flat = flat_evidence(snap, qvec, cfg.final_units)
+    if cfg.mode == "flat":  # no trees: the top-k facts (or cells)
+        evidence, flat = flat_evidence(snap, qvec, cfg.final_units, cfg.flat_units)
         lat["recall"] = _lap(t)
         return (evidence,
                 {"mode": cfg.mode, "version": snap.version, "recalled": [], "flat": flat, "latency": lat},

@@ -14,7 +14,7 @@ class Evidence:
     time: str  # ISO date of the evidence's temporal anchor
     score: float
     tree_id: str
-    via: str  # browse | temporal:before | temporal:after | expansion
+    via: str  # browse | temporal:before | temporal:after | expansion | flat | root
     session_ids: list[str] = field(default_factory=list)
 
 
