@@ -12,7 +12,7 @@ import numpy as np
 
 from memforest.cow import CowMap, CowSet
 from memforest.state import BulkRows, EntityStat, LazyNodeMap, NodeData, Scene, TreeInfo, UserState
-from memforest.store.tree_source import StoreTreeSource, read_bulk
+from memforest.store.tree_source import StoreTreeSource, json_list, node_of_row, read_bulk, vec_of
 from memforest.trees.memtree import MemTree
 from memforest.trees.node import Node
 from memforest.types import Cell, Fact, Occurrence, Session, Turn
@@ -20,19 +20,8 @@ from memforest.types import Cell, Fact, Occurrence, Session, Turn
 log = logging.getLogger(__name__)
 
 
-def _vec(b: bytes) -> np.ndarray:
-    """A stored vector, read in place (a read-only view of the row's bytes: vectors are replaced,
-    never changed in place)."""
-    return np.frombuffer(b, dtype=np.float32)
-
-
-def _list(text: str) -> list:
-    """A JSON list column (most are empty: a leaf's children, a fact without entities)."""
-    return [] if text == "[]" else json.loads(text)
-
-
 class _Lists:
-    """`_list` for columns whose few distinct values repeat over many rows (a fact's participants,
+    """`json_list` for columns whose few distinct values repeat over many rows (a fact's participants,
     entities, topics): each distinct text is parsed once, every row gets its own list."""
 
     def __init__(self) -> None:
@@ -41,7 +30,7 @@ class _Lists:
     def __call__(self, text: str) -> list:
         parsed = self._parsed.get(text)
         if parsed is None:
-            parsed = self._parsed[text] = _list(text)
+            parsed = self._parsed[text] = json_list(text)
         return list(parsed)
 
 
@@ -86,27 +75,20 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
         for row in ordered:
             occ[row[0]].append(Occurrence(*row[1:]))
     facts: dict[str, Fact] = {}
-    fact_vecs: dict[str, np.ndarray] = {}
-    fact_blobs: dict[str, bytes] = {}  # the bytes the fact vectors are views of
+    fact_vecs: dict[str, np.ndarray] = {}  # views of the rows' bytes (`vec.base`)
     lists = _Lists()
     for row in con.execute("SELECT * FROM facts"):
         (fid, text, norm, origin, role, parts, ents, topics, time_text, es, ee, attr, domain, coll, emb) = row
         facts[fid] = Fact(fid, text, norm, origin, role, lists(parts), lists(ents),
                           lists(topics), time_text, es, ee, attr, domain, coll, occ.get(fid, []))
-        fact_vecs[fid] = _vec(emb)
-        fact_blobs[fid] = emb
+        fact_vecs[fid] = vec_of(emb)
     if lazy is not None:
         _read_trees_lazily(con, st, lazy, fact_vecs, cached_rows(st.version, st.dim) if cached_rows else None)
     rows: dict[str, list[Node]] = {}
     nodes: dict[tuple[str, int], NodeData] = {}
     for row in ([] if lazy is not None else con.execute("SELECT * FROM nodes")):
-        tid, nid, item, emb = row[0], row[1], row[10], row[15]
-        rows.setdefault(tid, []).append(Node(  # as `node_from_row` makes it
-            int(nid), int(row[2]), row[3], _list(row[4]), (float(row[5]), str(row[6])),
-            (float(row[7]), str(row[8])), int(row[9]), item, row[11], row[12]))
-        # a fact's leaf carries the fact's own vector: one array for both, as the write path makes it
-        vec = fact_vecs[item] if item is not None and fact_blobs.get(item) == emb else _vec(emb)
-        nodes[(tid, nid)] = NodeData(row[13], row[14], vec)
+        node, nodes[(row[0], row[1])] = node_of_row(row, fact_vecs)
+        rows.setdefault(row[0], []).append(node)
     trees: dict[str, TreeInfo] = st.trees if lazy is not None else {}  # type: ignore[assignment]
     for tid, rowid, family, label, fanout, _root, next_id in ([] if lazy is not None else
                                                                con.execute("SELECT * FROM trees")):
@@ -127,7 +109,7 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
         entities[label].sessions = CowMap.over(by_session)
     scenes: dict[str, Scene] = {}
     for sid, domain, total, size, t_last, tree_id in con.execute("SELECT * FROM scenes"):
-        scenes[sid] = Scene(sid, domain, _vec(total), size, t_last, tree_id)
+        scenes[sid] = Scene(sid, domain, vec_of(total), size, t_last, tree_id)
     st.sessions, st.session_cells, st.cells, st.facts, st.fact_vecs = (sessions, session_cells, cells, facts,
                                                                        fact_vecs)
     if lazy is None:

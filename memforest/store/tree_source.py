@@ -20,6 +20,7 @@ import sqlite3
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -31,12 +32,28 @@ from memforest.trees.memtree import MemTree
 from memforest.trees.node import Node
 
 
-def _vec(b: bytes) -> np.ndarray:
+def vec_of(b: bytes) -> np.ndarray:
+    """A stored vector, read in place (a read-only view of the row's bytes: vectors are replaced,
+    never changed in place)."""
     return np.frombuffer(b, dtype=np.float32)
 
 
-def _list(text: str) -> list:
+def json_list(text: str) -> list:
+    """A JSON list column (most are empty: a leaf's children, a fact without entities)."""
     return [] if text == "[]" else json.loads(text)
+
+
+def node_of_row(row: tuple, fact_vecs: Mapping[str, np.ndarray]) -> tuple[Node, NodeData]:
+    """A `nodes` row as its tree node (as `node_from_row` makes it) and its data. A fact's leaf
+    carries the fact's own vector (one array for both, as the write path makes it) when its bytes are
+    the fact's."""
+    nid, item, emb = row[1], row[10], row[15]
+    node = Node(int(nid), int(row[2]), row[3], json_list(row[4]), (float(row[5]), str(row[6])),
+                (float(row[7]), str(row[8])), int(row[9]), item, row[11], row[12])
+    vec = fact_vecs.get(item) if item is not None else None
+    if vec is None or vec.base != emb:
+        vec = vec_of(emb)
+    return node, NodeData(row[13], row[14], vec)
 
 
 class StoreTreeSource:
@@ -141,16 +158,10 @@ class StoreTreeSource:
         try:
             nodes, width = [], 4 * self.dim
             for row in rows:
-                nid, item, emb = row[1], row[10], row[15]
-                if len(emb) != width:
-                    raise ValueError(f"a node vector of {len(emb)} bytes, not {self.dim}-d")
-                nodes.append(Node(int(nid), int(row[2]), row[3], _list(row[4]),
-                                  (float(row[5]), str(row[6])), (float(row[7]), str(row[8])), int(row[9]),
-                                  item, row[11], row[12]))
-                vec = self._fact_vecs.get(item) if item is not None else None
-                if vec is None or vec.base != emb:
-                    vec = _vec(emb)
-                data[(tid, nid)] = NodeData(row[13], row[14], vec)
+                if len(row[15]) != width:
+                    raise ValueError(f"a node vector of {len(row[15])} bytes, not {self.dim}-d")
+                node, data[(tid, row[1])] = node_of_row(row, self._fact_vecs)
+                nodes.append(node)
             tree = MemTree.from_nodes(tid, fanout, nodes, next_node_id=next_id, validate=False)
         except (ValueError, TypeError, KeyError, IndexError) as e:
             why = " ".join(str(e).split())[:120]
@@ -246,11 +257,11 @@ def read_bulk(con: sqlite3.Connection, dim: int) -> BulkRows:
         if emb is not None and len(emb) != width:
             raise ValueError(f"a node vector of tree {tid!r} has {len(emb)} bytes, not {dim}-d")
         if root:
-            roots[tid] = _vec(emb)
+            roots[tid] = vec_of(emb)
         if item is None:
             continue
         if session:
-            cell_leaves.setdefault(tid, []).append((int(nid), item, _vec(emb)))
+            cell_leaves.setdefault(tid, []).append((int(nid), item, vec_of(emb)))
         else:
             leaf_items.setdefault(tid, []).append(item)
     return out
