@@ -11,8 +11,8 @@ Steps, each one `memforest-bench -m` multirun:
   model, SmolLM2 as the content source, output caps per prompt kind);
 - `evidence_budget_recall`: recall at k = 5..100 on the LongMemEval-S file (generator-free
   memforest_sessions; k=5 builds, the other k copy its stores);
-- `ablation_retrieval_recall`: the generator-free retrieval modes (embed, root), on the evidence-budget
-  sweep's memories;
+- `ablation_retrieval_recall`: the generator-free retrieval modes (embed, root, flat over cells), on the
+  evidence-budget sweep's memories;
 - `chunk_size_recall`: recall with cells of 1..64 turns and whole sessions (each size builds);
 - with `--locomo`, the three recall steps again on that LoCoMo file (evidence recall by dia id).
 
@@ -87,7 +87,7 @@ def steps(results: Path, data: Path, locomo: Path | None, chunk_sizes: str,
                  build + 4 * RETRIEVE_S[kind] * n, str(path)),
             Step(f"ablation_retrieval_recall{suffix}", ("experiment=ablation_retrieval_recall", *base,
                                                         f"stores_from={k5}"),
-                 2 * RETRIEVE_S[kind] * n, str(path)),
+                 3 * RETRIEVE_S[kind] * n, str(path)),
             Step(f"chunk_size_recall{suffix}", ("experiment=chunk_size_recall", *_chunk_base(base, limited),
                                                 f"method.memforest.chunk.max_turns={chunk_sizes}"),
                  sizes * BUILD_S[kind] * chunk_n, str(path)),

@@ -83,7 +83,8 @@ def test_flat_rag_ranks_turns_and_keeps_ids(tmp_path: Path) -> None:
 
 
 def endpoints(url: str = "http://127.0.0.1:1/v1", context_tokens: int = 8192) -> Endpoints:
-    return Endpoints(url, MODEL, EMBED_MODEL, DIMS, context_tokens)
+    # the `stack` below serves chat through llama.cpp's server, which refuses json_schema
+    return Endpoints(url, MODEL, EMBED_MODEL, DIMS, context_tokens, json_schema=False)
 
 
 def test_workers_without_a_checkout_are_unavailable(tmp_path: Path) -> None:
