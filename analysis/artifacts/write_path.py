@@ -80,8 +80,8 @@ def table(ours: pd.DataFrame, sim_notes: list[str] | None = None) -> Table:
         })
     for p in pub[~pub["system"].isin({family(m) for m in ours.get("method", [])})].itertuples():
         rows.append({"system": system_name(p.system), "dataset": p.dataset, "backbone": p.backbone,
-                     "run": "missing",
-                     **{c: "missing"
+                     "run": "not run",
+                     **{c: "not run"
                             for c in ("instances", "turns / instance", "build s", "turns/s", "LLM calls",
                                       "waves", "critical path s", "max in flight", "tokens cached",
                                       "tokens uncached", "tokens output", "speedup vs slowest",
@@ -97,6 +97,12 @@ def table(ours: pd.DataFrame, sim_notes: list[str] | None = None) -> Table:
              "run in the group).",
              "Paper: revision write-rate table (Qwen3-30B-A3B, vLLM on one H100); its speedups are "
              "over its slowest system (Zep Local). Source: analysis/published/write_path.csv."]
+    if any(r["run"] == "not run" for r in rows):
+        notes.append("not run: a system of the paper's table with no run among these results. EverMemOS "
+                     "and LightMem run from their own checkouts (baselines/README.md); once configured, "
+                     "`memforest-bench experiment=write_path method=evermemos "
+                     "method.system.checkout=DIR method.system.python=PY ...` with the same llm, dataset "
+                     "and output_root adds their row.")
     if len(ours) and ours["simulated"].any():
         notes.append("Rows marked simulated ran against the latency-model server: their times are modelled.")
     return Table(NAME, pd.DataFrame(rows), "Write path: build cost per memory instance", notes + sim_notes)
