@@ -97,8 +97,6 @@ class OutputCaps:
         return min(completion_tokens, cap), cap, completion_tokens > cap or stopped
 
 
-
-
 @dataclass(frozen=True)
 class SourceBounds:
     """Bounds the content source decodes a request's JSON schema under (see the module doc): at most
