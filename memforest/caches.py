@@ -92,9 +92,6 @@ class StoreCaches:
         if self.partitions_written == snap.version:
             return
         tables = snap.index.saved_partitions()
-        fact_table = snap.state.fact_table.saved_partitions() if snap.state.fact_table is not None else None
-        if fact_table is not None:
-            tables["fact_table"] = fact_table
         if not tables:
             return
         stamp = self._current_stamp(snap.version)

@@ -6,7 +6,7 @@ transaction, so the committed version is the only one a reader ever sees."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -221,7 +221,6 @@ class UserState:
     cells: MutableMapping[str, Cell] = field(default_factory=_cow)
     session_cells: MutableMapping[str, list[str]] = field(default_factory=_cow)
     facts: MutableMapping[str, Fact] = field(default_factory=_cow)
-    fact_vecs: MutableMapping[str, np.ndarray] = field(default_factory=_cow)
     trees: MutableMapping[str, TreeInfo] = field(default_factory=_cow)
     nodes: MutableMapping[NodeKey, NodeData] = field(default_factory=_cow)
     entities: MutableMapping[str, EntityStat] = field(default_factory=_cow)
@@ -234,15 +233,22 @@ class UserState:
     placements: MutableMapping[str, frozenset[str]] = field(default_factory=_cow)
     norms: MutableMapping[str, str] = field(default_factory=_cow)
     scene_tables: dict[str, VectorTable] = field(default_factory=dict)  # domain -> scene centroids
-    fact_table: VectorTable | None = None  # fact id -> embedding, for duplicate candidates
+    # fact id -> embedding (`fact_vecs`): the facts' only copy of their vectors, searched for duplicate
+    # candidates and, as the fact index, by queries (`ForestIndex.facts`, which writes its row meta)
+    fact_table: VectorTable | None = None
     # session id -> time (row meta)
     session_times: VectorTable = field(default_factory=lambda: VectorTable(1))
     _own: dict[str, set[str]] = field(default_factory=dict, repr=False)  # keys copied into this version
     # where the trees of the version loaded are read from when first reached (None: all in memory)
     tree_source: Any = field(default=None, repr=False)
 
-    _MAPS = ("sessions", "cells", "session_cells", "facts", "fact_vecs", "trees", "nodes", "entities",
-             "scenes", "placements", "norms")
+    _MAPS = ("sessions", "cells", "session_cells", "facts", "trees", "nodes", "entities", "scenes",
+             "placements", "norms")
+
+    @property
+    def fact_vecs(self) -> FactVectors:
+        """fact id -> its embedding (a read-only view of its row in `fact_table`)."""
+        return FactVectors(self.fact_table)
 
     def fork(self) -> UserState:
         """The next version: shares everything with this one, which stays unchanged."""
@@ -318,15 +324,14 @@ class UserState:
 
     def add_fact(self, fact: Fact, vec: np.ndarray) -> None:
         self.facts[fact.id] = fact
-        self.fact_vecs[fact.id] = vec
         self.norms[fact.norm] = fact.id
         self._owns("facts", fact.id)
-        if self.fact_table is not None:
-            self.fact_table.upsert([fact.id], vec.reshape(1, -1))
+        if self.fact_table is None:
+            self.fact_table = VectorTable(len(vec))
+        self.fact_table.upsert([fact.id], vec.reshape(1, -1))
 
     def remove_fact(self, fact_id: str) -> None:
         fact = self.facts.pop(fact_id)
-        self.fact_vecs.pop(fact_id, None)
         if self.norms.get(fact.norm) == fact_id:
             del self.norms[fact.norm]
         if self.fact_table is not None:
@@ -355,9 +360,14 @@ class UserState:
         """Ids of the entity and scene trees holding `item` (a fact id)."""
         return sorted(self.placements.get(item, ()))
 
-    def derive(self, saved: SavedPartitions | None = None) -> None:
-        """Rebuild the derived maps from the trees and facts (after a load or a merge); the fact table
-        takes the `saved` partitions (of a cache of this version) when they hold exactly its keys."""
+    def fill_facts(self, ids: list[str], vecs: np.ndarray, saved: SavedPartitions | None = None) -> None:
+        """A new fact table of `ids` with `vecs` (after a load); it takes the `saved` partitions (of a
+        cache of this version) when they hold exactly its keys."""
+        self.fact_table = VectorTable(self.dim)
+        self.fact_table.fill(ids, vecs, None, saved)
+
+    def derive(self) -> None:
+        """Rebuild the derived maps from the trees and facts (after a load or a merge)."""
         for name in self._MAPS:  # a plain dict (as a load makes them) is nobody else's: taken as it is
             m = getattr(self, name)
             if not isinstance(m, LazyNodeMap):
@@ -372,10 +382,8 @@ class UserState:
                     held.setdefault(item, set()).add(tid)
         self.placements = CowMap((k, frozenset(v)) for k, v in held.items())
         self.norms = CowMap((f.norm, fid) for fid, f in self.facts.items())
-        ids = list(self.facts)
-        self.fact_table = VectorTable(self.dim)
-        if ids:
-            self.fact_table.fill(ids, np.stack([self.fact_vecs[f] for f in ids]), None, saved)
+        if self.fact_table is None:
+            self.fact_table = VectorTable(self.dim)
         self.scene_tables = {}
         by_domain: dict[str, list[Scene]] = {}
         for scene in self.scenes.values():
@@ -389,6 +397,29 @@ class UserState:
             ids = list(self.sessions)
             self.session_times.upsert(ids, np.zeros((len(ids), 1)),
                                       np.array([[self.sessions[sid].time, 0.0] for sid in ids]))
+
+
+class FactVectors(Mapping[str, np.ndarray]):
+    """fact id -> embedding, read from a fact table (`UserState.fact_vecs`)."""
+
+    __slots__ = ("_table",)
+
+    def __init__(self, table: VectorTable | None) -> None:
+        self._table = table
+
+    def __getitem__(self, fact_id: str) -> np.ndarray:
+        if self._table is None:
+            raise KeyError(fact_id)
+        return self._table.vector(fact_id)
+
+    def __contains__(self, fact_id: object) -> bool:
+        return self._table is not None and fact_id in self._table
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table.keys()) if self._table is not None else iter(())  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return len(self._table) if self._table is not None else 0
 
 
 class LazyNodeMap(CowMap[NodeKey, NodeData]):

@@ -71,6 +71,7 @@ class VectorTable:
         self._live = np.zeros(_MIN_ROWS, bool)
         self._slot: CowMap[Hashable, int] = CowMap()
         self._own_tail = True  # whether rows >= _n may be written by this version
+        self._own_from = 0  # rows from here on were written by this version alone (since its fork)
         self._parts: Partitions | None = None  # built once the table outgrows EXACT_ROWS
         self._own_parts = True
         self._key_rows = np.full(_MIN_ROWS, -1, np.int64) if int_keys else None  # key -> row, -1 for none
@@ -90,6 +91,7 @@ class VectorTable:
         out = VectorTable.__new__(VectorTable)
         out.dim, out._exact, out._rows, out._n = self.dim, self._exact, self._rows, self._n
         out._live, out._slot, out._own_tail = self._live.copy(), self._slot.fork(), True
+        out._own_from = self._own_from = self._n
         out._parts, out._own_parts = self._parts, self._parts is None
         out._key_rows, out._own_key_rows = self._key_rows, False
         self._own_key_rows = False
@@ -98,6 +100,7 @@ class VectorTable:
         return out
 
     def vector(self, key: Hashable) -> np.ndarray:
+        """A view of `key`'s row (rows are never changed in place: it stays what it is)."""
         return self._rows.vecs[self._slot[key]]
 
     def meta(self, key: Hashable) -> np.ndarray:
@@ -144,6 +147,19 @@ class VectorTable:
             live = self.live_rows()
             self._parts, self._own_parts = Partitions.build(rows.vecs, live, self._live, PARTITION_ROWS), True
             self._compact()  # laid out partition by partition
+
+    def set_meta(self, keys: Sequence[Hashable], meta: np.ndarray) -> None:
+        """Set the row numbers of `keys` (held by the table): in place in rows this version wrote
+        since it was forked, which no other version reads; as new rows (`upsert`) in shared ones."""
+        if not keys:
+            return
+        meta = np.broadcast_to(np.asarray(meta, np.float64), (len(keys), 2))
+        slots = np.fromiter((self._slot[k] for k in keys), np.int64, len(keys))
+        mine = slots >= self._own_from
+        self._rows.meta[slots[mine]] = meta[mine]
+        if not mine.all():
+            shared = np.flatnonzero(~mine)
+            self.upsert([keys[i] for i in shared.tolist()], self._rows.vecs[slots[shared]], meta[shared])
 
     def fill(self, keys: Sequence[Hashable], vecs: np.ndarray, meta: np.ndarray | None = None,
              saved: SavedPartitions | None = None) -> bool:
@@ -195,7 +211,7 @@ class VectorTable:
         if meta is not None:
             rows.meta[:n] = np.broadcast_to(meta, (n, 2))[at]
         rows.keys = list(saved.keys)
-        self._rows, self._n, self._own_tail = rows, n, True
+        self._rows, self._n, self._own_tail, self._own_from = rows, n, True, 0
         self._live = np.zeros(capacity, bool)
         self._live[:n] = True
         self._slot = CowMap.over(dict(zip(rows.keys, range(n))))
@@ -241,14 +257,16 @@ class VectorTable:
         return live, sims[live]
 
     def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(keys, scores) of the top-k rows for one query vector, best first (integer keys)."""
+        """(keys, scores) of the top-k rows for one query vector, best first."""
         return self.search_meta(query, k)[:2]
 
     def search_meta(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """`search`, and the row numbers (meta) of the rows found."""
+        """`search`, and the row numbers (meta) of the rows found. Keys come back as an array of
+        their kind (integers, or text for a table keyed by text)."""
         rows, sims = _best(*self.candidate_scores(query, probe_size(k)), k)
         keys = self._rows.keys
-        return (np.asarray([keys[r] for r in rows.tolist()], np.int64), sims.astype(np.float32),
+        found = [keys[r] for r in rows.tolist()]
+        return (np.asarray(found) if found else np.zeros(0, np.int64), sims.astype(np.float32),
                 self._rows.meta[rows])
 
     @property
@@ -368,7 +386,7 @@ class VectorTable:
         rows.keys = old.keys[:keep]
         live = np.zeros(capacity, bool)
         live[:keep] = self._live[:keep]
-        self._rows, self._live, self._own_tail = rows, live, True
+        self._rows, self._live, self._own_tail, self._own_from = rows, live, True, 0
 
     def _compact(self) -> None:
         """Drop retired rows into private storage; with partitions, lay the rows out partition by
@@ -386,7 +404,7 @@ class VectorTable:
         rows.vecs[: len(keys)] = old.vecs[slots]
         rows.meta[: len(keys)] = old.meta[slots]
         rows.keys = keys
-        self._rows, self._n, self._own_tail = rows, len(keys), True
+        self._rows, self._n, self._own_tail, self._own_from = rows, len(keys), True, 0
         self._live = np.zeros(capacity, bool)
         self._live[: len(keys)] = True
         self._slot = CowMap((k, i) for i, k in enumerate(keys))

@@ -264,6 +264,6 @@ def test_a_facts_leaf_shares_the_facts_vector_read_eagerly_or_on_demand(tmp_path
             state = forest.snapshot("u").state
             leaves = [(key, data) for key, data in state.nodes.items() if data.mode == "leaf"]
             items = {key: state.trees[key[0]].tree.nodes[key[1]].item or "" for key, _ in leaves}
-            shared = [data.embedding is state.fact_vecs[items[key]] for key, data in leaves
+            shared = [np.shares_memory(data.embedding, state.fact_vecs[items[key]]) for key, data in leaves
                       if items[key] in state.fact_vecs]
-            assert shared and all(shared), lazy  # one array per fact, not one per leaf
+            assert shared and all(shared), lazy  # the fact table's row, not a copy per leaf

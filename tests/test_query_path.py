@@ -151,8 +151,8 @@ def test_recall_of_a_fact_said_in_many_sessions_matches_the_untruncated_recall(s
                             idx.roots.search(qvec, cfg.top_trees)[1].tolist()))
         fact_sim: dict[str, float] = {}
         ids, scores = idx.facts.search(qvec, cfg.fact_recall)
-        for uid, s in zip(ids.tolist(), scores.tolist()):
-            for tid in snap.fact_trees(idx.fact_key[uid]):  # every tree, no limit
+        for fid, s in zip(ids.tolist(), scores.tolist()):
+            for tid in snap.fact_trees(fid):  # every tree, no limit
                 fact_sim[tid] = max(fact_sim.get(tid, -1.0), s)
         want = sorted((RecalledTree(t, snap.state.trees[t].family,
                                     cfg.root_weight * root_sim.get(t, 0.0)

@@ -21,7 +21,6 @@ from memforest.hugepages import (
     private_anonymous,
     thp_mode,
 )
-from memforest.index.forest_index import fact_uid
 from memforest.vector_table import VectorTable
 
 
@@ -38,7 +37,7 @@ def fingerprint(snap) -> dict:
         "cells": dict(st.cells), "placements": dict(st.placements),
         "index": sorted(snap.index.cell_key.items()), "cell_uid": sorted(snap.index.cell_uid.items()),
         # what ranking reads of a dense candidate instead of its objects: (time, first session's tree rowid)
-        "row_meta": {**{f: tuple(snap.index.facts.meta(fact_uid(f)).tolist()) for f in st.facts},
+        "row_meta": {**{f: tuple(snap.index.facts.meta(f).tolist()) for f in st.facts},
                      **{item: tuple(snap.index.cells.meta(uid).tolist())
                         for uid, (_, _, item) in snap.index.cell_key.items()}},
     }

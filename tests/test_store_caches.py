@@ -255,7 +255,7 @@ def test_a_reopened_large_store_takes_its_cached_partitions(scripted_forest, tmp
         m.setattr("memforest.vector_table.Partitions.build", refuse)
         reopened = scripted_forest(path=tmp_path / "store")
         snap = reopened.snapshot("u")
-        assert snap.index.facts.partitions is not None and snap.state.fact_table.partitions is not None
+        assert snap.index.facts.partitions is not None and snap.index.facts is snap.state.fact_table
         assert _answers(reopened) == before
         reopened.close()
     DAMAGE["zeroed"](parts_file)

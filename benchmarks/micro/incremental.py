@@ -52,12 +52,15 @@ from memforest import vector_table
 from memforest.api import MemForest
 from memforest.cache_file import cache_dir
 from memforest.config import MemForestConfig
+from memforest.index import lexical_cache, partition_cache, tree_rows_cache
 from memforest.index.lexical_cache import FILE_NAME as LEXICAL_CACHE
+from memforest.index.partition_cache import FILE_NAME as PARTITIONS_CACHE
 from memforest.index.tree_rows_cache import FILE_NAME as TREE_ROWS_CACHE
 from memforest.llm.base import ChatRequest, EmbedKind
 from memforest.llm.testing import HashEmbedder, Responder, ScriptedChatModel, rule_responder
 
 USER = "bench"
+CACHE_FORMATS = " ".join(f"{m.KIND}:{m.FORMAT}" for m in (lexical_cache, partition_cache, tree_rows_cache))
 START = datetime(2021, 1, 4, 9, 0)
 
 
@@ -138,9 +141,12 @@ def base_store(root: Path, size: int, turns: int, seed: int, batch: int, extract
                 forest.ingest_sessions(USER, longmemeval_sessions(min(batch, size - lo), lo, turns, seed))
         (path / "done").write_text(str(size))
     caches = cache_dir(path / "users" / USER / "memory.sqlite")
-    if not all((caches / name).exists() for name in (LEXICAL_CACHE, TREE_ROWS_CACHE)):
+    marker = path / "cache_formats"  # the cache formats the caches were last written in
+    if (not all((caches / name).exists() for name in (LEXICAL_CACHE, TREE_ROWS_CACHE, PARTITIONS_CACHE))
+            or not marker.exists() or marker.read_text() != CACHE_FORMATS):
         with _forest(path, extractor=extractor) as forest:  # the caches a process that queried leaves
             forest.query(USER, Measured.QUESTION, answer=False)
+        marker.write_text(CACHE_FORMATS)
     return path
 
 

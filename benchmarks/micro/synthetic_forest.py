@@ -31,6 +31,7 @@ def build_state(
     t0 = 1.6e9 + seed * 400 * DAY
     topic_centers = [_unit(rng, np.zeros(dim, np.float32), 1.0) for _ in range(scene_trees)]
     cell_vecs: dict[str, np.ndarray] = {}
+    fact_vecs: list[np.ndarray] = []
     for s in range(sessions):
         sid, ts = f"{user}-s{s:03d}", t0 + s * 7 * DAY
         st.add_session(Session(sid, ts,
@@ -48,8 +49,9 @@ def build_state(
                                      [f"ent{topic % entity_trees}"], [f"t{topic}"], "", None, None, "",
                                      f"d{topic % 5}", "",
                                      [Occurrence(sid, cell.id, 2 * c, 2 * c + 1, cell.time)])
-                st.fact_vecs[fid] = _unit(rng, topic_centers[topic], 0.35)
+                fact_vecs.append(_unit(rng, topic_centers[topic], 0.35))
             cell_vecs[cell.id] = _unit(rng, np.zeros(dim, np.float32), 1.0)
+    st.fill_facts(list(st.facts), np.stack(fact_vecs) if fact_vecs else np.zeros((0, dim), np.float32))
     _grow_trees(st, cfg, cell_vecs, scene_trees, entity_trees)
     return st
 

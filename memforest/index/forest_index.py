@@ -1,5 +1,7 @@
 """The forest's indexes: cells (the leaves of session trees), roots (tree roots) and facts. A fact's
 leaf in an entity or scene tree carries the fact's own vector, so cells and facts are every leaf.
+The fact index is the state's fact table (`UserState.fact_table`, keyed by fact id): the facts'
+vectors are held once, and the index writes the row meta of its rows.
 
 They are derived from the store: built from the state when a user's memory is loaded from SQLite,
 then carried from version to version: `fork()` shares every row and `apply` changes exactly the
@@ -12,7 +14,6 @@ a cell id back to its row's key, so a cell found by its text is ranked from its 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -27,10 +28,6 @@ def node_uid(tree_rowid: int, node_id: int) -> int:
     return (tree_rowid << 32) | node_id
 
 
-def fact_uid(fact_id: str) -> int:
-    return int(hashlib.sha1(fact_id.encode()).hexdigest()[:15], 16)
-
-
 # Tree roots are searched for a handful of trees (`QueryConfig.top_trees`) and one tree's root row is
 # retired by every write that touches the tree: past this many, the roots table is partitioned.
 ROOTS_EXACT_ROWS = 4096
@@ -41,12 +38,11 @@ class ForestIndex:
         self.dim = dim
         self.cells = VectorTable(dim)
         self.roots = VectorTable(dim, exact_rows=ROOTS_EXACT_ROWS, int_keys=True)
-        self.facts = VectorTable(dim)
+        self.facts = VectorTable(dim)  # fact id -> vector: the state's fact table once built
         # uid -> (session tree id, leaf id, cell id)
         self.cell_key: CowMap[int, tuple[str, int, str]] = CowMap()
         self.cell_uid: CowMap[str, int] = CowMap()  # cell id -> uid
         self.root_tree: CowMap[int, str] = CowMap()
-        self.fact_key: CowMap[int, str] = CowMap()
         self.version = -1
 
     TABLES = ("cells", "roots", "facts")
@@ -55,7 +51,8 @@ class ForestIndex:
     def build(cls, state: UserState, dim: int,
               saved: Mapping[str, SavedPartitions] | None = None) -> ForestIndex:
         """The indexes of `state`; a table past its exact bound takes its `saved` partitions (from a
-        cache of this version, `memforest.caches`) when they hold exactly its keys."""
+        cache of this version, `memforest.caches`) when they hold exactly its keys. The fact index is
+        `state`'s fact table, its row meta written here."""
         idx = cls(dim)
         idx._add_all(state, saved or {})
         idx.version = state.version
@@ -84,23 +81,25 @@ class ForestIndex:
                 cell_key[node_uid(i.rowid, nid)] = (t, nid, item)
                 cell_vecs.append(vec)
         root_tree = {info.rowid: info.tree_id for info in state.trees.values() if info.has_root}
-        fact_key = {fact_uid(f): f for f in state.facts}
         self.cells.fill(list(cell_key), _stack(cell_vecs, self.dim),
                         cell_meta(state, [c for _, _, c in cell_key.values()]), saved.get("cells"))
         self.roots.fill(list(root_tree), _stack([_root_vec(state, t, bulk) for t in root_tree.values()],
                                                 self.dim), None, saved.get("roots"))
-        self.facts.fill(list(fact_key), _stack([state.fact_vecs[f] for f in fact_key.values()], self.dim),
-                        fact_meta(state, list(fact_key.values())), saved.get("facts"))
-        self.cell_key, self.root_tree, self.fact_key = CowMap(cell_key), CowMap(root_tree), CowMap(fact_key)
+        if state.fact_table is None:
+            state.fact_table = VectorTable(self.dim)
+        self.facts = state.fact_table
+        facts = list(state.facts)
+        self.facts.set_meta(facts, fact_meta(state, facts))
+        self.cell_key, self.root_tree = CowMap(cell_key), CowMap(root_tree)
         self.cell_uid = CowMap((c, u) for u, (_, _, c) in cell_key.items())
 
     def fork(self) -> ForestIndex:
-        """The next version; this one stays unchanged."""
+        """The next version, whose fact index is the next state's fact table (`apply` takes it);
+        this one stays unchanged."""
         out = ForestIndex.__new__(ForestIndex)
         out.dim, out.version = self.dim, self.version
-        out.cells, out.roots, out.facts = self.cells.fork(), self.roots.fork(), self.facts.fork()
-        out.cell_key, out.root_tree, out.fact_key = (self.cell_key.fork(), self.root_tree.fork(),
-                                                     self.fact_key.fork())
+        out.cells, out.roots, out.facts = self.cells.fork(), self.roots.fork(), self.facts
+        out.cell_key, out.root_tree = self.cell_key.fork(), self.root_tree.fork()
         out.cell_uid = self.cell_uid.fork()
         return out
 
@@ -130,14 +129,10 @@ class ForestIndex:
                 if t in state.trees and state.trees[t].has_root]
         self.roots.upsert([r for r, _ in rows], _stack([_root_vec(state, t) for _, t in rows], self.dim))
         self.root_tree.update({r: t for r, t in rows})
-        gone_facts = [fact_uid(f) for f in ch.deleted_facts if f not in state.facts]
-        self.facts.remove(gone_facts)
-        for u in gone_facts:
-            self.fact_key.pop(u, None)
-        new = sorted(f for f in ch.facts | ch.deleted_facts if f in state.facts)
-        self.facts.upsert([fact_uid(f) for f in new], _stack([state.fact_vecs[f] for f in new], self.dim),
-                          fact_meta(state, new))
-        self.fact_key.update({fact_uid(f): f for f in new})
+        if state.fact_table is not None:  # its rows are the state's facts: their meta is written here
+            self.facts = state.fact_table
+            new = sorted(f for f in ch.facts | ch.deleted_facts if f in state.facts)
+            self.facts.set_meta(new, fact_meta(state, new))
         self.version = state.version
 
     def rows_match(self, state: UserState) -> bool:
@@ -147,7 +142,7 @@ class ForestIndex:
                 and dict(self.cell_uid) == {c: u for u, (_, _, c) in self.cell_key.items()}
                 and {i.rowid for i in state.trees.values() if i.has_root}
                 == set(self.roots.keys())
-                and {fact_uid(f) for f in state.facts} == set(self.facts.keys()))
+                and set(state.facts) == set(self.facts.keys()))
 
 
 def cell_meta(state: UserState, cells: list[str]) -> np.ndarray:

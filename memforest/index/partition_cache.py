@@ -18,7 +18,7 @@ from memforest.cache_file import CacheMiss, pack_strings, read_arrays, unpack_st
 from memforest.vector_table import SavedPartitions
 
 KIND = "partitions"
-FORMAT = 1
+FORMAT = 2  # 2: one fact table, keyed by fact id
 FILE_NAME = "partitions.cache"
 
 

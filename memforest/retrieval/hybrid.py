@@ -122,11 +122,8 @@ def candidate_items(snap: Snapshot, question: str, qvec: np.ndarray, k: int,
         if key is not None:
             known[key[2]] = (score, (key[0], key[1]), t, int(rowid))
     ids, scores, meta = facts if facts is not None else idx.facts.search_meta(qvec, k)
-    fact_key = idx.fact_key
-    for uid, score, (t, rowid) in zip(ids[:k].tolist(), scores[:k].tolist(), meta[:k].tolist()):
-        fid = fact_key.get(uid)
-        if fid is not None:
-            known[fid] = (score, None, t, int(rowid) if rowid >= 0 else _fact_group(state, fid))
+    for fid, score, (t, rowid) in zip(ids[:k].tolist(), scores[:k].tolist(), meta[:k].tolist()):
+        known[fid] = (score, None, t, int(rowid) if rowid >= 0 else _fact_group(state, fid))
     scaled = lexical_scores(snap, question)
     found = dict.fromkeys(known)
     cells, facts_ = state.cells, state.facts

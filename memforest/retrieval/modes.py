@@ -38,12 +38,12 @@ def flat_evidence(snap: Snapshot, qvec: np.ndarray, k: int,
         indexed = {"cells_indexed": len(idx.cell_key)}
     else:
         ids, scores = idx.facts.search(qvec, k)
-        for uid, score in zip(ids.tolist(), scores.tolist()):
-            fact = snap.state.facts.get(idx.fact_key.get(uid, ""))
+        for fid, score in zip(ids.tolist(), scores.tolist()):
+            fact = snap.state.facts.get(fid)
             if fact is not None:
                 out.append(Evidence("fact", fact.id, fact.text, iso_date(fact.time), float(score), "", "flat",
                                     list(fact.sorted_sessions)))
-        indexed = {"facts_indexed": len(idx.fact_key)}
+        indexed = {"facts_indexed": len(idx.facts)}
     trace = {**indexed, "kept": [[e.id, round(e.score, 4)] for e in out]}
     return sorted(out, key=lambda e: (e.time, e.id)), trace
 

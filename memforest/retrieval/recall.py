@@ -23,11 +23,11 @@ def recall_trees(snap: Snapshot, qvec: np.ndarray, cfg: QueryConfig,
         root_sim[idx.root_tree[uid]] = s
     fact_sim: dict[str, float] = {}
     ids, scores = facts if facts is not None else idx.facts.search(qvec, cfg.fact_recall)
-    for uid, s in zip(ids[: cfg.fact_recall].tolist(), scores[: cfg.fact_recall].tolist()):
+    for fid, s in zip(ids[: cfg.fact_recall].tolist(), scores[: cfg.fact_recall].tolist()):
         # A fact said in many sessions: past its first top_trees + len(root_sim) session trees (in id
         # order) a tree can be chosen only for a root match (`also`), since at least top_trees of the
         # first ones score as much from this fact alone and win on id.
-        for tid in snap.fact_trees(idx.fact_key[uid], limit=cfg.top_trees + len(root_sim), also=root_sim):
+        for tid in snap.fact_trees(fid, limit=cfg.top_trees + len(root_sim), also=root_sim):
             fact_sim[tid] = max(fact_sim.get(tid, -1.0), s)
     trees = snap.state.trees
     ranked = heapq.nsmallest(cfg.top_trees, (

@@ -175,7 +175,7 @@ class UserDB:
              cached_rows: Callable[[int, int], BulkRows | None] | None = None) -> UserState:
         """The committed state, read in one snapshot; rows that do not fit together are a StoreError.
         `saved` (optional) gives, for the version read, the tables' partitions from a cache (the
-        state's fact table takes `fact_table`). `lazy`: trees are read when first reached, on a
+        state's fact table takes `facts`). `lazy`: trees are read when first reached, on a
         connection of their own that keeps the snapshot (`memforest.store.tree_source`), the rows the
         indexes need of them from `cached_rows(version, dim)` when it has them."""
         if lazy:
@@ -185,7 +185,7 @@ class UserDB:
                 raise store_error(e, self.path) from e
             try:
                 con.execute("BEGIN")
-                state = read_state(con, user, lazy=self.path, cached_rows=cached_rows)
+                state = read_state(con, user, lazy=self.path, cached_rows=cached_rows, saved=saved)
             except BaseException as e:
                 rollback(con)
                 con.close()
@@ -198,13 +198,12 @@ class UserDB:
             with self.read() as con:
                 con.execute("BEGIN")
                 try:
-                    state = read_state(con, user)
+                    state = read_state(con, user, saved=saved)
                 except (KeyError, ValueError, TypeError, IndexError, AttributeError) as e:
                     raise _rows_damaged(self.path, e) from e
                 finally:
                     rollback(con)  # a read-only transaction: nothing to keep
-        tables = saved(state.version) if saved is not None else None
-        state.derive(tables.get("fact_table") if tables else None)
+        state.derive()
         return state
 
     def facts_of_session(self, session_id: str) -> list[str]:

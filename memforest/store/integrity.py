@@ -122,12 +122,11 @@ def index_findings(index: ForestIndex, state: UserState) -> list[str]:
 
 
 def _rows(table: VectorTable) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, vectors) of a table's live rows, sorted by id."""
-    keys = table.keys()
-    ids = np.array(sorted(int(k) for k in keys), dtype=np.int64)  # type: ignore[call-overload]
-    if not ids.size:
-        return ids, np.zeros((0, table.dim), np.float32)
-    return ids, np.stack([table.vector(int(i)) for i in ids]).astype(np.float32)
+    """(ids, vectors) of a table's live rows, sorted by id (integers, or text for the fact table)."""
+    keys = sorted(table.keys())  # type: ignore[type-var]
+    if not keys:
+        return np.zeros(0, np.int64), np.zeros((0, table.dim), np.float32)
+    return np.asarray(keys), np.stack([table.vector(k) for k in keys]).astype(np.float32)
 
 
 def checksum(ids: np.ndarray, vecs: np.ndarray) -> str:

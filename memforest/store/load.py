@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +16,7 @@ from memforest.store.tree_source import StoreTreeSource, json_list, node_of_row,
 from memforest.trees.memtree import MemTree
 from memforest.trees.node import Node
 from memforest.types import Cell, Fact, Occurrence, Session, Turn
+from memforest.vector_table import SavedPartitions
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +36,14 @@ class _Lists:
 
 
 def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
-               cached_rows: Callable[[int, int], BulkRows | None] | None = None) -> UserState:
+               cached_rows: Callable[[int, int], BulkRows | None] | None = None,
+               saved: Callable[[int], Mapping[str, SavedPartitions] | None] | None = None) -> UserState:
     """The committed state; its maps are plain dicts, made copy-on-write by `UserState.derive`.
     `lazy` (the database's path): trees are read when first reached, through a `StoreTreeSource`
     that takes `con` and keeps its read transaction open (the caller then must not close it); what
     the indexes need of them comes from `cached_rows(version, dim)` when that agrees with the tree rows,
-    else from one pass over the nodes."""
+    else from one pass over the nodes. The fact table takes the partitions `saved(version)` holds for
+    it (`facts`), when they hold exactly its keys. A vector of another width is a ValueError."""
     meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
     st = UserState(user, version=int(meta["version"]), embedder=meta["embedder"], dim=int(meta["dim"]),
                    next_tree_rowid=int(meta["next_tree_rowid"]),
@@ -75,13 +78,21 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
         for row in ordered:
             occ[row[0]].append(Occurrence(*row[1:]))
     facts: dict[str, Fact] = {}
-    fact_vecs: dict[str, np.ndarray] = {}  # views of the rows' bytes (`vec.base`)
+    blobs: list[bytes] = []
+    width = 4 * st.dim
     lists = _Lists()
     for row in con.execute("SELECT * FROM facts"):
         (fid, text, norm, origin, role, parts, ents, topics, time_text, es, ee, attr, domain, coll, emb) = row
         facts[fid] = Fact(fid, text, norm, origin, role, lists(parts), lists(ents),
                           lists(topics), time_text, es, ee, attr, domain, coll, occ.get(fid, []))
-        fact_vecs[fid] = vec_of(emb)
+        if len(emb) != width:
+            raise ValueError(f"the vector of fact {fid!r} has {len(emb)} bytes, not {st.dim}-d")
+        blobs.append(emb)
+    tables = saved(st.version) if saved is not None else None
+    st.fill_facts(list(facts), np.frombuffer(b"".join(blobs), np.float32).reshape(len(blobs), st.dim),
+                  tables.get("facts") if tables else None)
+    del blobs
+    fact_vecs = st.fact_vecs
     if lazy is not None:
         _read_trees_lazily(con, st, lazy, fact_vecs, cached_rows(st.version, st.dim) if cached_rows else None)
     rows: dict[str, list[Node]] = {}
@@ -110,8 +121,7 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     scenes: dict[str, Scene] = {}
     for sid, domain, total, size, t_last, tree_id in con.execute("SELECT * FROM scenes"):
         scenes[sid] = Scene(sid, domain, vec_of(total), size, t_last, tree_id)
-    st.sessions, st.session_cells, st.cells, st.facts, st.fact_vecs = (sessions, session_cells, cells, facts,
-                                                                       fact_vecs)
+    st.sessions, st.session_cells, st.cells, st.facts = sessions, session_cells, cells, facts
     if lazy is None:
         st.nodes = nodes
     st.trees, st.entities, st.scenes = trees, entities, scenes
@@ -119,7 +129,7 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     return st
 
 
-def _read_trees_lazily(con: sqlite3.Connection, st: UserState, path: Path, fact_vecs: dict[str, np.ndarray],
+def _read_trees_lazily(con: sqlite3.Connection, st: UserState, path: Path, fact_vecs: Mapping[str, np.ndarray],
                        cached: BulkRows | None) -> None:
     """The tree rows of `st` with a source reading their nodes on demand, and its lazy node map."""
     shapes: dict[str, tuple[int, int | None, int]] = {}

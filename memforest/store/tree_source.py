@@ -51,7 +51,7 @@ def node_of_row(row: tuple, fact_vecs: Mapping[str, np.ndarray]) -> tuple[Node, 
     node = Node(int(nid), int(row[2]), row[3], json_list(row[4]), (float(row[5]), str(row[6])),
                 (float(row[7]), str(row[8])), int(row[9]), item, row[11], row[12])
     vec = fact_vecs.get(item) if item is not None else None
-    if vec is None or vec.base != emb:
+    if vec is None or vec.tobytes() != emb:
         vec = vec_of(emb)
     return node, NodeData(row[13], row[14], vec)
 
@@ -60,7 +60,7 @@ class StoreTreeSource:
     """`memforest.state.TreeSource` over one store snapshot (see the module's notes)."""
 
     def __init__(self, path: Path, con: sqlite3.Connection, version: int, dim: int,
-                 shapes: dict[str, tuple[int, int | None, int]], fact_vecs: dict[str, np.ndarray],
+                 shapes: dict[str, tuple[int, int | None, int]], fact_vecs: Mapping[str, np.ndarray],
                  total_nodes: int, bulk: BulkRows) -> None:
         self.path = path
         self.version = version
