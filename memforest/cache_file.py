@@ -11,10 +11,12 @@ one, the folder fsynced), so a reader sees a whole old file or a whole new one.
 Layout: 8 bytes of magic, the header's length and CRC-32 (two little-endian uint32), the header
 (JSON: kind, format, store version, checksum of the payload, each array's dtype, shape and offset),
 then the arrays, each aligned to 64 bytes. Arrays are returned as read-only views of a memory map,
-so their pages are read on demand and shared by every process that maps the same file."""
+so their pages are read on demand and shared by every process that maps the same file; the pages
+the checksum read leave the process's resident set once it matches."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
 import os
@@ -137,12 +139,23 @@ def read_arrays(path: Path, kind: str, fmt: int, store_version: str) -> dict[str
     view = memoryview(buf)[start:]
     if zlib.crc32(view) != header["payload_crc32"]:
         return CacheMiss(f"{path.name}: content checksum mismatch")
+    view.release()
+    _unmap_pages(buf)
     out = {}
     for spec in header["arrays"]:
         dtype = np.dtype(spec["dtype"])
         out[spec["name"]] = np.ndarray(tuple(spec["shape"]), dtype, buffer=buf,
                                        offset=start + int(spec["offset"]))
     return out
+
+
+def _unmap_pages(buf: mmap.mmap) -> None:
+    """Drop the pages the checksum read from this process's resident set: they stay in the page
+    cache, and a later read maps only the pages it reaches (where the platform allows it)."""
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    if advice is not None:
+        with contextlib.suppress(OSError, ValueError):
+            buf.madvise(advice)
 
 
 def pack_strings(values: list[str]) -> dict[str, np.ndarray]:

@@ -23,6 +23,7 @@ from memforest.routing import entities, scenes
 from memforest.routing.router import Router
 from memforest.state import ChangeSet, EntityStat, TreeInfo, UserState
 from memforest.trees.memtree import MemTree
+from memforest.types import Cell, Session
 
 
 def merge_into(
@@ -50,11 +51,13 @@ def merge_into(
 
 
 def _copy_sessions(target: UserState, source: UserState, ch: ChangeSet) -> None:
+    """The sessions and cells of `source`, read whole (the copies never read from `source`'s store)."""
     for sid, session in source.sessions.items():
-        target.add_session(session)
+        target.add_session(Session(sid, session.time, list(session.turns)))
         target.session_cells[sid] = list(source.session_cells.get(sid, []))
         for cid in target.session_cells[sid]:
-            target.cells[cid] = source.cells[cid]
+            c = source.cells[cid]
+            target.cells[cid] = Cell(c.id, c.session_id, c.index, c.turn_lo, c.turn_hi, c.time, c.text)
         ch.sessions.add(sid)
         tid = f"session:{sid}"
         if tid in source.trees:

@@ -23,7 +23,8 @@ def load(db: UserDB, user: str, saved: SavedFor | None = None, lazy: bool = Fals
         state = db.load(user, saved, lazy=lazy, cached_rows=cached_rows)
         if not widths_agree(state):
             raise ValueError(f"vectors of {user!r} differ in width from the store's dimension")
-        snap = Snapshot(state, ForestIndex.build(state, state.dim, saved(state.version) if saved else None))
+        snap = Snapshot(state, ForestIndex.build(state, state.dim, saved(state.version) if saved else None,
+                                                 facts_meta=False))
         if state.tree_source is not None:
             state.tree_source.release_bulk()
         return snap
@@ -36,8 +37,9 @@ def load(db: UserDB, user: str, saved: SavedFor | None = None, lazy: bool = Fals
 
 def read_for_commit(base: UserState, ch: ChangeSet) -> None:
     """Read into `base` (the committed version an operation forked) every tree the operation changes
-    or drops, before it commits: a tree some version still has to read from the store is then one
-    no commit of this process has changed (`memforest.store.tree_source`)."""
+    or drops, and the turns and cell texts of every session it replaces or deletes, before it
+    commits: what some version still has to read from the store is then what no commit of this
+    process has changed (`memforest.store.tree_source`)."""
     if base.tree_source is None:
         return
     touched = ch.trees | ch.deleted_trees | {t for t, _ in ch.nodes | ch.deleted_nodes}
@@ -45,6 +47,14 @@ def read_for_commit(base: UserState, ch: ChangeSet) -> None:
         info = base.trees.get(tid)
         if info is not None:
             _ = info.tree
+    for sid in sorted(ch.sessions | ch.deleted_sessions):
+        session = base.sessions.get(sid)
+        if session is not None:
+            _ = session.turns
+        for cid in base.session_cells.get(sid, ()):
+            cell = base.cells.get(cid)
+            if cell is not None:
+                _ = cell.text
 
 
 def collect_tree_changes(state: UserState, ch: ChangeSet) -> dict[str, list[int]]:

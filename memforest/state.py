@@ -360,11 +360,12 @@ class UserState:
         """Ids of the entity and scene trees holding `item` (a fact id)."""
         return sorted(self.placements.get(item, ()))
 
-    def fill_facts(self, ids: list[str], vecs: np.ndarray, saved: SavedPartitions | None = None) -> None:
-        """A new fact table of `ids` with `vecs` (after a load); it takes the `saved` partitions (of a
-        cache of this version) when they hold exactly its keys."""
+    def fill_facts(self, ids: list[str], vecs: np.ndarray, saved: SavedPartitions | None = None,
+                   meta: np.ndarray | None = None) -> None:
+        """A new fact table of `ids` with `vecs` and row `meta` (after a load); it takes the `saved`
+        partitions (of a cache of this version) when they hold exactly its keys."""
         self.fact_table = VectorTable(self.dim)
-        self.fact_table.fill(ids, vecs, None, saved)
+        self.fact_table.fill(ids, vecs, meta, saved)
 
     def derive(self) -> None:
         """Rebuild the derived maps from the trees and facts (after a load or a merge)."""

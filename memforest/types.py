@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
+from typing import Protocol
 
 ROLES = ("user", "assistant")
 ORIGINS = ("user", "assistant", "mixed", "unknown")
@@ -22,29 +23,117 @@ class Turn:
     time: float
 
 
-@dataclass
+class TextSource(Protocol):
+    """Where the turns of a loaded version's sessions and the text of its cells are read the first
+    time something needs them (the store, in the snapshot the version was loaded from)."""
+
+    def session_turns(self, session_id: str) -> list[Turn]: ...
+
+    def cell_text(self, cell_id: str) -> str: ...
+
+
 class Session:
     """`turns`: every turn as given, in order, so a turn's index in the list is the one the caller
     gave it (cells and occurrences name turns by it). A turn with nothing readable is kept blank
-    (content "") in its place, and no cell holds it."""
+    (content "") in its place, and no cell holds it. A session of a loaded version reads its turns
+    from its `source` when they are first needed (then keeps them)."""
 
-    session_id: str
-    time: float
-    turns: list[Turn]
+    __slots__ = ("session_id", "time", "_turns", "_source")
+
+    def __init__(self, session_id: str, time: float, turns: list[Turn] | None = None,
+                 source: TextSource | None = None) -> None:
+        if turns is None and source is None:
+            raise ValueError(f"session {session_id!r} has neither turns nor a source")
+        self.session_id, self.time = session_id, time
+        self._turns, self._source = turns, source if turns is None else None
+
+    @property
+    def turns(self) -> list[Turn]:
+        turns = self._turns
+        if turns is None:
+            assert self._source is not None
+            turns = self._turns = self._source.session_turns(self.session_id)
+            self._source = None
+        return turns
+
+    @property
+    def is_read(self) -> bool:
+        return self._turns is not None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Session):
+            return NotImplemented
+        return (self.session_id, self.time, self.turns) == (other.session_id, other.time, other.turns)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple:
+        return Session, (self.session_id, self.time, self.turns)
+
+    def __repr__(self) -> str:
+        turns = f"{len(self._turns)} turns" if self._turns is not None else "turns not read"
+        return f"Session({self.session_id!r}, {self.time!r}, {turns})"
 
 
-@dataclass(frozen=True)
 class Cell:
     """A chunk of at most b consecutive turns of one session: the unit of extraction and a
-    session-tree leaf."""
+    session-tree leaf. Immutable; a cell of a loaded version reads its text from its `source` when
+    it is first needed (then keeps it)."""
 
+    __slots__ = ("id", "session_id", "index", "turn_lo", "turn_hi", "time", "_text", "_source")
     id: str
     session_id: str
     index: int
     turn_lo: int
     turn_hi: int  # inclusive
     time: float
-    text: str
+    _text: str | None
+    _source: TextSource | None
+
+    def __init__(self, id: str, session_id: str, index: int, turn_lo: int, turn_hi: int, time: float,
+                 text: str | None = None, source: TextSource | None = None) -> None:
+        if text is None and source is None:
+            raise ValueError(f"cell {id!r} has neither text nor a source")
+        for name, value in (("id", id), ("session_id", session_id), ("index", index), ("turn_lo", turn_lo),
+                            ("turn_hi", turn_hi), ("time", time), ("_text", text),
+                            ("_source", source if text is None else None)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def text(self) -> str:
+        text = self._text
+        if text is None:
+            assert self._source is not None
+            text = self._source.cell_text(self.id)
+            object.__setattr__(self, "_text", text)
+            object.__setattr__(self, "_source", None)
+        return text
+
+    @property
+    def is_read(self) -> bool:
+        return self._text is not None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a Cell is immutable (cannot set {name!r})")
+
+    def _key(self) -> tuple:
+        return (self.id, self.session_id, self.index, self.turn_lo, self.turn_hi, self.time)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Cell):
+            return NotImplemented
+        return self._key() == other._key() and self.text == other.text
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __reduce__(self) -> tuple:
+        return Cell, (*self._key(), self.text)
+
+    def __repr__(self) -> str:
+        text = repr(self._text) if self._text is not None else "text not read"
+        return (f"Cell({self.id!r}, {self.session_id!r}, {self.index}, {self.turn_lo}, {self.turn_hi}, "
+                f"{self.time!r}, {text})")
 
 
 @dataclass(frozen=True)

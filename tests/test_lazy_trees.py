@@ -62,6 +62,36 @@ def test_an_open_reads_no_tree_and_a_query_reads_few(tmp_path: Path) -> None:
         assert fingerprint(forest.snapshot("u")) == fingerprint(eager.snapshot("u"))
 
 
+def test_an_open_reads_no_turns_or_cell_text_and_a_query_reads_what_it_needs(tmp_path: Path) -> None:
+    root = _built(tmp_path)
+    with _forest(root) as forest, _forest(root, lazy=False) as eager:
+        state = forest.snapshot("u").state
+        assert state.sessions and not any(s.is_read for s in state.sessions.values())
+        assert state.cells and not any(c.is_read for c in state.cells.values())
+        hits = forest.query("u", "Where do I live now?", answer=False)
+        assert hits.evidence == eager.query("u", "Where do I live now?", answer=False).evidence
+        read = {c for c, cell in state.cells.items() if cell.is_read}
+        assert {e.id for e in hits.evidence if e.kind == "cell"} <= read  # (the lexical index reads all here)
+        assert all(s.is_read for s in eager.snapshot("u").state.sessions.values())
+
+
+def test_an_old_version_reads_the_turns_it_was_opened_with_after_a_correction(tmp_path: Path) -> None:
+    root, copy = _built_and_copied(tmp_path)
+    with _forest(root) as forest:
+        old = forest.snapshot("u")
+        forest.correct_session("u", {**make_sessions(9, 4, start_day=20)[7], "session_id": "s002"})
+        forest.delete_session("u", "s003")
+        assert old.state.tree_source.version == old.version + 2
+        new = forest.snapshot("u").state
+        assert new.sessions["s002"].turns != old.state.sessions["s002"].turns
+        with _forest(copy, lazy=False) as eager:
+            was = eager.snapshot("u").state
+            for sid in ("s002", "s003", "s004"):
+                assert old.state.sessions[sid] == was.sessions[sid]
+                assert all(old.state.cells[c] == was.cells[c] for c in was.session_cells[sid])
+        assert old.state.sessions["s005"] == was.sessions["s005"]  # read after the eager copy closed
+
+
 def test_entity_and_scene_trees_are_read_ahead_after_the_open(tmp_path: Path) -> None:
     root, copy = _built_and_copied(tmp_path)
     with _forest(root, warm=True) as forest, _forest(copy, lazy=False) as eager:

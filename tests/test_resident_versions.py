@@ -34,6 +34,7 @@ def fingerprint(snap) -> dict:
         "trees": {t: sorted((n.id, n.parent, tuple(n.children), n.count, n.key_lo, n.key_hi, n.prev, n.next)
                             for n in i.tree.nodes.values()) for t, i in st.trees.items()},
         "nodes": {k: (d.text, d.embedding.tobytes()) for k, d in st.nodes.items()},
+        "sessions": {s: (x.time, tuple(x.turns)) for s, x in st.sessions.items()},
         "cells": dict(st.cells), "placements": dict(st.placements),
         "index": sorted(snap.index.cell_key.items()), "cell_uid": sorted(snap.index.cell_uid.items()),
         # what ranking reads of a dense candidate instead of its objects: (time, first session's tree rowid)

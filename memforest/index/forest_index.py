@@ -48,13 +48,14 @@ class ForestIndex:
     TABLES = ("cells", "roots", "facts")
 
     @classmethod
-    def build(cls, state: UserState, dim: int,
-              saved: Mapping[str, SavedPartitions] | None = None) -> ForestIndex:
+    def build(cls, state: UserState, dim: int, saved: Mapping[str, SavedPartitions] | None = None,
+              facts_meta: bool = True) -> ForestIndex:
         """The indexes of `state`; a table past its exact bound takes its `saved` partitions (from a
         cache of this version, `memforest.caches`) when they hold exactly its keys. The fact index is
-        `state`'s fact table, its row meta written here."""
+        `state`'s fact table, its row meta written here (`facts_meta=False`: the rows carry it, as
+        the loader writes them)."""
         idx = cls(dim)
-        idx._add_all(state, saved or {})
+        idx._add_all(state, saved or {}, facts_meta)
         idx.version = state.version
         return idx
 
@@ -67,7 +68,7 @@ class ForestIndex:
                 out[name] = parts
         return out
 
-    def _add_all(self, state: UserState, saved: Mapping[str, SavedPartitions]) -> None:
+    def _add_all(self, state: UserState, saved: Mapping[str, SavedPartitions], facts_meta: bool) -> None:
         bulk = state.tree_source.bulk if state.tree_source is not None else None
         cell_key, cell_vecs = {}, []
         for t, i in state.trees.items():
@@ -88,8 +89,9 @@ class ForestIndex:
         if state.fact_table is None:
             state.fact_table = VectorTable(self.dim)
         self.facts = state.fact_table
-        facts = list(state.facts)
-        self.facts.set_meta(facts, fact_meta(state, facts))
+        if facts_meta:
+            facts = list(state.facts)
+            self.facts.set_meta(facts, fact_meta(state, facts))
         self.cell_key, self.root_tree = CowMap(cell_key), CowMap(root_tree)
         self.cell_uid = CowMap((c, u) for u, (_, _, c) in cell_key.items())
 

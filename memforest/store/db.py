@@ -18,7 +18,7 @@ from memforest.errors import StoreError
 from memforest.state import BulkRows, ChangeSet, UserState
 from memforest.store.commit import write_changes
 from memforest.store.connection import open_reader, rollback
-from memforest.store.load import read_state
+from memforest.store.load import VectorWidthError, read_state
 from memforest.store.migrate import create_file, migrate, migration_due
 from memforest.store.validate import file_problem, identity_problem, schema_problems, store_error
 from memforest.vector_table import SavedPartitions
@@ -191,6 +191,8 @@ class UserDB:
                 con.close()
                 if isinstance(e, sqlite3.Error | UnicodeDecodeError):
                     raise store_error(e, self.path) from e
+                if isinstance(e, VectorWidthError):  # diagnosed by the width findings (`check.damaged`)
+                    raise
                 if isinstance(e, KeyError | ValueError | TypeError | IndexError | AttributeError):
                     raise _rows_damaged(self.path, e) from e
                 raise
@@ -199,6 +201,8 @@ class UserDB:
                 con.execute("BEGIN")
                 try:
                     state = read_state(con, user, saved=saved)
+                except VectorWidthError:
+                    raise
                 except (KeyError, ValueError, TypeError, IndexError, AttributeError) as e:
                     raise _rows_damaged(self.path, e) from e
                 finally:

@@ -81,8 +81,9 @@ def widths_agree(state: UserState) -> bool:
     # of a memory whose trees are read on demand, the nodes read so far (each tree's are checked as
     # it is read, the leaves and roots the indexes take at the open)
     nodes = state.tree_source.data.values() if state.tree_source is not None else state.nodes.values()
+    facts = state.fact_table
     return (all(d.embedding.shape == shape for d in nodes)
-            and all(v.shape == shape for v in state.fact_vecs.values())
+            and (facts is None or facts.dim == state.dim)  # (one width for every row of a table)
             and all(s.total.shape == shape for s in state.scenes.values()))
 
 

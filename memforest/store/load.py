@@ -6,24 +6,32 @@ import json
 import logging
 import sqlite3
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
 
 from memforest.cow import CowMap, CowSet
+from memforest.routing.router import session_tree_id
 from memforest.state import BulkRows, EntityStat, LazyNodeMap, NodeData, Scene, TreeInfo, UserState
 from memforest.store.tree_source import StoreTreeSource, json_list, node_of_row, read_bulk, vec_of
 from memforest.trees.memtree import MemTree
 from memforest.trees.node import Node
-from memforest.types import Cell, Fact, Occurrence, Session, Turn
+from memforest.types import Cell, Fact, Occurrence, Session, TextSource, Turn
 from memforest.vector_table import SavedPartitions
 
 log = logging.getLogger(__name__)
 
 
+class VectorWidthError(ValueError):
+    """A stored vector whose width is not the store's dimension (diagnosed by `memforest check`'s
+    width findings, which name the table)."""
+
+
 class _Lists:
     """`json_list` for columns whose few distinct values repeat over many rows (a fact's participants,
-    entities, topics): each distinct text is parsed once, every row gets its own list."""
+    entities, topics): each distinct text is parsed once, and rows with the same text share its list
+    (a fact is replaced, never changed in place: `UserState.writable_fact`)."""
 
     def __init__(self) -> None:
         self._parsed: dict[str, list] = {}
@@ -32,7 +40,7 @@ class _Lists:
         parsed = self._parsed.get(text)
         if parsed is None:
             parsed = self._parsed[text] = json_list(text)
-        return list(parsed)
+        return parsed
 
 
 def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
@@ -43,32 +51,23 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     that takes `con` and keeps its read transaction open (the caller then must not close it); what
     the indexes need of them comes from `cached_rows(version, dim)` when that agrees with the tree rows,
     else from one pass over the nodes. The fact table takes the partitions `saved(version)` holds for
-    it (`facts`), when they hold exactly its keys. A vector of another width is a ValueError."""
+    it (`facts`), when they hold exactly its keys. A fact vector of another width is a VectorWidthError."""
     meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
     st = UserState(user, version=int(meta["version"]), embedder=meta["embedder"], dim=int(meta["dim"]),
                    next_tree_rowid=int(meta["next_tree_rowid"]),
                    next_scene=int(meta["next_scene"]))
-    sessions: dict[str, Session] = {}
-    session_cells: dict[str, list[str]] = {}
-    for sid, t, turns in con.execute("SELECT session_id, time, turns FROM sessions"):
-        sessions[sid] = Session(sid, t, [Turn(r, c, tt) for r, c, tt in json.loads(turns)])
-        session_cells[sid] = []
-    cells: dict[str, Cell] = {}
-    for row in con.execute("SELECT cell_id, session_id, idx, turn_lo, turn_hi, time, text FROM cells ORDER "
-                           "BY session_id, idx"):
-        cell = Cell(*row)
-        cells[cell.id] = cell
-        session_cells.setdefault(cell.session_id, []).append(cell.id)
     occ: dict[str, list[Occurrence]] = {}
     unordered: set[str] = set()  # facts whose occurrences came out of `seq` order
     last: dict[str, int] = {}
-    for row in con.execute("SELECT fact_id, seq, session_id, cell_id, turn_lo, turn_hi, source_time, "
-                           "event_start, event_end FROM occurrences"):  # table order: no sort by key
-        fid, seq = row[0], row[1]
+    pool: dict[str, str] = {}  # one string object per distinct session id, cell id and fact label
+    same = pool.setdefault
+    for fid, seq, sid, cid, lo, hi, t, es, ee in con.execute(
+            "SELECT fact_id, seq, session_id, cell_id, turn_lo, turn_hi, source_time, event_start, event_end "
+            "FROM occurrences"):  # table order: no sort by key
         if last.get(fid, -1) > seq:
             unordered.add(fid)
         last[fid] = seq
-        occ.setdefault(fid, []).append(Occurrence(*row[2:]))
+        occ.setdefault(fid, []).append(Occurrence(same(sid, sid), same(cid, cid), lo, hi, t, es, ee))
     if unordered:  # as `ORDER BY fact_id, seq` gives them
         ordered = con.execute("SELECT fact_id, session_id, cell_id, turn_lo, turn_hi, source_time, "
                               "event_start, event_end FROM occurrences WHERE fact_id IN (SELECT value FROM "
@@ -83,14 +82,16 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     lists = _Lists()
     for row in con.execute("SELECT * FROM facts"):
         (fid, text, norm, origin, role, parts, ents, topics, time_text, es, ee, attr, domain, coll, emb) = row
-        facts[fid] = Fact(fid, text, norm, origin, role, lists(parts), lists(ents),
-                          lists(topics), time_text, es, ee, attr, domain, coll, occ.get(fid, []))
+        facts[fid] = Fact(fid, text, norm, same(origin, origin), same(role, role), lists(parts), lists(ents),
+                          lists(topics), time_text, es, ee, same(attr, attr), same(domain, domain),
+                          same(coll, coll), occ.get(fid, []))
         if len(emb) != width:
-            raise ValueError(f"the vector of fact {fid!r} has {len(emb)} bytes, not {st.dim}-d")
+            raise VectorWidthError(f"the vector of fact {fid!r} has {len(emb)} bytes, not {st.dim}-d")
         blobs.append(emb)
+    del pool
     tables = saved(st.version) if saved is not None else None
     st.fill_facts(list(facts), np.frombuffer(b"".join(blobs), np.float32).reshape(len(blobs), st.dim),
-                  tables.get("facts") if tables else None)
+                  tables.get("facts") if tables else None, _fact_meta(con, facts))
     del blobs
     fact_vecs = st.fact_vecs
     if lazy is not None:
@@ -121,7 +122,8 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     scenes: dict[str, Scene] = {}
     for sid, domain, total, size, t_last, tree_id in con.execute("SELECT * FROM scenes"):
         scenes[sid] = Scene(sid, domain, vec_of(total), size, t_last, tree_id)
-    st.sessions, st.session_cells, st.cells, st.facts = sessions, session_cells, cells, facts
+    st.sessions, st.session_cells, st.cells = _read_sessions(con, st.tree_source)
+    st.facts = facts
     if lazy is None:
         st.nodes = nodes
     st.trees, st.entities, st.scenes = trees, entities, scenes
@@ -129,8 +131,48 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     return st
 
 
-def _read_trees_lazily(con: sqlite3.Connection, st: UserState, path: Path, fact_vecs: Mapping[str, np.ndarray],
-                       cached: BulkRows | None) -> None:
+def _fact_meta(con: sqlite3.Connection, facts: dict[str, Fact]) -> np.ndarray:
+    """The row meta of `facts` in the fact index (`memforest.index.forest_index.fact_meta`: time, and
+    the rowid of the tree of the session first saying it), from their occurrences as read."""
+    rowids = dict(con.execute("SELECT tree_id, rowid_ FROM trees WHERE family = 'session'").fetchall())
+    out = np.empty((len(facts), 2))
+    earliest = attrgetter("source_time", "session_id")
+    for i, fact in enumerate(facts.values()):
+        first = min(fact.occurrences, key=earliest, default=None)
+        if first is None and fact.event_start is None:
+            raise ValueError(f"fact {fact.id!r} has no occurrences")
+        out[i, 0] = fact.event_start if fact.event_start is not None else first.source_time  # type: ignore[union-attr]
+        out[i, 1] = rowids.get(session_tree_id(first.session_id), -1) if first is not None else -1
+    return out
+
+
+def _read_sessions(con: sqlite3.Connection, source: TextSource | None
+                   ) -> tuple[dict[str, Session], dict[str, list[str]], dict[str, Cell]]:
+    """Sessions, their cells' ids in order, and cells; with a `source`, the turns and cell texts are
+    left in the store and read through it when first needed."""
+    sessions: dict[str, Session] = {}
+    session_cells: dict[str, list[str]] = {}
+    cells: dict[str, Cell] = {}
+    if source is None:
+        for sid, t, turns in con.execute("SELECT session_id, time, turns FROM sessions"):
+            sessions[sid] = Session(sid, t, [Turn(r, c, tt) for r, c, tt in json.loads(turns)])
+            session_cells[sid] = []
+        rows = con.execute("SELECT cell_id, session_id, idx, turn_lo, turn_hi, time, text FROM cells "
+                           "ORDER BY session_id, idx")
+    else:
+        for sid, t in con.execute("SELECT session_id, time FROM sessions"):
+            sessions[sid] = Session(sid, t, source=source)
+            session_cells[sid] = []
+        rows = con.execute("SELECT cell_id, session_id, idx, turn_lo, turn_hi, time, NULL FROM cells "
+                           "ORDER BY session_id, idx")
+    for cid, sid, idx, lo, hi, t, text in rows:
+        cells[cid] = Cell(cid, sid, idx, lo, hi, t, text, source)
+        session_cells.setdefault(sid, []).append(cid)
+    return sessions, session_cells, cells
+
+
+def _read_trees_lazily(con: sqlite3.Connection, st: UserState, path: Path,
+                       fact_vecs: Mapping[str, np.ndarray], cached: BulkRows | None) -> None:
     """The tree rows of `st` with a source reading their nodes on demand, and its lazy node map."""
     shapes: dict[str, tuple[int, int | None, int]] = {}
     rows = con.execute("SELECT * FROM trees").fetchall()

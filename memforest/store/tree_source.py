@@ -1,15 +1,17 @@
-"""The trees of a loaded version, read from the store when an operation first reaches them.
+"""The trees, session turns and cell texts of a loaded version, read from the store when first needed.
 
-Opening a memory reads its sessions, cells, facts, entities and scenes, and of its trees only their
-rows and what the indexes need at once (the leaves' items, the session trees' leaf vectors and every
-root's vector, `BulkRows`); a tree's nodes are read the first time something reaches the tree. Those
-reads must see the version that was loaded, so the source keeps a read transaction open on its own
-connection: SQLite (in WAL mode) shows it that snapshot however many commits follow.
+Opening a memory reads its sessions' and cells' rows less their text, its facts, entities and
+scenes, and of its trees only their rows and what the indexes need at once (the leaves' items, the
+session trees' leaf vectors and every root's vector, `BulkRows`); a tree's nodes are read the first
+time something reaches the tree, a session's turns and a cell's text the first time something reads
+them. Those reads must see the version that was loaded, so the source keeps a read transaction open
+on its own connection: SQLite (in WAL mode) shows it that snapshot however many commits follow.
 
 A snapshot held open keeps the write-ahead log from being checkpointed past it, so after each commit
 this process makes the source moves to the new version (`advance`). That is sound because a commit
-reads in, before it is written, every tree it changes or drops (`read_for_commit`): a tree still
-unread is one no commit of this process changed, and its rows are the same in both versions. After
+reads in, before it is written, every tree it changes or drops and the text of every session and
+cell it replaces or deletes (`read_for_commit`): what is still unread is what no commit of this
+process changed, and its rows are the same in both versions. After
 another process's commit the source stays where it is (a reader reloads the new version into a new
 source); when no version uses it any more its connection is closed."""
 
@@ -30,6 +32,7 @@ from memforest.state import BulkRows, NodeData, NodeKey, TreeInfo, Waiting
 from memforest.store.connection import open_reader, rollback
 from memforest.trees.memtree import MemTree
 from memforest.trees.node import Node
+from memforest.types import Turn
 
 
 def vec_of(b: bytes) -> np.ndarray:
@@ -187,6 +190,32 @@ class StoreTreeSource:
             self._read.add(tid)
             return tree
 
+    def session_turns(self, session_id: str) -> list[Turn]:
+        """The turns of a session of the loaded version (`memforest.types.TextSource`)."""
+        (turns,) = self._row("SELECT turns FROM sessions WHERE session_id=?", session_id, "session")
+        return [Turn(r, c, t) for r, c, t in json.loads(turns)]
+
+    def cell_text(self, cell_id: str) -> str:
+        """The text of a cell of the loaded version (`memforest.types.TextSource`)."""
+        (text,) = self._row("SELECT text FROM cells WHERE cell_id=?", cell_id, "cell")
+        return str(text)
+
+    def _row(self, sql: str, key: str, kind: str) -> tuple:
+        with self.waiting, self.lock:  # a read ahead gives way (`warm`)
+            con = self._con
+            if con is None:
+                raise StoreError(f"{self.path}: {kind} {key!r} of version {self.version} can no longer be "
+                                 "read (the memory was closed); open it again")
+            try:
+                row = con.execute(sql, (key,)).fetchone()
+            except sqlite3.Error as e:
+                why = " ".join(str(e).split())[:120]
+                raise StoreError(f"{self.path}: the row of {kind} {key!r} cannot be read ({why})") from e
+        if row is None:
+            raise StoreError(f"{self.path} is damaged: {kind} {key!r} of version {self.version} has no row; "
+                             "run `memforest check`")
+        return tuple(row)
+
     def ensure(self, tree_id: str) -> bool:
         """Read `tree_id` (a tree of the loaded version) if it is not yet read; whether it is one."""
         info = self._infos.get(tree_id)
@@ -201,14 +230,11 @@ class StoreTreeSource:
 
     def advance(self, version: int) -> None:
         """Move to `version`, which this process has just committed on top of the source's (every
-        tree the commits changed read in before: `read_for_commit`), unless another process has
-        committed since; with every tree read, close the connections instead. The read transaction
-        is begun on a second connection kept for it, and the old one ends and is kept in turn."""
+        tree and text the commits changed read in before: `read_for_commit`), unless another process
+        has committed since. The read transaction is begun on a second connection kept for it, and
+        the old one ends and is kept in turn."""
         with self.lock:
             if self._con is None:
-                return
-            if len(self._read) >= len(self._infos):
-                self._drop()
                 return
             con = self._spare
             try:
@@ -226,13 +252,6 @@ class StoreTreeSource:
                 return
             rollback(self._con)
             self._con, self._spare, self.version = con, self._con, version
-
-    def _drop(self) -> None:
-        for con in (self._con, self._spare):
-            if con is not None:
-                self._cons.remove(con)
-                _close([con])
-        self._con = self._spare = None
 
 
 def _close(cons: list[sqlite3.Connection]) -> None:
