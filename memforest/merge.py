@@ -73,9 +73,9 @@ def _merge_facts(
     cands = [Candidate(f.text, f.origin, f.role, f.participants, f.entities, f.topics, f.time_text,
                        f.event_start, f.event_end, f.attribute, f.domain, f.collection, f.occurrences[0])
              for f in facts]
-    vecs = np.stack([source.fact_vecs[f] for f in ids]) if ids else np.zeros((0, source.dim), np.float32)
+    vecs = source.fact_vecs.stack(ids) if ids else np.zeros((0, source.dim), np.float32)
     existing = list(target.facts)
-    matrix = (np.stack([target.fact_vecs[f] for f in existing]) if existing
+    matrix = (target.fact_vecs.stack(existing) if existing
               else np.zeros((0, source.dim), np.float32))
     canon_cfg = cfg.canon if scheduler is not None else replace(cfg.canon, max_llm_checks=0)
     by_norm = {f.norm: fid for fid, f in target.facts.items()}

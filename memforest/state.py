@@ -6,7 +6,7 @@ transaction, so the committed version is the only one a reader ever sees."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -421,6 +421,14 @@ class FactVectors(Mapping[str, np.ndarray]):
 
     def __len__(self) -> int:
         return len(self._table) if self._table is not None else 0
+
+    def stack(self, fact_ids: Sequence[str]) -> np.ndarray:
+        """The vectors of `fact_ids` as one array (one gather)."""
+        if self._table is None:
+            if fact_ids:
+                raise KeyError(fact_ids[0])
+            return np.zeros((0, 0), np.float32)
+        return self._table.vectors(fact_ids)
 
 
 class LazyNodeMap(CowMap[NodeKey, NodeData]):

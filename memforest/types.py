@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
-from typing import Protocol
+from typing import Any, Protocol
 
 ROLES = ("user", "assistant")
 ORIGINS = ("user", "assistant", "mixed", "unknown")
@@ -168,32 +168,37 @@ class Fact:
     domain: str
     collection: str
     occurrences: list[Occurrence] = field(default_factory=list)
+    # what the occurrences imply (`_view`), kept with the list it was computed from
+    _implied: _Occurrences | None = field(default=None, init=False, repr=False, compare=False)
 
     def _view(self) -> _Occurrences:
         """What the occurrences imply, computed once per change of the list (a fact said in many
         sessions is read often and changed by appending)."""
-        view: _Occurrences | None = self.__dict__.get("_occurrences_view")
+        view = self._implied
         occ = self.occurrences
         if view is not None and view.of is occ and view.n == len(occ):
             return view
         view = view.extended(occ) if view is not None and view.is_prefix_of(occ) else _Occurrences(occ)
-        self.__dict__["_occurrences_view"] = view
+        self._implied = view
         return view
+
+    def knows_first(self, first: Occurrence | None) -> None:
+        """Record the earliest occurrence of the current list, found by its reader (a load), so
+        what depends on it alone (`time`, `first`) is not computed again."""
+        self._implied = _Occurrences(self.occurrences, first)
 
     def drop_session(self, kept: list[Occurrence], session_id: str) -> None:
         """Keep `kept`: these occurrences less every one from `session_id`. What they imply is
         derived from what the old list implied (a fact said in many sessions loses one)."""
-        view: _Occurrences | None = self.__dict__.get("_occurrences_view")
+        view = self._implied
         if view is not None and view.of is self.occurrences and view.n == len(self.occurrences):
-            self.__dict__["_occurrences_view"] = view.without(kept, session_id)
+            self._implied = view.without(kept, session_id)
         self.occurrences = kept
 
     def copy_for_write(self) -> Fact:
         """A private copy to change (its own occurrence list); what it implies carries over."""
         out = replace(self, occurrences=list(self.occurrences))
-        view = self.__dict__.get("_occurrences_view")
-        if view is not None:
-            out.__dict__["_occurrences_view"] = view
+        out._implied = self._implied
         return out
 
     @property
@@ -220,6 +225,7 @@ class Fact:
 
 
 _SESSION = attrgetter("session_id")
+_UNKNOWN = object()
 _EARLIEST = attrgetter("source_time", "session_id")
 
 
@@ -227,13 +233,20 @@ class _Occurrences:
     """Sessions, earliest occurrence and sorted sessions of an occurrence list; a list that grew by
     appends (the way facts change) is brought up to date from its new tail only."""
 
-    __slots__ = ("of", "n", "sessions", "first", "_sorted")
+    __slots__ = ("of", "n", "_sessions", "first", "_sorted")
 
-    def __init__(self, occurrences: list[Occurrence]) -> None:
+    def __init__(self, occurrences: list[Occurrence], first: Any = _UNKNOWN) -> None:
         self.of, self.n = occurrences, len(occurrences)
-        self.sessions = frozenset(map(_SESSION, occurrences))
-        self.first = min(occurrences, key=_EARLIEST, default=None)
+        self._sessions: frozenset[str] | None = None
+        self.first = min(occurrences, key=_EARLIEST, default=None) if first is _UNKNOWN else first
         self._sorted: tuple[str, ...] | None = None
+
+    @property
+    def sessions(self) -> frozenset[str]:
+        """The sessions of the list's first `n` occurrences (lists only grow by appends)."""
+        if self._sessions is None:
+            self._sessions = frozenset(map(_SESSION, self.of[: self.n]))
+        return self._sessions
 
     def is_prefix_of(self, occurrences: list[Occurrence]) -> bool:
         return (len(occurrences) >= self.n
@@ -244,7 +257,7 @@ class _Occurrences:
         out = _Occurrences.__new__(_Occurrences)
         out.of, out.n = occurrences, len(occurrences)
         new = set(map(_SESSION, tail)) - self.sessions
-        out.sessions = self.sessions | new if new else self.sessions
+        out._sessions = self.sessions | new if new else self.sessions
         earliest = min(tail, key=_EARLIEST, default=None)
         out.first = (self.first if earliest is None or (self.first is not None
                                                         and _EARLIEST(self.first) <= _EARLIEST(earliest))
@@ -261,7 +274,7 @@ class _Occurrences:
         """The view of `occurrences`: this one's list less every occurrence from `session_id`."""
         out = _Occurrences.__new__(_Occurrences)
         out.of, out.n = occurrences, len(occurrences)
-        out.sessions = self.sessions - {session_id}
+        out._sessions = self.sessions - {session_id}
         first = self.first
         out.first = first if first is not None and first.session_id != session_id else \
             min(occurrences, key=_EARLIEST, default=None)

@@ -103,6 +103,11 @@ class VectorTable:
         """A view of `key`'s row (rows are never changed in place: it stays what it is)."""
         return self._rows.vecs[self._slot[key]]
 
+    def vectors(self, keys: Sequence[Hashable]) -> np.ndarray:
+        """The vectors of `keys` (held by the table), gathered into one new array."""
+        slot = self._slot
+        return self._rows.vecs[np.fromiter((slot[k] for k in keys), np.int64, len(keys))]
+
     def meta(self, key: Hashable) -> np.ndarray:
         return self._rows.meta[self._slot[key]]
 

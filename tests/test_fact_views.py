@@ -28,7 +28,7 @@ def view(fact: Fact) -> tuple:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["append", "copy", "drop", "drop_session", "read"]),
+@given(st.lists(st.tuples(st.sampled_from(["append", "copy", "drop", "drop_session", "read", "load"]),
                           st.integers(0, 40)),
                 max_size=30))
 def test_fact_views_follow_every_change(steps: list[tuple[str, int]]) -> None:
@@ -42,6 +42,8 @@ def test_fact_views_follow_every_change(steps: list[tuple[str, int]]) -> None:
             fact = fact.copy_for_write()
         elif action == "drop":
             fact.occurrences = [o for o in fact.occurrences if o.session_id != f"s{n % 7}"] or [occurrence(n)]
+        elif action == "load":  # as a load finds it: the earliest occurrence known, sessions not yet
+            fact.knows_first(brute(fact)[2])
         elif action == "drop_session":  # a session deleted: the view follows from the old one
             if n % 2:  # the sorted sessions computed before: carried over, less the session
                 assert fact.sorted_sessions == brute(fact)[1]

@@ -73,7 +73,7 @@ def recompute(state: UserState, scene_id: str) -> None:
     tree = state.trees[scene.tree_id].tree
     members = [item for item, _ in tree.items()]
     scene.size = len(members)
-    scene.total = (np.sum([state.fact_vecs[m] for m in members], axis=0).astype(np.float32) if members
+    scene.total = (state.fact_vecs.stack(members).sum(axis=0, dtype=np.float32) if members
                    else scene.total * 0)
     scene.t_last = max((state.facts[m].time for m in members), default=scene.t_last)
     state.index_scene(scene)

@@ -133,12 +133,14 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
 
 def _fact_meta(con: sqlite3.Connection, facts: dict[str, Fact]) -> np.ndarray:
     """The row meta of `facts` in the fact index (`memforest.index.forest_index.fact_meta`: time, and
-    the rowid of the tree of the session first saying it), from their occurrences as read."""
+    the rowid of the tree of the session first saying it), from their occurrences as read; each fact
+    keeps its earliest occurrence (`Fact.knows_first`)."""
     rowids = dict(con.execute("SELECT tree_id, rowid_ FROM trees WHERE family = 'session'").fetchall())
     out = np.empty((len(facts), 2))
     earliest = attrgetter("source_time", "session_id")
     for i, fact in enumerate(facts.values()):
         first = min(fact.occurrences, key=earliest, default=None)
+        fact.knows_first(first)
         if first is None and fact.event_start is None:
             raise ValueError(f"fact {fact.id!r} has no occurrences")
         out[i, 0] = fact.event_start if fact.event_start is not None else first.source_time  # type: ignore[union-attr]
