@@ -213,6 +213,8 @@ class Measured:
         self.work = scratch / f"n{size}"
         shutil.rmtree(self.work, ignore_errors=True)
         shutil.copytree(base, self.work)
+        if hasattr(os, "sync"):  # the copy written back first: a restarted process finds its store on disk
+            os.sync()
         self.models = ModelClock()
         self.forest = _forest(self.work, self.models, extractor, huge_pages, lazy_trees)
         _ = self.forest.embedder  # built before the open is timed

@@ -139,7 +139,10 @@ class StoreTreeSource:
             con = self._con
             if con is None:
                 return None
-            cur = con.execute("SELECT * FROM nodes WHERE tree_id=?", (tid,))
+            try:
+                cur = con.execute("SELECT * FROM nodes WHERE tree_id=?", (tid,))
+            except sqlite3.Error:  # closed meanwhile (the process is exiting)
+                return None
         while True:
             while self.waiting:
                 time.sleep(0.001)
