@@ -37,9 +37,9 @@ def load(db: UserDB, user: str, saved: SavedFor | None = None, lazy: bool = Fals
 
 def read_for_commit(base: UserState, ch: ChangeSet) -> None:
     """Read into `base` (the committed version an operation forked) every tree the operation changes
-    or drops, and the turns and cell texts of every session it replaces or deletes, before it
-    commits: what some version still has to read from the store is then what no commit of this
-    process has changed (`memforest.store.tree_source`)."""
+    or drops, the turns and cell texts of every session it replaces or deletes and the members of
+    every entity label it changes, before it commits: what some version still has to read from the
+    store is then what no commit of this process has changed (`memforest.store.tree_source`)."""
     if base.tree_source is None:
         return
     touched = ch.trees | ch.deleted_trees | {t for t, _ in ch.nodes | ch.deleted_nodes}
@@ -55,6 +55,10 @@ def read_for_commit(base: UserState, ch: ChangeSet) -> None:
             cell = base.cells.get(cid)
             if cell is not None:
                 _ = cell.text
+    for label in sorted(ch.entities | ch.deleted_entities):
+        stat = base.entities.get(label)
+        if stat is not None:
+            _ = stat.facts
 
 
 def collect_tree_changes(state: UserState, ch: ChangeSet) -> dict[str, list[int]]:

@@ -125,17 +125,75 @@ class NodeData:
     embedding: np.ndarray
 
 
-@dataclass
+class MemberSource(Protocol):
+    """Where the members of a loaded version's entity labels are read the first time something
+    needs them (the store, in the snapshot the version was loaded from)."""
+
+    def entity_members(self, label: str) -> tuple[list[str], dict[str, int]]: ...
+
+
 class EntityStat:
     """A label's facts and per-session fact counts. A copy made for a write records the members it
-    changes (`edited`), so a commit writes those rows only."""
+    changes (`edited`), so a commit writes those rows only. A label of a loaded version reads its
+    members from its `source` when they are first needed."""
 
-    label: str
-    facts: CowSet[str] = field(default_factory=CowSet)
-    sessions: CowMap[str, int] = field(default_factory=CowMap)  # session id -> facts from it
-    tree_id: str | None = None
-    # facts, sessions
-    edited: tuple[set[str], set[str]] | None = field(default=None, compare=False, repr=False)
+    __slots__ = ("label", "_facts", "_sessions", "tree_id", "edited", "_source")
+
+    def __init__(self, label: str, facts: CowSet[str] | None = None, sessions: CowMap[str, int] | None = None,
+                 tree_id: str | None = None, edited: tuple[set[str], set[str]] | None = None,
+                 source: MemberSource | None = None) -> None:
+        self.label, self.tree_id = label, tree_id
+        self.edited = edited  # facts, sessions
+        self._source = source if facts is None and sessions is None else None
+        self._facts = facts if facts is not None or self._source is not None else CowSet()
+        self._sessions = sessions if sessions is not None or self._source is not None else CowMap()
+
+    def _read(self) -> None:
+        source = self._source
+        if source is not None:
+            facts, sessions = source.entity_members(self.label)
+            self._facts, self._sessions = CowSet.over(dict.fromkeys(facts)), CowMap.over(sessions)
+            self._source = None
+
+    @property
+    def facts(self) -> CowSet[str]:
+        if self._facts is None:
+            self._read()
+        assert self._facts is not None
+        return self._facts
+
+    @facts.setter
+    def facts(self, facts: CowSet[str]) -> None:
+        _ = self.sessions  # (read first, so a setter never loses what the source holds)
+        self._facts = facts
+
+    @property
+    def sessions(self) -> CowMap[str, int]:  # session id -> facts from it
+        if self._sessions is None:
+            self._read()
+        assert self._sessions is not None
+        return self._sessions
+
+    @sessions.setter
+    def sessions(self, sessions: CowMap[str, int]) -> None:
+        _ = self.facts
+        self._sessions = sessions
+
+    @property
+    def is_read(self) -> bool:
+        return self._source is None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EntityStat):
+            return NotImplemented
+        return (self.label, self.tree_id, self.facts, self.sessions) == (
+            other.label, other.tree_id, other.facts, other.sessions)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        members = f"{len(self.facts)} facts" if self.is_read else "members not read"
+        return f"EntityStat({self.label!r}, {members}, tree_id={self.tree_id!r})"
 
     def copy(self) -> EntityStat:
         """A private version (copy-on-write: O(the edits since the last fold), not O(members))."""

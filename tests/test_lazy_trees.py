@@ -62,12 +62,13 @@ def test_an_open_reads_no_tree_and_a_query_reads_few(tmp_path: Path) -> None:
         assert fingerprint(forest.snapshot("u")) == fingerprint(eager.snapshot("u"))
 
 
-def test_an_open_reads_no_turns_or_cell_text_and_a_query_reads_what_it_needs(tmp_path: Path) -> None:
+def test_an_open_reads_no_turns_cell_text_or_members_and_a_query_reads_what_it_needs(tmp_path: Path) -> None:
     root = _built(tmp_path)
     with _forest(root) as forest, _forest(root, lazy=False) as eager:
         state = forest.snapshot("u").state
         assert state.sessions and not any(s.is_read for s in state.sessions.values())
         assert state.cells and not any(c.is_read for c in state.cells.values())
+        assert state.entities and not any(e.is_read for e in state.entities.values())
         hits = forest.query("u", "Where do I live now?", answer=False)
         assert hits.evidence == eager.query("u", "Where do I live now?", answer=False).evidence
         read = {c for c, cell in state.cells.items() if cell.is_read}

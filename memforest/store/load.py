@@ -13,7 +13,16 @@ import numpy as np
 
 from memforest.cow import CowMap, CowSet
 from memforest.routing.router import session_tree_id
-from memforest.state import BulkRows, EntityStat, LazyNodeMap, NodeData, Scene, TreeInfo, UserState
+from memforest.state import (
+    BulkRows,
+    EntityStat,
+    LazyNodeMap,
+    MemberSource,
+    NodeData,
+    Scene,
+    TreeInfo,
+    UserState,
+)
 from memforest.store.tree_source import StoreTreeSource, json_list, node_of_row, read_bulk, vec_of
 from memforest.trees.memtree import MemTree
 from memforest.trees.node import Node
@@ -106,19 +115,7 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
                                                                con.execute("SELECT * FROM trees")):
         tree = MemTree.from_nodes(tid, fanout, rows.pop(tid, []), next_node_id=next_id, validate=False)
         trees[tid] = TreeInfo(tid, family, label, rowid, tree)
-    entities: dict[str, EntityStat] = {}
-    for label, tree_id in con.execute("SELECT label, tree_id FROM entities"):
-        entities[label] = EntityStat(label, tree_id=tree_id)
-    members: dict[str, dict[str, None]] = {}
-    for label, fid in con.execute("SELECT label, fact_id FROM entity_facts"):
-        members.setdefault(label, {})[fid] = None
-    for label, fids in members.items():
-        entities[label].facts = CowSet.over(fids)
-    counts: dict[str, dict[str, int]] = {}
-    for label, sid, n in con.execute("SELECT label, session_id, facts FROM entity_sessions"):
-        counts.setdefault(label, {})[sid] = n
-    for label, by_session in counts.items():
-        entities[label].sessions = CowMap.over(by_session)
+    entities = _read_entities(con, st.tree_source)
     scenes: dict[str, Scene] = {}
     for sid, domain, total, size, t_last, tree_id in con.execute("SELECT * FROM scenes"):
         scenes[sid] = Scene(sid, domain, vec_of(total), size, t_last, tree_id)
@@ -146,6 +143,27 @@ def _fact_meta(con: sqlite3.Connection, facts: dict[str, Fact]) -> np.ndarray:
         out[i, 0] = fact.event_start if fact.event_start is not None else first.source_time  # type: ignore[union-attr]
         out[i, 1] = rowids.get(session_tree_id(first.session_id), -1) if first is not None else -1
     return out
+
+
+def _read_entities(con: sqlite3.Connection, source: MemberSource | None) -> dict[str, EntityStat]:
+    """Entity labels with their members; with a `source`, the members are left in the store and
+    read through it when first needed."""
+    entities: dict[str, EntityStat] = {}
+    for label, tree_id in con.execute("SELECT label, tree_id FROM entities"):
+        entities[label] = EntityStat(label, tree_id=tree_id, source=source)
+    if source is not None:
+        return entities
+    members: dict[str, dict[str, None]] = {}
+    for label, fid in con.execute("SELECT label, fact_id FROM entity_facts"):
+        members.setdefault(label, {})[fid] = None
+    for label, fids in members.items():
+        entities[label].facts = CowSet.over(fids)
+    counts: dict[str, dict[str, int]] = {}
+    for label, sid, n in con.execute("SELECT label, session_id, facts FROM entity_sessions"):
+        counts.setdefault(label, {})[sid] = n
+    for label, by_session in counts.items():
+        entities[label].sessions = CowMap.over(by_session)
+    return entities
 
 
 def _read_sessions(con: sqlite3.Connection, source: TextSource | None

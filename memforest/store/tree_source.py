@@ -1,17 +1,19 @@
-"""The trees, session turns and cell texts of a loaded version, read from the store when first needed.
+"""The trees, session turns, cell texts and entity members of a loaded version, read from the store
+when first needed.
 
-Opening a memory reads its sessions' and cells' rows less their text, its facts, entities and
-scenes, and of its trees only their rows and what the indexes need at once (the leaves' items, the
-session trees' leaf vectors and every root's vector, `BulkRows`); a tree's nodes are read the first
-time something reaches the tree, a session's turns and a cell's text the first time something reads
-them. Those reads must see the version that was loaded, so the source keeps a read transaction open
-on its own connection: SQLite (in WAL mode) shows it that snapshot however many commits follow.
+Opening a memory reads its sessions' and cells' rows less their text, its facts, its entity labels
+less their members, its scenes, and of its trees only their rows and what the indexes need at once
+(the leaves' items, the session trees' leaf vectors and every root's vector, `BulkRows`); a tree's
+nodes are read the first time something reaches the tree, a session's turns, a cell's text and a
+label's members the first time something reads them. Those reads must see the version that was
+loaded, so the source keeps a read transaction open on its own connection: SQLite (in WAL mode)
+shows it that snapshot however many commits follow.
 
 A snapshot held open keeps the write-ahead log from being checkpointed past it, so after each commit
 this process makes the source moves to the new version (`advance`). That is sound because a commit
-reads in, before it is written, every tree it changes or drops and the text of every session and
-cell it replaces or deletes (`read_for_commit`): what is still unread is what no commit of this
-process changed, and its rows are the same in both versions. After
+reads in, before it is written, every tree it changes or drops, the text of every session and cell
+it replaces or deletes and the members of every label it changes (`read_for_commit`): what is still
+unread is what no commit of this process changed, and its rows are the same in both versions. After
 another process's commit the source stays where it is (a reader reloads the new version into a new
 source); when no version uses it any more its connection is closed."""
 
@@ -202,6 +204,24 @@ class StoreTreeSource:
         """The text of a cell of the loaded version (`memforest.types.TextSource`)."""
         (text,) = self._row("SELECT text FROM cells WHERE cell_id=?", cell_id, "cell")
         return str(text)
+
+    def entity_members(self, label: str) -> tuple[list[str], dict[str, int]]:
+        """The facts of an entity label of the loaded version and its per-session fact counts
+        (`memforest.state.MemberSource`)."""
+        with self.waiting, self.lock:
+            con = self._con
+            if con is None:
+                raise StoreError(f"{self.path}: the members of label {label!r} of version {self.version} can "
+                                 "no longer be read (the memory was closed); open it again")
+            try:
+                rows = con.execute("SELECT fact_id FROM entity_facts WHERE label=?", (label,))
+                facts = [r[0] for r in rows]
+                sessions = dict(con.execute("SELECT session_id, facts FROM entity_sessions WHERE label=?",
+                                            (label,)).fetchall())
+            except sqlite3.Error as e:
+                why = " ".join(str(e).split())[:120]
+                raise StoreError(f"{self.path}: the members of label {label!r} cannot be read ({why})") from e
+        return facts, sessions
 
     def _row(self, sql: str, key: str, kind: str) -> tuple:
         with self.waiting, self.lock:  # a read ahead gives way (`warm`)
