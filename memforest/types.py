@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 ROLES = ("user", "assistant")
 ORIGINS = ("user", "assistant", "mixed", "unknown")
@@ -94,10 +94,15 @@ class Cell:
                  text: str | None = None, source: TextSource | None = None) -> None:
         if text is None and source is None:
             raise ValueError(f"cell {id!r} has neither text nor a source")
-        for name, value in (("id", id), ("session_id", session_id), ("index", index), ("turn_lo", turn_lo),
-                            ("turn_hi", turn_hi), ("time", time), ("_text", text),
-                            ("_source", source if text is None else None)):
-            object.__setattr__(self, name, value)
+        put = object.__setattr__
+        put(self, "id", id)
+        put(self, "session_id", session_id)
+        put(self, "index", index)
+        put(self, "turn_lo", turn_lo)
+        put(self, "turn_hi", turn_hi)
+        put(self, "time", time)
+        put(self, "_text", text)
+        put(self, "_source", source if text is None else None)
 
     @property
     def text(self) -> str:
@@ -136,9 +141,9 @@ class Cell:
                 f"{self.time!r}, {text})")
 
 
-@dataclass(frozen=True)
-class Occurrence:
-    """Where and when a canonical fact was observed."""
+class Occurrence(NamedTuple):
+    """Where and when a canonical fact was observed (a named tuple: immutable, compact, and quick to
+    make for the hundreds of thousands a large memory loads)."""
 
     session_id: str
     cell_id: str

@@ -3,8 +3,6 @@ the fact is copied for writing, said again and loses occurrences."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -77,7 +75,7 @@ def test_an_occurrence_edit_turns_the_stored_occurrences_into_the_new_ones(
 
     was = [occurrence(n) for n in said]
     now = [o for o in was if int(o.session_id[1:]) not in dropped]
-    now += [replace(was[n % len(was)]) if copies and was else occurrence(n) for n in new]
+    now += [was[n % len(was)]._replace() if copies and was else occurrence(n) for n in new]
     base, state = UserState("u"), UserState("u")
     for st_, occ in ((base, was), (state, now)):
         st_.facts["f"] = Fact("f", "t", "t", "user", "state", [], [], [], "", None, None, "", "", "", occ)
