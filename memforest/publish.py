@@ -3,7 +3,8 @@ previous one and an operation's ChangeSet, in O(what the operation changed)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from memforest.check import damaged
 from memforest.index.forest_index import ForestIndex
@@ -42,23 +43,17 @@ def read_for_commit(base: UserState, ch: ChangeSet) -> None:
     store is then what no commit of this process has changed (`memforest.store.tree_source`)."""
     if base.tree_source is None:
         return
-    touched = ch.trees | ch.deleted_trees | {t for t, _ in ch.nodes | ch.deleted_nodes}
-    for tid in sorted(touched):
-        info = base.trees.get(tid)
-        if info is not None:
-            _ = info.tree
-    for sid in sorted(ch.sessions | ch.deleted_sessions):
-        session = base.sessions.get(sid)
-        if session is not None:
-            _ = session.turns
-        for cid in base.session_cells.get(sid, ()):
-            cell = base.cells.get(cid)
-            if cell is not None:
-                _ = cell.text
-    for label in sorted(ch.entities | ch.deleted_entities):
-        stat = base.entities.get(label)
-        if stat is not None:
-            _ = stat.facts
+    trees = ch.trees | ch.deleted_trees | {t for t, _ in ch.nodes | ch.deleted_nodes}
+    sessions = sorted(ch.sessions | ch.deleted_sessions)
+    cells = [c for s in sessions for c in base.session_cells.get(s, ())]
+    reads: tuple[tuple[Mapping[str, Any], Iterable[str], str], ...] = (
+        (base.trees, sorted(trees), "tree"), (base.sessions, sessions, "turns"), (base.cells, cells, "text"),
+        (base.entities, sorted(ch.entities | ch.deleted_entities), "facts"))
+    for objects, keys, part in reads:
+        for key in keys:
+            found = objects.get(key)
+            if found is not None:
+                getattr(found, part)  # read in now (kept by the object)
 
 
 def collect_tree_changes(state: UserState, ch: ChangeSet) -> dict[str, list[int]]:
