@@ -105,8 +105,7 @@ class VectorTable:
 
     def vectors(self, keys: Sequence[Hashable]) -> np.ndarray:
         """The vectors of `keys` (held by the table), gathered into one new array."""
-        slot = self._slot
-        return self._rows.vecs[np.fromiter((slot[k] for k in keys), np.int64, len(keys))]
+        return self._rows.vecs[self._slots(keys)]
 
     def meta(self, key: Hashable) -> np.ndarray:
         return self._rows.meta[self._slot[key]]
@@ -159,12 +158,17 @@ class VectorTable:
         if not keys:
             return
         meta = np.broadcast_to(np.asarray(meta, np.float64), (len(keys), 2))
-        slots = np.fromiter((self._slot[k] for k in keys), np.int64, len(keys))
+        slots = self._slots(keys)
         mine = slots >= self._own_from
         self._rows.meta[slots[mine]] = meta[mine]
         if not mine.all():
             shared = np.flatnonzero(~mine)
             self.upsert([keys[i] for i in shared.tolist()], self._rows.vecs[slots[shared]], meta[shared])
+
+    def _slots(self, keys: Sequence[Hashable]) -> np.ndarray:
+        """The rows of `keys` (each held by the table)."""
+        slot = self._slot
+        return np.fromiter((slot[k] for k in keys), np.int64, len(keys))
 
     def fill(self, keys: Sequence[Hashable], vecs: np.ndarray, meta: np.ndarray | None = None,
              saved: SavedPartitions | None = None) -> bool:

@@ -14,13 +14,14 @@ a cell id back to its row's key, so a cell found by its text is ranked from its 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
 from memforest.cow import CowMap
 from memforest.routing.router import session_tree_id
 from memforest.state import BulkRows, ChangeSet, TreeInfo, UserState
+from memforest.types import Fact
 from memforest.vector_table import SavedPartitions, VectorTable
 
 
@@ -156,10 +157,14 @@ def cell_meta(state: UserState, cells: list[str]) -> np.ndarray:
 
 def fact_meta(state: UserState, facts: list[str]) -> np.ndarray:
     """Row meta of facts: (time, rowid of the tree of the session first saying them; -1 for none)."""
-    rowid = _session_rowids(state)
+    return facts_meta(map(state.facts.__getitem__, facts), _session_rowids(state), len(facts))
+
+
+def facts_meta(facts: Iterable[Fact], rowid: Callable[[str], int], n: int) -> np.ndarray:
+    """`fact_meta` of `n` fact objects, `rowid` giving a session's tree rowid (-1 for none)."""
     rows = [(fact.time, rowid(first.session_id) if (first := fact.first) is not None else -1)
-            for fact in map(state.facts.__getitem__, facts)]
-    return np.array(rows, dtype=float).reshape(len(facts), 2)
+            for fact in facts]
+    return np.array(rows, dtype=float).reshape(n, 2)
 
 
 def _session_rowids(state: UserState) -> Callable[[str], int]:

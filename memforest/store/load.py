@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from memforest.cow import CowMap, CowSet
+from memforest.index.forest_index import facts_meta
 from memforest.routing.router import session_tree_id
 from memforest.state import (
     BulkRows,
@@ -129,20 +130,13 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
 
 
 def _fact_meta(con: sqlite3.Connection, facts: dict[str, Fact]) -> np.ndarray:
-    """The row meta of `facts` in the fact index (`memforest.index.forest_index.fact_meta`: time, and
-    the rowid of the tree of the session first saying it), from their occurrences as read; each fact
-    keeps its earliest occurrence (`Fact.knows_first`)."""
-    rowids = dict(con.execute("SELECT tree_id, rowid_ FROM trees WHERE family = 'session'").fetchall())
-    out = np.empty((len(facts), 2))
+    """The row meta of `facts` in the fact index (`forest_index.fact_meta`), from their occurrences as
+    read and the session trees' rows; each fact keeps its earliest occurrence (`Fact.knows_first`)."""
     earliest = attrgetter("source_time", "session_id")
-    for i, fact in enumerate(facts.values()):
-        first = min(fact.occurrences, key=earliest, default=None)
-        fact.knows_first(first)
-        if first is None and fact.event_start is None:
-            raise ValueError(f"fact {fact.id!r} has no occurrences")
-        out[i, 0] = fact.event_start if fact.event_start is not None else first.source_time  # type: ignore[union-attr]
-        out[i, 1] = rowids.get(session_tree_id(first.session_id), -1) if first is not None else -1
-    return out
+    for fact in facts.values():
+        fact.knows_first(min(fact.occurrences, key=earliest, default=None))
+    rowids = dict(con.execute("SELECT tree_id, rowid_ FROM trees WHERE family = 'session'").fetchall())
+    return facts_meta(facts.values(), lambda sid: rowids.get(session_tree_id(sid), -1), len(facts))
 
 
 def _read_entities(con: sqlite3.Connection, source: MemberSource | None) -> dict[str, EntityStat]:

@@ -197,47 +197,39 @@ class StoreTreeSource:
 
     def session_turns(self, session_id: str) -> list[Turn]:
         """The turns of a session of the loaded version (`memforest.types.TextSource`)."""
-        (turns,) = self._row("SELECT turns FROM sessions WHERE session_id=?", session_id, "session")
-        return [Turn(r, c, t) for r, c, t in json.loads(turns)]
+        (rows,) = self._read_rows("session", session_id, "SELECT turns FROM sessions WHERE session_id=?")
+        return [Turn(r, c, t) for r, c, t in json.loads(rows[0][0])]
 
     def cell_text(self, cell_id: str) -> str:
         """The text of a cell of the loaded version (`memforest.types.TextSource`)."""
-        (text,) = self._row("SELECT text FROM cells WHERE cell_id=?", cell_id, "cell")
-        return str(text)
+        (rows,) = self._read_rows("cell", cell_id, "SELECT text FROM cells WHERE cell_id=?")
+        return str(rows[0][0])
 
     def entity_members(self, label: str) -> tuple[list[str], dict[str, int]]:
         """The facts of an entity label of the loaded version and its per-session fact counts
-        (`memforest.state.MemberSource`)."""
-        with self.waiting, self.lock:
-            con = self._con
-            if con is None:
-                raise StoreError(f"{self.path}: the members of label {label!r} of version {self.version} can "
-                                 "no longer be read (the memory was closed); open it again")
-            try:
-                rows = con.execute("SELECT fact_id FROM entity_facts WHERE label=?", (label,))
-                facts = [r[0] for r in rows]
-                sessions = dict(con.execute("SELECT session_id, facts FROM entity_sessions WHERE label=?",
-                                            (label,)).fetchall())
-            except sqlite3.Error as e:
-                why = " ".join(str(e).split())[:120]
-                raise StoreError(f"{self.path}: the members of label {label!r} cannot be read ({why})") from e
-        return facts, sessions
+        (`memforest.state.MemberSource`); a label may have none."""
+        facts, sessions = self._read_rows("label", label, "SELECT fact_id FROM entity_facts WHERE label=?",
+                                          "SELECT session_id, facts FROM entity_sessions WHERE label=?",
+                                          required=False)
+        return [r[0] for r in facts], dict(sessions)
 
-    def _row(self, sql: str, key: str, kind: str) -> tuple:
+    def _read_rows(self, kind: str, key: str, *queries: str, required: bool = True) -> list[list[tuple]]:
+        """The rows each query gives for `key` in the loaded version (a StoreError when the source is
+        closed or SQLite fails, and, if `required`, when a query finds no row: damage)."""
         with self.waiting, self.lock:  # a read ahead gives way (`warm`)
             con = self._con
             if con is None:
                 raise StoreError(f"{self.path}: {kind} {key!r} of version {self.version} can no longer be "
                                  "read (the memory was closed); open it again")
             try:
-                row = con.execute(sql, (key,)).fetchone()
+                found = [con.execute(sql, (key,)).fetchall() for sql in queries]
             except sqlite3.Error as e:
                 why = " ".join(str(e).split())[:120]
-                raise StoreError(f"{self.path}: the row of {kind} {key!r} cannot be read ({why})") from e
-        if row is None:
+                raise StoreError(f"{self.path}: the rows of {kind} {key!r} cannot be read ({why})") from e
+        if required and not all(found):
             raise StoreError(f"{self.path} is damaged: {kind} {key!r} of version {self.version} has no row; "
                              "run `memforest check`")
-        return tuple(row)
+        return found
 
     def ensure(self, tree_id: str) -> bool:
         """Read `tree_id` (a tree of the loaded version) if it is not yet read; whether it is one."""
