@@ -10,9 +10,9 @@ one, the folder fsynced), so a reader sees a whole old file or a whole new one.
 
 Layout: 8 bytes of magic, the header's length and CRC-32 (two little-endian uint32), the header
 (JSON: kind, format, store version, checksum of the payload, each array's dtype, shape and offset),
-then the arrays, each aligned to 64 bytes. Arrays are returned as read-only views of a memory map,
-so their pages are read on demand and shared by every process that maps the same file; the pages
-the checksum read leave the process's resident set once it matches."""
+then the arrays, each aligned to 64 bytes. Arrays are returned as read-only (or copy-on-write) views
+of a memory map, so their pages are read on demand and shared by every process that maps the same
+file; the pages the checksum read leave the process's resident set once it matches."""
 
 from __future__ import annotations
 
@@ -101,15 +101,17 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def read_arrays(path: Path, kind: str, fmt: int, store_version: str) -> dict[str, np.ndarray] | CacheMiss:
+def read_arrays(path: Path, kind: str, fmt: int, store_version: str,
+                writable: bool = False) -> dict[str, np.ndarray] | CacheMiss:
     """The arrays of the cache file at `path`, as read-only views of a memory map, when it is a whole,
-    unchanged file of `kind`, format `fmt` and committed `store_version`; else why not."""
+    unchanged file of `kind`, format `fmt` and committed `store_version`; else why not. `writable`:
+    views of a private, copy-on-write map instead (a write copies its page, the file never changes)."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size < _PREFIX.size:
                 return CacheMiss(f"{path.name}: truncated ({size} bytes)")
-            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY if writable else mmap.ACCESS_READ)
     except FileNotFoundError:
         return CacheMiss(f"{path.name}: missing")
     except (OSError, ValueError) as e:

@@ -15,10 +15,14 @@ import gc
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from memforest import publish
 from memforest.cache_file import CacheMiss, cache_dir
 from memforest.errors import StoreError
+from memforest.index.forest_index import cell_meta, fact_meta, node_uid
 from memforest.index.lexical_cache import FILE_NAME, build_lexical, read_lexical, write_lexical
 from memforest.index.lexical_versions import VersionedLexical
 from memforest.index.partition_cache import FILE_NAME as PARTITIONS_FILE
@@ -91,7 +95,7 @@ class StoreCaches:
         version), when `snap` is still the store's committed version."""
         if self.partitions_written == snap.version:
             return
-        tables = snap.index.saved_partitions()
+        tables = snap.index.saved_partitions(rows=True)
         if not tables:
             return
         stamp = self._current_stamp(snap.version)
@@ -173,10 +177,12 @@ class StoreCaches:
                 out.append(f"tree rows cache {wrong}: rebuilt from the store")
         if self.partitions_path.exists():
             parts = read_partitions(self.partitions_path, stamp)
-            if isinstance(parts, CacheMiss):
+            wrong = parts.reason if isinstance(parts, CacheMiss) else rows_difference(parts, state)
+            del parts  # (its maps with it, before the file is removed)
+            if wrong is not None:
                 self.partitions_path.unlink(missing_ok=True)
                 self.partitions_written = None
-                out.append(f"partitions cache {parts.reason}: removed (trained again at the next load)")
+                out.append(f"partitions cache {wrong}: removed (trained again at the next load)")
         return out
 
     def _write(self, stamp: str, lexical: VersionedLexical, version: int) -> None:
@@ -185,3 +191,41 @@ class StoreCaches:
             self.written = version
         except OSError as e:
             log.debug("memforest: the lexical cache %s was not written (%s)", self.lexical_path, e)
+
+
+def rows_difference(tables: dict[str, SavedPartitions], state: UserState) -> str | None:
+    """How the rows cached for the tables of `state` (read from the store, every tree read) differ
+    from the store's: keys, vectors or row meta (None: they hold the store's)."""
+    truth = bulk_of_state(state)
+    rowid = {tid: info.rowid for tid, info in state.trees.items()}
+
+    def facts(keys: list[Any]) -> tuple[dict[Any, np.ndarray], np.ndarray]:
+        return dict(state.fact_vecs.items()), fact_meta(state, keys)
+
+    def cells(keys: list[Any]) -> tuple[dict[Any, np.ndarray], np.ndarray]:
+        leaves = {node_uid(rowid[t], nid): (cell, vec) for t, rows in truth.cell_leaves.items()
+                  for nid, cell, vec in rows}
+        held = [leaves[k][0] for k in keys if k in leaves]
+        return {k: vec for k, (_, vec) in leaves.items()}, cell_meta(state, held)
+
+    def roots(keys: list[Any]) -> tuple[dict[Any, np.ndarray], np.ndarray]:
+        return {rowid[t]: vec for t, vec in truth.roots.items()}, np.zeros((len(keys), 2))
+    store: dict[str, Callable[[list[Any]], tuple[dict[Any, np.ndarray], np.ndarray]]] = {
+        "facts": facts, "cells": cells, "roots": roots}
+    for name, saved in sorted(tables.items()):
+        if saved.vecs is None:
+            continue
+        if name not in store:
+            return f"holds a table the store has not ({name})"
+        keys = list(saved.keys)
+        if name == "facts" and not set(keys) <= set(state.facts):
+            return f"the keys of {name} are not the store's"
+        vecs, meta = store[name](keys)
+        if set(keys) != set(vecs):
+            return f"the keys of {name} are not the store's"
+        want = np.stack([vecs[k] for k in keys]) if keys else np.zeros((0, state.dim), np.float32)
+        if not np.array_equal(saved.vecs[: len(keys)], want):
+            return f"the vectors of {name} are not the store's"
+        if saved.meta is not None and not np.array_equal(saved.meta, meta):
+            return f"the row meta of {name} is not the store's"
+    return None

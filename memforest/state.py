@@ -15,7 +15,7 @@ import numpy as np
 from memforest.cow import _MISSING, FOLD_AT, CowMap, CowSet
 from memforest.trees.memtree import MemTree
 from memforest.types import Cell, Fact, Session
-from memforest.vector_table import SavedPartitions, VectorTable
+from memforest.vector_table import Given, SavedPartitions, VectorTable
 
 NodeKey = tuple[str, int]  # (tree id, node id)
 
@@ -418,10 +418,11 @@ class UserState:
         """Ids of the entity and scene trees holding `item` (a fact id)."""
         return sorted(self.placements.get(item, ()))
 
-    def fill_facts(self, ids: list[str], vecs: np.ndarray, saved: SavedPartitions | None = None,
-                   meta: np.ndarray | None = None) -> None:
-        """A new fact table of `ids` with `vecs` and row `meta` (after a load); it takes the `saved`
-        partitions (of a cache of this version) when they hold exactly its keys."""
+    def fill_facts(self, ids: list[str], vecs: Given, saved: SavedPartitions | None = None,
+                   meta: Given | None = None) -> None:
+        """A new fact table of `ids` with `vecs` and row `meta` (each may be a function giving it),
+        after a load; it takes the `saved` partitions (of a cache of this version) when they hold
+        exactly its keys, and their rows when they carry them (`VectorTable.fill`)."""
         self.fact_table = VectorTable(self.dim)
         self.fact_table.fill(ids, vecs, meta, saved)
 
@@ -431,15 +432,17 @@ class UserState:
             m = getattr(self, name)
             if not isinstance(m, LazyNodeMap):
                 setattr(self, name, CowMap.over(m if type(m) is dict else dict(m.items())))
-        held: dict[str, set[str]] = {}
+        held: dict[str, frozenset[str]] = {}
+        pool: dict[frozenset[str], frozenset[str]] = {}  # one object per distinct set of trees
         bulk = self.tree_source.bulk if self.tree_source is not None else None
         for tid, info in self.trees.items():
             if info.family != "session":  # a tree not read yet: its leaves as the open read them
                 items = bulk.leaf_items.get(tid, ()) if bulk is not None and not info.is_read \
                     else info.tree.placements()
                 for item in items:
-                    held.setdefault(item, set()).add(tid)
-        self.placements = CowMap((k, frozenset(v)) for k, v in held.items())
+                    trees = held.get(item, frozenset()) | {tid}
+                    held[item] = pool.setdefault(trees, trees)
+        self.placements = CowMap.over(held)
         self.norms = CowMap((f.norm, fid) for fid, f in self.facts.items())
         if self.fact_table is None:
             self.fact_table = VectorTable(self.dim)

@@ -15,13 +15,17 @@ in. When partitions are built (and at every compaction) the rows are laid out pa
 partition, so a probe reads runs of consecutive rows in place instead of gathering scattered ones;
 rows added later join the runs' ends and are read as short runs of their own.
 
+A partitioned table's rows can be kept in a cache in that layout (`saved_partitions(rows=True)`,
+followed by zero rows to append to); a table filled from such a cache keeps its vectors in the
+cache's copy-on-write memory map, so only the rows a search or a write reaches become resident.
+
 A table whose keys are small non-negative integers (`int_keys=True`: the roots table, keyed by tree
 rowid) also keeps key -> row as an array, shared by versions until one changes it, so `rows_of`
 finds the rows of many keys in one gather."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,21 +47,34 @@ def probe_size(k: int) -> int:
     return max(PROBE_MIN, PROBE_FACTOR * k)
 
 
+Given = np.ndarray | Callable[[], np.ndarray]  # an array, or a function giving it when it is needed
+
+
+def slack_rows(n: int) -> int:
+    """Zero rows kept after `n` saved rows, so a table filled from them appends in place."""
+    return max(_MIN_ROWS, n // 4)
+
+
 @dataclass(frozen=True)
 class SavedPartitions:
     """A table's partitions by key (as `VectorTable.saved_partitions` gives them, for a cache): the
-    centroids, and the keys of partition i's live rows at keys[bounds[i]:bounds[i + 1]]."""
+    centroids, and the keys of partition i's live rows at keys[bounds[i]:bounds[i + 1]]; optionally
+    the rows themselves: `vecs`, their vectors in `keys` order followed by zero rows (`slack_rows`)
+    a table filled from them appends to (writable: a private, copy-on-write map of the cache), and
+    `meta`, their row numbers."""
 
     centroids: np.ndarray
     keys: list[Hashable]
     bounds: np.ndarray
+    vecs: np.ndarray | None = None
+    meta: np.ndarray | None = None
 
 
 class _Rows:
     """The shared, append-only storage: vectors, their keys and optional per-row numbers."""
 
-    def __init__(self, dim: int, capacity: int) -> None:
-        self.vecs = np.zeros((capacity, dim), np.float32)
+    def __init__(self, dim: int, capacity: int, vecs: np.ndarray | None = None) -> None:
+        self.vecs = np.zeros((capacity, dim), np.float32) if vecs is None else vecs
         self.keys: list[Any] = []
         self.meta = np.zeros((capacity, 2), np.float64)
 
@@ -170,21 +187,23 @@ class VectorTable:
         slot = self._slot
         return np.fromiter((slot[k] for k in keys), np.int64, len(keys))
 
-    def fill(self, keys: Sequence[Hashable], vecs: np.ndarray, meta: np.ndarray | None = None,
+    def fill(self, keys: Sequence[Hashable], vecs: Given, meta: Given | None = None,
              saved: SavedPartitions | None = None) -> bool:
-        """Fill an empty table with `keys`. A table past its exact bound takes the `saved` partitions
-        when their keys are exactly the table's (no training); else it trains its own. Returns whether
-        the saved partitions were used."""
+        """Fill an empty table with `keys`, their `vecs` and row `meta` (each may be a function giving
+        it, called only when it is needed). A table past its exact bound takes the `saved` partitions
+        when their keys are exactly the table's (no training), and their rows when they carry them
+        (the vectors and meta are then not needed); else it trains its own. Returns whether the
+        saved partitions were used."""
         if len(self._slot) or self._n:
             raise ValueError("fill takes an empty table")
         if saved is None or len(keys) <= self.exact_rows:
-            self.upsert(keys, vecs, meta)
+            self.upsert(keys, _given(vecs), _given_meta(meta))
             return False
         if self._fill_as_saved(keys, vecs, meta, saved):
             return True
         exact, self._exact = self._exact, len(keys)  # no partitions are trained while filling
         try:
-            self.upsert(keys, vecs, meta)
+            self.upsert(keys, _given(vecs), _given_meta(meta))
         finally:
             self._exact = exact
         slots = [self._slot.get(k) for k in saved.keys]
@@ -201,11 +220,12 @@ class VectorTable:
         self._compact()  # laid out partition by partition, as the saved table was
         return True
 
-    def _fill_as_saved(self, keys: Sequence[Hashable], vecs: np.ndarray, meta: np.ndarray | None,
+    def _fill_as_saved(self, keys: Sequence[Hashable], vecs: Given, meta: Given | None,
                        saved: SavedPartitions) -> bool:
-        """`fill` with `saved` partitions holding exactly `keys` (each once): the rows are gathered
-        straight into the saved layout (partition by partition), as filling, then compacting, lays
-        them out. False, with nothing changed, when the keys differ."""
+        """`fill` with `saved` partitions holding exactly `keys` (each once): the table takes their
+        rows when they carry them, else gathers `vecs` straight into the saved layout (partition by
+        partition), as filling, then compacting, lays them out. False, with nothing changed, when
+        the keys differ."""
         n = len(keys)
         position = {k: i for i, k in enumerate(keys)}
         if len(position) != n or len(saved.keys) != n:
@@ -214,12 +234,19 @@ class VectorTable:
         at = np.asarray(order, np.int64)
         if n and (at.min() < 0 or len(np.unique(at)) != n):
             return False
-        capacity = max(_MIN_ROWS, 2 * n)
-        rows = _Rows(self.dim, capacity)
-        np.take(np.asarray(vecs, np.float32).reshape(n, self.dim), at, axis=0, out=rows.vecs[:n])
-        if meta is not None:
-            rows.meta[:n] = np.broadcast_to(meta, (n, 2))[at]
-        rows.keys = list(saved.keys)
+        mapped = saved.vecs
+        if (mapped is not None and mapped.ndim == 2 and mapped.shape[1] == self.dim and len(mapped) > n
+                and mapped.dtype == np.float32 and mapped.flags.writeable):
+            rows = _Rows(self.dim, len(mapped), vecs=mapped)
+        else:
+            rows = _Rows(self.dim, max(_MIN_ROWS, 2 * n))
+            np.take(np.asarray(_given(vecs), np.float32).reshape(n, self.dim), at, axis=0, out=rows.vecs[:n])
+        capacity = len(rows.vecs)
+        if rows.vecs is mapped and saved.meta is not None and saved.meta.shape == (n, 2):
+            rows.meta[:n] = saved.meta
+        elif meta is not None:
+            rows.meta[:n] = np.broadcast_to(_given(meta), (n, 2))[at]
+        rows.keys = [keys[i] for i in order]  # the caller's key objects, not the saved copies
         self._rows, self._n, self._own_tail, self._own_from = rows, n, True, 0
         self._live = np.zeros(capacity, bool)
         self._live[:n] = True
@@ -233,8 +260,9 @@ class VectorTable:
         self._own_parts = True
         return True
 
-    def saved_partitions(self) -> SavedPartitions | None:
-        """The partitions searches go through, by key (None while the table is searched exactly)."""
+    def saved_partitions(self, rows: bool = False) -> SavedPartitions | None:
+        """The partitions searches go through, by key (None while the table is searched exactly);
+        with `rows`, their vectors too, in that order, followed by `slack_rows` zero rows."""
         parts = self.partitions
         if parts is None:
             return None
@@ -242,7 +270,12 @@ class VectorTable:
         members = [m[self._live[m]] for m in parts.members]
         flat = [keys[r] for m in members for r in m.tolist()]
         bounds = np.cumsum([0, *(len(m) for m in members)]).astype(np.int64)
-        return SavedPartitions(parts.centroids.copy(), flat, bounds)
+        if not rows:
+            return SavedPartitions(parts.centroids.copy(), flat, bounds)
+        order = np.concatenate(members) if members else np.zeros(0, np.int64)
+        vecs = np.zeros((len(order) + slack_rows(len(order)), self.dim), np.float32)
+        np.take(self._rows.vecs, order, axis=0, out=vecs[: len(order)])
+        return SavedPartitions(parts.centroids.copy(), flat, bounds, vecs, self._rows.meta[order])
 
     def remove(self, keys: Iterable[Hashable]) -> None:
         gone = []
@@ -424,6 +457,14 @@ class VectorTable:
             new_row = np.full(len(old.vecs), -1, np.int64)
             new_row[slots] = np.arange(len(keys))
             self._writable_parts().remap(new_row)
+
+
+def _given(value: Given) -> np.ndarray:
+    return value() if callable(value) else value
+
+
+def _given_meta(meta: Given | None) -> np.ndarray | None:
+    return None if meta is None else _given(meta)
 
 
 def _best(rows: np.ndarray, sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

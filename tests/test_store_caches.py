@@ -13,9 +13,11 @@ from conftest import make_sessions
 
 from memforest import cache_file
 from memforest.cache_file import CacheMiss, read_arrays, write_arrays
-from memforest.index import lexical_cache
+from memforest.index import lexical_cache, partition_cache
 from memforest.index.lexical_cache import build_lexical, read_lexical, write_lexical
 from memforest.index.lexical_versions import VersionedLexical
+from memforest.index.partition_cache import read_partitions, write_partitions
+from memforest.vector_table import SavedPartitions
 
 QUESTIONS = ["Where did I move to?", "What do I keep near the door in Boston?", "Denver trip plans"]
 
@@ -238,21 +240,74 @@ def test_a_table_filled_with_saved_partitions_searches_as_the_saved_table(monkey
     assert stale.partitions is not None and len(stale) == 400
 
 
+def test_a_table_takes_cached_rows_without_their_vectors_and_appends_privately(tmp_path, monkeypatch) -> None:
+    """A table filled from a partitions cache with rows searches them in the file's map (the vectors
+    it was given are never asked for); new rows go to the map's zero rows, then past them to private
+    memory, and neither the file nor an older version changes."""
+    from memforest.vector_table import VectorTable, slack_rows
+
+    monkeypatch.setattr("memforest.vector_table.PARTITION_ROWS", 32)
+    rng = np.random.default_rng(5)
+    vecs = rng.standard_normal((400, 16)).astype(np.float32)
+    keys = [f"k{i}" for i in range(400)]
+    saved_table = _table(keys, vecs)
+    path = tmp_path / "partitions.cache"
+    write_partitions(path, "3:1.0", {"facts": saved_table.saved_partitions(rows=True)})
+    written = path.read_bytes()
+    found = read_partitions(path, "3:1.0")
+    assert not isinstance(found, CacheMiss)
+    saved = found["facts"]
+    assert saved.vecs is not None and saved.vecs.shape == (400 + slack_rows(400), 16)
+
+    def unused():
+        raise AssertionError("the vectors were asked for although the cached rows serve")
+    order = rng.permutation(400)
+    table = VectorTable(16, exact_rows=40)
+    assert table.fill([keys[i] for i in order], unused, None, saved)
+    assert all(np.array_equal(table.vector(k), vecs[i]) for i, k in enumerate(keys))
+    for q in rng.standard_normal((10, 16)).astype(np.float32):
+        got = table.top(*table.candidate_scores(q, 60), 5)
+        assert [k for k, _ in got] == [k for k, _ in saved_table.top(*saved_table.candidate_scores(q, 60), 5)]
+    new = table.fork()
+    fresh = rng.standard_normal((3, 16)).astype(np.float32)
+    new.upsert(["n0", "n1", keys[0]], fresh)
+    assert np.array_equal(new.vectors(["n0", "n1", keys[0]]), fresh)
+    assert np.array_equal(table.vector(keys[0]), vecs[0]) and "n0" not in table
+    grown = new.fork()
+    more = rng.standard_normal((slack_rows(400) + 10, 16)).astype(np.float32)
+    grown.upsert([f"m{i}" for i in range(len(more))], more)  # past the zero rows: copied out of the map
+    assert np.array_equal(grown.vectors([f"m{i}" for i in range(len(more))]), more)
+    assert np.array_equal(grown.vectors(keys[1:]), vecs[1:]) and np.array_equal(grown.vector("n1"), fresh[1])
+    assert np.array_equal(new.vector(keys[0]), fresh[2]) and len(new) == 402
+    assert path.read_bytes() == written  # the file never changes
+
+
+def _fail(what: str):
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{what} although the cache serves this version")
+    return refuse
+
+
 def test_a_reopened_large_store_takes_its_cached_partitions(scripted_forest, tmp_path, monkeypatch) -> None:
-    """Past the exact bound (lowered here), a reopened store's tables take the partitions the closing
-    process cached; a damaged partitions cache is found by check and removed, then written again."""
+    """Past the exact bound (lowered here), a reopened store's tables take the partitions and rows the
+    closing process cached (no vector is read from the store or stacked for them); a damaged
+    partitions cache is found by check and removed, then written again."""
     monkeypatch.setattr("memforest.vector_table.EXACT_ROWS", 12)
+    monkeypatch.setattr("memforest.index.forest_index.ROOTS_EXACT_ROWS", 4)
     forest = scripted_forest(path=tmp_path / "store")
     forest.ingest_sessions("u", make_sessions(8, 4))
     before = _answers(forest)
     forest.close()
     parts_file = forest.user_dir("u") / "cache" / "partitions.cache"
     assert parts_file.is_file()
+    assert {a["name"] for a in _header(parts_file)["arrays"]} >= {"facts/vecs", "cells/vecs", "roots/vecs"}
 
-    def refuse(*args, **kwargs):
-        raise AssertionError("partitions were trained although the cache serves this version")
     with monkeypatch.context() as m:
-        m.setattr("memforest.vector_table.Partitions.build", refuse)
+        m.setattr("memforest.vector_table.Partitions.build", _fail("partitions were trained"))
+        m.setattr("memforest.store.load._fact_vectors", _fail("fact vectors were read from the store"))
+        m.setattr("memforest.index.forest_index._stack", _fail("cell or root vectors were gathered"))
+        m.setattr("memforest.store.load._fact_meta", _fail("fact row meta was computed"))
+        m.setattr("memforest.index.forest_index.cell_meta", _fail("cell row meta was computed"))
         reopened = scripted_forest(path=tmp_path / "store")
         snap = reopened.snapshot("u")
         assert snap.index.facts.partitions is not None and snap.index.facts is snap.state.fact_table
@@ -265,3 +320,68 @@ def test_a_reopened_large_store_takes_its_cached_partitions(scripted_forest, tmp
     assert not parts_file.exists()
     assert _answers(checked) == before
     assert parts_file.is_file()  # trained at the load after the check, and cached again
+
+
+PARTITIONS_DAMAGE = {
+    "truncated": DAMAGE["truncated"],
+    "zeroed": DAMAGE["zeroed"],
+    "one flipped byte": DAMAGE["one flipped byte"],
+    "older format": lambda p: _rewrite_header(p, format=partition_cache.FORMAT - 1),
+    "another store version": DAMAGE["another store version"],
+}
+
+
+def _other_rows(path, stamp: str, what: str) -> None:
+    """Rewrite the partitions cache, checksummed and stamped as before, with one fact's vector or row
+    meta changed."""
+    found = read_partitions(path, stamp)
+    assert not isinstance(found, CacheMiss)
+    tables = dict(found)
+    facts = tables["facts"]
+    vecs, meta = np.array(facts.vecs), np.array(facts.meta)
+    if what == "other vectors":
+        vecs[0] = -vecs[0]
+    else:
+        meta[0, 0] += 1.0
+    tables["facts"] = SavedPartitions(facts.centroids, facts.keys, facts.bounds, vecs, meta)
+    write_partitions(path, stamp, tables)
+
+
+OTHER_ROWS = {"other vectors": "vectors of facts are not the store's",
+              "other row meta": "row meta of facts is not the store's"}
+
+
+@pytest.mark.parametrize("damage", [*sorted(PARTITIONS_DAMAGE), *OTHER_ROWS])
+def test_a_damaged_partitions_cache_is_not_used_and_check_removes_it(scripted_forest, tmp_path, monkeypatch,
+                                                                     damage) -> None:
+    """A partitions cache that is truncated, zeroed, of an older format or of another version is not
+    used (the tables train their own partitions from the store's vectors); one whose vectors or row
+    meta are not the store's (a sound file of this version) is found by check. Either way check
+    removes it and the next load writes it again."""
+    monkeypatch.setattr("memforest.vector_table.EXACT_ROWS", 12)
+    forest = scripted_forest(path=tmp_path / "store")
+    forest.ingest_sessions("u", make_sessions(8, 4))
+    before = _answers(forest)
+    version = forest.snapshot("u").version
+    forest.close()
+    parts_file = forest.user_dir("u") / "cache" / "partitions.cache"
+    stamp = forest._caches_of("u", forest._open_db("u", False)).db.stamp(version)
+    if damage in OTHER_ROWS:
+        _other_rows(parts_file, stamp, damage)
+    else:
+        PARTITIONS_DAMAGE[damage](parts_file)
+        assert isinstance(read_partitions(parts_file, stamp), CacheMiss)
+        reopened = scripted_forest(path=tmp_path / "store")
+        assert _answers(reopened) == before  # from the store's vectors
+        reopened.close()
+        PARTITIONS_DAMAGE[damage](parts_file)  # (the load wrote a sound one)
+    checked = scripted_forest(path=tmp_path / "store")
+    report = checked.check("u")
+    assert report["ok"] and report["caches_rebuilt"]
+    assert any("partitions cache" in c for c in report["cache"]), report["cache"]
+    if damage in OTHER_ROWS:
+        assert any(OTHER_ROWS[damage] in c for c in report["cache"]), report["cache"]
+    assert not parts_file.exists()
+    assert _answers(checked) == before
+    assert not isinstance(read_partitions(parts_file, stamp), CacheMiss)
+    assert checked.check("u")["cache"] == []

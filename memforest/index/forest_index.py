@@ -60,11 +60,12 @@ class ForestIndex:
         idx.version = state.version
         return idx
 
-    def saved_partitions(self) -> dict[str, SavedPartitions]:
-        """The partitions of the tables that have them, by key (for a cache)."""
+    def saved_partitions(self, rows: bool = False) -> dict[str, SavedPartitions]:
+        """The partitions of the tables that have them, by key (for a cache); with `rows`, their
+        vectors too (`VectorTable.saved_partitions`)."""
         out = {}
         for name in self.TABLES:
-            parts = getattr(self, name).saved_partitions()
+            parts = getattr(self, name).saved_partitions(rows)
             if parts is not None:
                 out[name] = parts
         return out
@@ -83,10 +84,13 @@ class ForestIndex:
                 cell_key[node_uid(i.rowid, nid)] = (t, nid, item)
                 cell_vecs.append(vec)
         root_tree = {info.rowid: info.tree_id for info in state.trees.values() if info.has_root}
-        self.cells.fill(list(cell_key), _stack(cell_vecs, self.dim),
-                        cell_meta(state, [c for _, _, c in cell_key.values()]), saved.get("cells"))
-        self.roots.fill(list(root_tree), _stack([_root_vec(state, t, bulk) for t in root_tree.values()],
-                                                self.dim), None, saved.get("roots"))
+        # vectors and meta are gathered only when a table cannot take its saved rows
+        self.cells.fill(list(cell_key), lambda: _stack(cell_vecs, self.dim),
+                        lambda: cell_meta(state, [c for _, _, c in cell_key.values()]), saved.get("cells"))
+
+        def root_vecs() -> np.ndarray:
+            return _stack([_root_vec(state, t, bulk) for t in root_tree.values()], self.dim)
+        self.roots.fill(list(root_tree), root_vecs, None, saved.get("roots"))
         if state.fact_table is None:
             state.fact_table = VectorTable(self.dim)
         self.facts = state.fact_table

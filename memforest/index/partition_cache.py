@@ -1,11 +1,15 @@
-"""The partitions of a committed version's large vector tables, cached beside the database.
+"""The partitions and rows of a committed version's large vector tables, cached beside the database.
 
 Past its exact bound a vector table is partitioned by k-means (`memforest.partitions`), which on a
 large memory is the largest single cost of loading it. The cache holds each partitioned table's
-centroids and its partitions' keys (integer keys as an array, string keys as one text), so a loaded
-version takes the partitions of the process that wrote them instead of training new ones. It is
-read only for the store version it was written for and after its checksums match; a table takes the
-partitions only when their keys are exactly its own (`VectorTable.fill`), else it trains its own."""
+centroids, its partitions' keys (integer keys as an array, string keys as one text), and their
+vectors (followed by zero rows to append to: `vector_table.slack_rows`) and row meta in that
+order. A loaded version takes the partitions of the process that wrote them instead of training
+new ones, and its tables search the cache's memory map (copy-on-write) instead of reading every
+vector from the store into memory. It is read only for the store version it was written for and
+after its checksums match; a table takes the partitions only when their keys are exactly its own
+(`VectorTable.fill`), else it trains its own. `memforest check` compares the cached rows with the
+store's."""
 
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from memforest.cache_file import CacheMiss, pack_strings, read_arrays, unpack_st
 from memforest.vector_table import SavedPartitions
 
 KIND = "partitions"
-FORMAT = 2  # 2: one fact table, keyed by fact id
+FORMAT = 3  # 2: one fact table, keyed by fact id; 3: the rows' vectors and meta
 FILE_NAME = "partitions.cache"
 
 
@@ -33,12 +37,17 @@ def write_partitions(path: Path, stamp: str, tables: Mapping[str, SavedPartition
         else:
             packed = pack_strings([str(k) for k in saved.keys])
             arrays[f"{name}/str_keys"], arrays[f"{name}/str_ends"] = packed["blob"], packed["ends"]
+        if saved.vecs is not None:
+            arrays[f"{name}/vecs"] = np.asarray(saved.vecs, np.float32)
+        if saved.meta is not None:
+            arrays[f"{name}/meta"] = np.asarray(saved.meta, np.float64)
     return write_arrays(path, KIND, FORMAT, stamp, arrays)
 
 
 def read_partitions(path: Path, stamp: str) -> dict[str, SavedPartitions] | CacheMiss:
-    """The cached partitions by table name for committed version `stamp`, or why there are none."""
-    found = read_arrays(path, KIND, FORMAT, stamp)
+    """The cached partitions by table name for committed version `stamp`, or why there are none; their
+    vectors are copy-on-write views of the file's memory map."""
+    found = read_arrays(path, KIND, FORMAT, stamp, writable=True)
     if isinstance(found, CacheMiss):
         return found
     out = {}
@@ -53,7 +62,12 @@ def read_partitions(path: Path, stamp: str) -> dict[str, SavedPartitions] | Cach
             if (len(bounds) != len(centroids) + 1 or int(bounds[0]) != 0 or int(bounds[-1]) != len(keys)
                     or bool((np.diff(bounds) < 0).any())):
                 return CacheMiss(f"{path.name}: the partitions of {name} do not fit their keys")
-            out[name] = SavedPartitions(centroids, keys, bounds)
+            vecs, meta = found.get(f"{name}/vecs"), found.get(f"{name}/meta")
+            if ((vecs is not None and (vecs.ndim != 2 or len(vecs) <= len(keys)
+                                       or vecs.shape[1] != centroids.shape[1]))
+                    or (meta is not None and meta.shape != (len(keys), 2))):
+                return CacheMiss(f"{path.name}: the rows of {name} do not fit their keys")
+            out[name] = SavedPartitions(centroids, keys, bounds, vecs, meta)
     except (KeyError, ValueError, UnicodeDecodeError) as e:
         return CacheMiss(f"{path.name}: inconsistent arrays ({type(e).__name__}: {e})")
     return out

@@ -86,22 +86,23 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
             occ[fid] = []
         for row in ordered:
             occ[row[0]].append(Occurrence(*row[1:]))
+    tables = saved(st.version) if saved is not None else None
+    saved_facts = tables.get("facts") if tables else None
+    mapped = saved_facts is not None and saved_facts.vecs is not None  # the table takes the cache's rows
     facts: dict[str, Fact] = {}
     blobs: list[bytes] = []
-    width = 4 * st.dim
     lists = _Lists()
-    for row in con.execute("SELECT * FROM facts"):
-        (fid, text, norm, origin, role, parts, ents, topics, time_text, es, ee, attr, domain, coll, emb) = row
+    for row in con.execute(f"SELECT {_FACT_COLUMNS}{'' if mapped else ', embedding'} FROM facts"):
+        (fid, text, norm, origin, role, parts, ents, topics, time_text, es, ee, attr, domain, coll) = row[:14]
         facts[fid] = Fact(fid, text, norm, same(origin, origin), same(role, role), lists(parts), lists(ents),
                           lists(topics), time_text, es, ee, same(attr, attr), same(domain, domain),
                           same(coll, coll), occ.get(fid, []))
-        if len(emb) != width:
-            raise VectorWidthError(f"the vector of fact {fid!r} has {len(emb)} bytes, not {st.dim}-d")
-        blobs.append(emb)
+        if not mapped:
+            blobs.append(row[14])
     del pool
-    tables = saved(st.version) if saved is not None else None
-    st.fill_facts(list(facts), np.frombuffer(b"".join(blobs), np.float32).reshape(len(blobs), st.dim),
-                  tables.get("facts") if tables else None, _fact_meta(con, facts))
+    ids = list(facts)
+    st.fill_facts(ids, (lambda: _fact_vectors(con, ids, st.dim)) if mapped else _vectors(blobs, ids, st.dim),
+                  saved_facts, lambda: _fact_meta(con, facts))
     del blobs
     fact_vecs = st.fact_vecs
     if lazy is not None:
@@ -127,6 +128,26 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     st.trees, st.entities, st.scenes = trees, entities, scenes
     st.pending_cells = {row[0] for row in con.execute("SELECT cell_id FROM pending_cells")}
     return st
+
+
+_FACT_COLUMNS = ("fact_id, text, norm, origin, role, participants, entities, topics, time_text, event_start, "
+                 "event_end, attribute, domain, collection")
+
+
+def _vectors(blobs: list[bytes], ids: list[str], dim: int) -> np.ndarray:
+    """The fact vectors of `blobs` (one per fact of `ids`); one of another width is a VectorWidthError."""
+    width = 4 * dim
+    for fid, blob in zip(ids, blobs):
+        if len(blob) != width:
+            raise VectorWidthError(f"the vector of fact {fid!r} has {len(blob)} bytes, not {dim}-d")
+    return np.frombuffer(b"".join(blobs), np.float32).reshape(len(blobs), dim)
+
+
+def _fact_vectors(con: sqlite3.Connection, ids: list[str], dim: int) -> np.ndarray:
+    """The vectors of the facts `ids`, in that order, read from the store (when the cached rows
+    could not be taken)."""
+    by_id = dict(con.execute("SELECT fact_id, embedding FROM facts").fetchall())
+    return _vectors([by_id[f] for f in ids], ids, dim)
 
 
 def _fact_meta(con: sqlite3.Connection, facts: dict[str, Fact]) -> np.ndarray:
