@@ -152,15 +152,20 @@ class LexicalScores:
         """The k best (document, score) pairs, best first, ties by document id."""
         if k <= 0:
             return []
-        # the global k-th best is at least each segment's own k-th best: keep what reaches the highest
-        floor = max((float(np.partition(a, len(a) - k)[len(a) - k]) for a in self._acc.values()
-                     if len(a) > k),
+        # the global k-th best is at least each segment's own k-th best: keep what reaches the highest.
+        # Scores are positive where a document shares a term, so a segment's k-th best is the k-th
+        # best of its scored documents (0 when fewer than k of them are).
+        scored = {seq: (hit, arr[hit]) for seq, arr in self._acc.items() if len(hit := np.flatnonzero(arr))}
+        floor = max((float(np.partition(vals, len(vals) - k)[len(vals) - k]) if len(vals) >= k else 0.0
+                     for seq, (_, vals) in scored.items() if len(self._acc[seq]) > k),
                     default=0.0)
         pairs: list[tuple[str, float]] = []
-        for seq, arr in self._acc.items():
-            hit = np.flatnonzero(arr >= floor if floor > 0.0 else arr > 0.0)
+        for seq, (hit, vals) in scored.items():
+            if floor > 0.0:
+                keep = vals >= floor
+                hit, vals = hit[keep], vals[keep]
             docs = self._index.segment(seq).docs
-            pairs.extend((docs[i], v) for i, v in zip(hit.tolist(), arr[hit].tolist()))
+            pairs.extend((docs[i], v) for i, v in zip(hit.tolist(), vals.tolist()))
         pairs.sort(key=lambda p: (-p[1], p[0]))
         return pairs[:k]
 
@@ -313,7 +318,11 @@ class VersionedLexical:
             for seq, pos, tf, length in parts:
                 at = found.setdefault(seq, ([], []))
                 at[0].append(pos)
-                at[1].append((idf * (K1 + 1.0)) * tf / (tf + base + scale * length))
+                # (idf * (K1 + 1)) * tf / (tf + base + scale * length), in two arrays instead of five
+                weight, norm = np.multiply(length, scale), np.add(tf, base)
+                norm += weight
+                np.multiply(tf, idf * (K1 + 1.0), out=weight)
+                at[1].append(np.divide(weight, norm, out=weight))
         acc: dict[int, np.ndarray] = {}
         for seq, (positions, weights) in found.items():
             pos, w = ((positions[0], weights[0]) if len(positions) == 1
