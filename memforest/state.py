@@ -428,6 +428,7 @@ class UserState:
 
     def derive(self) -> None:
         """Rebuild the derived maps from the trees and facts (after a load or a merge)."""
+        norms = {f.norm: fid for fid, f in self.facts.items()}  # (a plain dict's items, after a load)
         for name in self._MAPS:  # a plain dict (as a load makes them) is nobody else's: taken as it is
             m = getattr(self, name)
             if not isinstance(m, LazyNodeMap):
@@ -443,7 +444,7 @@ class UserState:
                     trees = held.get(item, frozenset()) | {tid}
                     held[item] = pool.setdefault(trees, trees)
         self.placements = CowMap.over(held)
-        self.norms = CowMap((f.norm, fid) for fid, f in self.facts.items())
+        self.norms = CowMap.over(norms)
         if self.fact_table is None:
             self.fact_table = VectorTable(self.dim)
         self.scene_tables = {}

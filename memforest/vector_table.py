@@ -227,12 +227,14 @@ class VectorTable:
         partition), as filling, then compacting, lays them out. False, with nothing changed, when
         the keys differ."""
         n = len(keys)
-        position = {k: i for i, k in enumerate(keys)}
+        position = dict(zip(keys, range(n)))
         if len(position) != n or len(saved.keys) != n:
             return False
-        order = [position.get(k, -1) for k in saved.keys]
+        order = list(map(position.get, saved.keys))
+        if None in order:
+            return False
         at = np.asarray(order, np.int64)
-        if n and (at.min() < 0 or len(np.unique(at)) != n):
+        if n and int(np.bincount(at, minlength=n).max()) != 1:  # each key once
             return False
         mapped = saved.vecs
         if (mapped is not None and mapped.ndim == 2 and mapped.shape[1] == self.dim and len(mapped) > n
@@ -246,7 +248,7 @@ class VectorTable:
             rows.meta[:n] = saved.meta
         elif meta is not None:
             rows.meta[:n] = np.broadcast_to(_given(meta), (n, 2))[at]
-        rows.keys = [keys[i] for i in order]  # the caller's key objects, not the saved copies
+        rows.keys = list(map(keys.__getitem__, at.tolist()))  # the caller's key objects, not the saved copies
         self._rows, self._n, self._own_tail, self._own_from = rows, n, True, 0
         self._live = np.zeros(capacity, bool)
         self._live[:n] = True

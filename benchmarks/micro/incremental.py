@@ -19,7 +19,9 @@ it (a base store is opened, queried and closed once after it is built; `memfores
 first query maps the lexical index instead of building it and the open takes what it needs of the
 trees it does not read (`MemForestConfig.lazy_trees`; `--eager-trees` reads them all, as before) from
 the tree rows cache. Memory is the resident set's growth over the open and the first query, per stored
-session (`rss_bytes_per_session`; once the background work is done: `settled_rss_bytes_per_session`);
+session (`rss_bytes_per_session`; of it, pages mapped from files, such as the cache files' pages a
+query read, which the kernel shares with the page cache and may drop: `rss_file_bytes_per_session`;
+once the background work is done: `settled_rss_bytes_per_session`);
 `--trace-memory` adds the tracemalloc peak of the open (`peak_bytes_per_session`; tracing slows the
 open several times, so the open is then not timed apart from it). Partitioned search is compared
 with exact search (`search`). `refreshed_nodes` counts the tree nodes each write refreshed (leaves
@@ -152,11 +154,19 @@ def base_store(root: Path, size: int, turns: int, seed: int, batch: int, extract
 
 def resident_bytes() -> int:
     """The process's resident set size (Linux `/proc/self/statm`; 0 where there is none)."""
+    return resident_parts()[0]
+
+
+def resident_parts() -> tuple[int, int]:
+    """The process's resident set size and the part of it that maps files (the page cache's pages of
+    the cache files and libraries it reads; `/proc/self/statm`, (0, 0) where there is none)."""
     try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        fields = Path("/proc/self/statm").read_text().split()
+        pages, shared = int(fields[1]), int(fields[2])
     except (OSError, IndexError, ValueError):
-        return 0
-    return pages * os.sysconf("SC_PAGE_SIZE")
+        return 0, 0
+    size = os.sysconf("SC_PAGE_SIZE")
+    return pages * size, shared * size
 
 
 def search_overlap(forest: MemForest, snap: Any, samples: int = 50, seed: int = 0) -> dict[str, Any]:
@@ -219,7 +229,7 @@ class Measured:
         self.forest = _forest(self.work, self.models, extractor, huge_pages, lazy_trees)
         _ = self.forest.embedder  # built before the open is timed
         gc.collect()
-        rss = resident_bytes()
+        rss, rss_file = resident_parts()
         if trace_memory:
             tracemalloc.start()
         t, cpu = time.perf_counter(), time.process_time()
@@ -232,7 +242,7 @@ class Measured:
         t, cpu = time.perf_counter(), time.process_time()  # once per loaded store: reads the caches
         self.forest.query(USER, self.QUESTION, answer=False)
         first_query_s, first_query_cpu_s = time.perf_counter() - t, time.process_time() - cpu
-        grown = resident_bytes() - rss
+        grown, grown_file = (now - before for now, before in zip(resident_parts(), (rss, rss_file)))
         t = time.perf_counter()  # operations are timed once the load's background work is done
         self.forest.wait_settled()
         settle_s = time.perf_counter() - t
@@ -243,6 +253,7 @@ class Measured:
             "load_cpu_s": round(load_cpu_s, 3), "first_query_s": round(first_query_s, 3),
             "first_query_cpu_s": round(first_query_cpu_s, 3), "settle_s": round(settle_s, 3),
             "rss_bytes_per_session": round(grown / max(1, stored)),
+            "rss_file_bytes_per_session": round(grown_file / max(1, stored)),
             "settled_rss_bytes_per_session": round(settled / max(1, stored))}
         if trace_memory:
             self.row["peak_bytes_per_session"] = round(peak / max(1, stored))
@@ -329,7 +340,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               + ", ".join(f"{op} {row[op]['mean_s'] * 1000:.1f} ms (wall {row[op]['wall_mean_s'] * 1000:.1f})"
                           for op in ("ingest", "delete", "correct", "query"))
               + f", {row['rss_bytes_per_session'] / 1024:.1f} KiB/session resident "
-              f"({row['settled_rss_bytes_per_session'] / 1024:.1f} settled); once per process: "
+              f"(of which {row['rss_file_bytes_per_session'] / 1024:.1f} mapped from files; "
+              f"{row['settled_rss_bytes_per_session'] / 1024:.1f} settled); once per process: "
               f"open {row['load_s']:.2f} s (CPU {row['load_cpu_s']:.2f}), first query "
               f"{row['first_query_s']:.2f} s (CPU {row['first_query_cpu_s']:.2f}), settled "
               f"{row['settle_s']:.2f} s later", flush=True)

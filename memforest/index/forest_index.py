@@ -97,8 +97,8 @@ class ForestIndex:
         if facts_meta:
             facts = list(state.facts)
             self.facts.set_meta(facts, fact_meta(state, facts))
-        self.cell_key, self.root_tree = CowMap(cell_key), CowMap(root_tree)
-        self.cell_uid = CowMap((c, u) for u, (_, _, c) in cell_key.items())
+        self.cell_key, self.root_tree = CowMap.over(cell_key), CowMap.over(root_tree)  # (built here alone)
+        self.cell_uid = CowMap.over({c: u for u, (_, _, c) in cell_key.items()})
 
     def fork(self) -> ForestIndex:
         """The next version, whose fact index is the next state's fact table (`apply` takes it);

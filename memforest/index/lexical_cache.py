@@ -66,9 +66,11 @@ def _check_shapes(seg: Segment, n_terms: int) -> None:
 
 
 def _same_documents(docs: list[str], state: UserState) -> bool:
+    """Whether `docs` are the state's cells and facts, each once."""
     cells, facts = state.cells, state.facts
-    return len(docs) == len(cells) + len(facts) and len(set(docs)) == len(docs) and all(
-        d in cells or d in facts for d in docs)
+    held = set(cells)
+    held.update(facts)
+    return len(docs) == len(cells) + len(facts) == len(held) and held == set(docs)
 
 
 def documents(state: UserState) -> list[tuple[str, str]]:

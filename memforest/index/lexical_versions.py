@@ -4,7 +4,7 @@ each live document and a live mask per segment, so a new version costs O(documen
 
 A segment keeps its postings as arrays (document positions and term counts), so a query costs a few
 array operations per (term, segment), not a Python step per posting. A version maps each live
-document to its place, the segment and the position in it as one integer (`_place`), so the scores
+document to its place, the segment and the position in it as one integer (`Segment.places`), so the scores
 of given documents are read with array operations too."""
 
 from __future__ import annotations
@@ -22,11 +22,6 @@ from memforest.index.lexical import K1, B, terms
 _SEQ = itertools.count(1)
 _POS_BITS = 32
 _POS_MASK = (1 << _POS_BITS) - 1
-
-
-def _place(seq: int, pos: int) -> int:
-    """A live document's place: its segment's sequence number and its position in that segment."""
-    return (seq << _POS_BITS) | pos
 
 
 class Vocabulary:
@@ -107,9 +102,11 @@ class Segment:
             return None
         return int(self.offsets[i]), int(self.offsets[i + 1])
 
-    def places(self) -> Iterable[tuple[str, int]]:
-        """(document, place) of every document of this segment."""
-        return ((d, _place(self.seq, i)) for i, d in enumerate(self.docs))
+    def places(self) -> dict[str, int]:
+        """document -> place of every document of this segment: the segment's sequence number in the
+        high bits, the document's position in it in the low `_POS_BITS`."""
+        places = np.arange(len(self.docs), dtype=np.int64) | (self.seq << _POS_BITS)
+        return dict(zip(self.docs, places.tolist()))
 
     def triples(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(term id, position, count) of every posting."""
@@ -180,7 +177,7 @@ class VersionedLexical:
         self.vocab = Vocabulary()
         seg = Segment.of(docs, self.vocab)
         self.segments: list[Segment] = [seg] if len(seg) else []
-        self.live: CowMap[str, int] = CowMap(seg.places())  # document -> its place (`_place`)
+        self.live: CowMap[str, int] = CowMap.over(seg.places())  # document -> its place (`Segment.places`)
         self.masks: dict[int, np.ndarray] = {seg.seq: np.ones(len(seg), bool)} if len(seg) else {}
         self._own: set[int] = set(self.masks)
         self.dead: dict[int, int] = dict.fromkeys(self.masks, 0)  # removed documents per segment
@@ -198,7 +195,7 @@ class VersionedLexical:
         """The index of exactly the documents of `seg`, whose term ids are `vocab`'s."""
         out = cls.__new__(cls)
         out.vocab, out.segments = vocab, [seg] if len(seg) else []
-        out.live = CowMap(seg.places())
+        out.live = CowMap.over(seg.places())
         out.masks = {seg.seq: np.ones(len(seg), bool)} if len(seg) else {}
         out._own, out.dead = set(out.masks), dict.fromkeys(out.masks, 0)
         out._by_seq = {s.seq: s for s in out.segments}
