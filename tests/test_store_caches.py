@@ -281,8 +281,12 @@ def test_a_table_takes_cached_rows_without_their_vectors_and_appends_privately(t
     assert np.array_equal(new.vector(keys[0]), fresh[2]) and len(new) == 402
     assert path.read_bytes() == written  # the file never changes
     asked = []
+
+    def given():
+        asked.append(1)
+        return vecs
     other = VectorTable(16, exact_rows=40)  # rows of other keys: the table's own vectors, asked for once
-    assert not other.fill(keys[:-1] + ["other"], lambda: asked.append(1) or vecs, None, saved)
+    assert not other.fill(keys[:-1] + ["other"], given, None, saved)
     assert asked == [1] and np.array_equal(other.vector("other"), vecs[-1]) and other.partitions is not None
 
 
