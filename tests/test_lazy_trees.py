@@ -121,6 +121,28 @@ def test_an_old_version_reads_its_own_trees_after_this_process_writes(tmp_path: 
         assert forest.check("u")["ok"]
 
 
+def test_a_long_lived_memory_lets_the_write_ahead_log_restart(tmp_path: Path, monkeypatch) -> None:
+    """The source's snapshot is begun on the database file alone every few commits, so the log is
+    restarted instead of growing with every commit; the oldest version still reads its own trees."""
+    monkeypatch.setattr("memforest.store.tree_source.RELEASE_LOG_EVERY", 3)
+    root, copy = _built_and_copied(tmp_path)
+    wal = root / "users" / "u" / "memory.sqlite-wal"
+    with _forest(root) as forest:
+        old = forest.snapshot("u")
+        more = make_sessions(30, 2, start_day=20)[6:]
+        forest.ingest_sessions("u", more[:3])
+        forest.delete_session("u", more[0]["session_id"])
+        forest.ingest_sessions("u", [more[0]])
+        after_three = wal.stat().st_size
+        for session in more[3:]:
+            forest.ingest_sessions("u", [session])
+        assert wal.stat().st_size < 3 * after_three  # 21 more commits: the log was restarted
+        assert forest.snapshot("u").state.tree_source is old.state.tree_source
+        with _forest(copy, lazy=False) as eager:
+            assert fingerprint(old) == fingerprint(eager.snapshot("u"))
+        assert forest.check("u")["ok"]
+
+
 def test_an_old_version_keeps_its_snapshot_when_another_process_writes(tmp_path: Path) -> None:
     root, copy = _built_and_copied(tmp_path)
     with _forest(root) as reader:

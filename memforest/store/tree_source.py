@@ -15,7 +15,13 @@ reads in, before it is written, every tree it changes or drops, the text of ever
 it replaces or deletes and the members of every label it changes (`read_for_commit`): what is still
 unread is what no commit of this process changed, and its rows are the same in both versions. After
 another process's commit the source stays where it is (a reader reloads the new version into a new
-source); when no version uses it any more its connection is closed."""
+source); when no version uses it any more its connection is closed.
+
+Moving is not enough for the log to be restarted: a snapshot begun before the log was checkpointed
+reads frames of it, and the source always holds one begun right after a commit, so the log would
+grow with every commit of a long-lived process (a 10^4-session store ingesting batches grew a 5 GB
+log). Every `RELEASE_LOG_EVERY` moves the source checkpoints what is committed from its idle
+connection and begins again there, on the database file alone, so the next commit restarts the log."""
 
 from __future__ import annotations
 
@@ -35,6 +41,8 @@ from memforest.store.connection import open_reader, rollback
 from memforest.trees.memtree import MemTree
 from memforest.trees.node import Node
 from memforest.types import Turn
+
+RELEASE_LOG_EVERY = 16  # commits of this process between checkpoints that let the log restart
 
 
 def vec_of(b: bytes) -> np.ndarray:
@@ -82,6 +90,7 @@ class StoreTreeSource:
         self._read: set[str] = set()
         self._warm_order: list[tuple[int, str]] = []  # (leaves, tree id) of entity and scene trees
         self.waiting = Waiting()  # operations reading a tree (a read ahead gives way to them)
+        self._moves = 0  # moves since the log was last released (`advance`)
         self._cons = [con]  # closed with the source at the latest (`weakref.finalize`)
         weakref.finalize(self, _close, self._cons)
 
@@ -247,26 +256,48 @@ class StoreTreeSource:
         """Move to `version`, which this process has just committed on top of the source's (every
         tree and text the commits changed read in before: `read_for_commit`), unless another process
         has committed since. The read transaction is begun on a second connection kept for it, and
-        the old one ends and is kept in turn."""
+        the old one ends and is kept in turn; every `RELEASE_LOG_EVERY` moves, the log is then
+        checkpointed and the snapshot begun again (see the module's notes)."""
         with self.lock:
-            if self._con is None:
+            if not self._move(version):
                 return
-            con = self._spare
-            try:
-                if con is None:
-                    con = self._spare = open_reader(self.path, shared=True)
-                    self._cons.append(con)
-                con.execute("BEGIN")
-                (found,) = con.execute("SELECT value FROM meta WHERE key='version'").fetchone()
-            except (sqlite3.Error, StoreError):
-                if con is not None:
-                    rollback(con)
-                return  # stays on the snapshot it holds
-            if int(found) != version:
+            self._moves += 1
+            if self._moves < RELEASE_LOG_EVERY:
+                return
+            self._moves = 0
+            idle = self._spare
+        try:  # outside the lock: reads go on meanwhile, on the snapshot just begun
+            if idle is not None:
+                idle.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error:
+            return
+        with self.lock:
+            if self.version == version:
+                self._move(version)  # begun after the checkpoint: on the database file alone
+
+    def _move(self, version: int) -> bool:
+        """Begin a read transaction of `version` on the spare connection and end the current one;
+        whether it did (the source stays on its snapshot when it is closed or the store is at
+        another version). Called with the lock held."""
+        if self._con is None:
+            return False
+        con = self._spare
+        try:
+            if con is None:
+                con = self._spare = open_reader(self.path, shared=True)
+                self._cons.append(con)
+            con.execute("BEGIN")
+            (found,) = con.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+        except (sqlite3.Error, StoreError):
+            if con is not None:
                 rollback(con)
-                return
-            rollback(self._con)
-            self._con, self._spare, self.version = con, self._con, version
+            return False
+        if int(found) != version:
+            rollback(con)
+            return False
+        rollback(self._con)
+        self._con, self._spare, self.version = con, self._con, version
+        return True
 
 
 def _close(cons: list[sqlite3.Connection]) -> None:
