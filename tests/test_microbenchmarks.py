@@ -113,3 +113,15 @@ def test_incremental_suite_smoke(tmp_path) -> None:
     lo, hi = out["rows"]
     assert out["ratios"]["ingest_refreshed_nodes"] == pytest.approx(
         hi["ingest"]["refreshed_nodes"] / lo["ingest"]["refreshed_nodes"], abs=0.01)
+
+
+def test_a_base_store_built_across_reopens_holds_the_stream(tmp_path, monkeypatch) -> None:
+    """A build that reopens its store every few sessions holds exactly the sessions of the stream."""
+    from benchmarks.micro import incremental
+
+    monkeypatch.setattr(incremental, "REOPEN_EVERY", 3)
+    path = incremental.base_store(tmp_path, 7, 4, 0, 2)
+    assert (path / "done").read_text() == "7"
+    with incremental._forest(path) as forest:
+        held = sorted(forest.snapshot(incremental.USER).state.sessions)
+    assert held == sorted(s["session_id"] for s in incremental.longmemeval_sessions(7, 0, 4, 0))

@@ -132,16 +132,22 @@ def _forest(path: Path, clock: ModelClock | None = None, extractor: str = "profi
                      embedder=_TimedEmbedder(cfg.embedder.dim, clock))
 
 
+REOPEN_EVERY = 10_000  # sessions a base-store build ingests before it closes and reopens the store
+
+
 def base_store(root: Path, size: int, turns: int, seed: int, batch: int, extractor: str = "profile") -> Path:
     """A store holding `size` sessions (built in batches of `batch` sessions per call), cached; an
-    interrupted build goes on from the sessions it committed."""
+    interrupted build goes on from the sessions it committed. The build reopens the store every
+    `REOPEN_EVERY` sessions, so the trees its writes read do not all stay resident (a 10^5 build)."""
     path = root / f"{EXTRACTORS[extractor][0]}_n{size}_t{turns}_s{seed}"
-    if not (path / "done").exists():
+    while not (path / "done").exists():
         with _forest(path, extractor=extractor) as forest:
             start = len(forest.snapshot(USER).state.sessions) if USER in forest.users() else 0
-            for lo in range(start, size, batch):
-                forest.ingest_sessions(USER, longmemeval_sessions(min(batch, size - lo), lo, turns, seed))
-        (path / "done").write_text(str(size))
+            stop = min(size, start + REOPEN_EVERY)
+            for lo in range(start, stop, batch):
+                forest.ingest_sessions(USER, longmemeval_sessions(min(batch, stop - lo), lo, turns, seed))
+        if stop >= size:
+            (path / "done").write_text(str(size))
     caches = cache_dir(path / "users" / USER / "memory.sqlite")
     marker = path / "cache_formats"  # the cache formats the caches were last written in
     if (not all((caches / name).exists() for name in (LEXICAL_CACHE, TREE_ROWS_CACHE, PARTITIONS_CACHE))
