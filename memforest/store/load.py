@@ -61,7 +61,9 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     that takes `con` and keeps its read transaction open (the caller then must not close it); what
     the indexes need of them comes from `cached_rows(version, dim)` when that agrees with the tree rows,
     else from one pass over the nodes. The fact table takes the partitions `saved(version)` holds for
-    it (`facts`), when they hold exactly its keys. A fact vector of another width is a VectorWidthError."""
+    it (`facts`), when they hold exactly its keys, and then their rows when they carry them: the facts'
+    vectors and row meta are then not read from the store. A fact vector of another width read from
+    the store is a VectorWidthError."""
     meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
     st = UserState(user, version=int(meta["version"]), embedder=meta["embedder"], dim=int(meta["dim"]),
                    next_tree_rowid=int(meta["next_tree_rowid"]),
