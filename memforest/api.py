@@ -122,9 +122,13 @@ class MemForest:
                                 redact(str(e)))
         with self._lock:
             held, self._held = [con for con, _ in self._held.values()], {}
+            released, self._snapshots = list(self._snapshots.values()), {}
         for con in held:
             with suppress(sqlite3.Error):
                 con.close()
+        for snap in released:  # their read transactions would hold the log (and their state) on
+            if snap.state.tree_source is not None:
+                snap.state.tree_source.close()
         if self._scheduler is not None:
             self._scheduler.close()
         if self._llm is not None and self._owns["llm"]:

@@ -143,6 +143,29 @@ def test_a_long_lived_memory_lets_the_write_ahead_log_restart(tmp_path: Path, mo
         assert forest.check("u")["ok"]
 
 
+def test_a_closed_memory_holds_no_snapshot_of_the_store(tmp_path: Path) -> None:
+    """Closing a memory ends its source's read transaction even while the memory object and a version
+    it served are still referenced: the log can be checkpointed to nothing, and what was unread can
+    no longer be read (a one-line StoreError)."""
+    root = _built(tmp_path)
+    forest = _forest(root)
+    old = forest.snapshot("u")
+    forest.ingest_sessions("u", make_sessions(8, 4, start_day=20)[6:7])
+    forest.close()
+    con = sqlite3.connect(root / "users" / "u" / "memory.sqlite")
+    try:
+        busy, _, _ = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    finally:
+        con.close()
+    wal = root / "users" / "u" / "memory.sqlite-wal"
+    assert busy == 0 and (not wal.exists() or wal.stat().st_size == 0)
+    unread = [info for info in old.state.trees.values() if not info.is_read]
+    assert unread
+    with pytest.raises(StoreError, match="can no longer be read"):
+        _ = unread[0].tree
+    assert forest.snapshot("u").version == old.version + 1  # a closed memory opens the store again
+
+
 def test_an_old_version_keeps_its_snapshot_when_another_process_writes(tmp_path: Path) -> None:
     root, copy = _built_and_copied(tmp_path)
     with _forest(root) as reader:

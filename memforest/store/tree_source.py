@@ -275,6 +275,15 @@ class StoreTreeSource:
             if self.version == version:
                 self._move(version)  # begun after the checkpoint: on the database file alone
 
+    def close(self) -> None:
+        """End the read transactions and close the connections (the memory that opened the source is
+        closed): what is still unread can no longer be read, and the log is no longer held."""
+        with self.lock:
+            self._con = self._spare = None
+            self._infos = {}
+            _close(self._cons)
+            self._cons.clear()
+
     def _move(self, version: int) -> bool:
         """Begin a read transaction of `version` on the spare connection and end the current one;
         whether it did (the source stays on its snapshot when it is closed or the store is at
