@@ -198,34 +198,26 @@ def rows_difference(tables: dict[str, SavedPartitions], state: UserState) -> str
     from the store's: keys, vectors or row meta (None: they hold the store's)."""
     truth = bulk_of_state(state)
     rowid = {tid: info.rowid for tid, info in state.trees.items()}
-
-    def facts(keys: list[Any]) -> tuple[dict[Any, np.ndarray], np.ndarray]:
-        return dict(state.fact_vecs.items()), fact_meta(state, keys)
-
-    def cells(keys: list[Any]) -> tuple[dict[Any, np.ndarray], np.ndarray]:
-        leaves = {node_uid(rowid[t], nid): (cell, vec) for t, rows in truth.cell_leaves.items()
-                  for nid, cell, vec in rows}
-        held = [leaves[k][0] for k in keys if k in leaves]
-        return {k: vec for k, (_, vec) in leaves.items()}, cell_meta(state, held)
-
-    def roots(keys: list[Any]) -> tuple[dict[Any, np.ndarray], np.ndarray]:
-        return {rowid[t]: vec for t, vec in truth.roots.items()}, np.zeros((len(keys), 2))
-    store: dict[str, Callable[[list[Any]], tuple[dict[Any, np.ndarray], np.ndarray]]] = {
-        "facts": facts, "cells": cells, "roots": roots}
+    leaves = {node_uid(rowid[t], nid): (cell, vec) for t, rows in truth.cell_leaves.items()
+              for nid, cell, vec in rows}
+    # per table: the store's vector of each key, and the row meta of given keys (all held)
+    store: dict[str, tuple[dict[Any, np.ndarray], Callable[[list[Any]], np.ndarray]]] = {
+        "facts": (dict(state.fact_vecs.items()), lambda keys: fact_meta(state, keys)),
+        "cells": ({uid: vec for uid, (_, vec) in leaves.items()},
+                  lambda keys: cell_meta(state, [leaves[k][0] for k in keys])),
+        "roots": ({rowid[t]: vec for t, vec in truth.roots.items()}, lambda keys: np.zeros((len(keys), 2)))}
     for name, saved in sorted(tables.items()):
         if saved.vecs is None:
             continue
         if name not in store:
             return f"holds a table the store has not ({name})"
+        vecs, meta_of = store[name]
         keys = list(saved.keys)
-        if name == "facts" and not set(keys) <= set(state.facts):
-            return f"the keys of {name} are not the store's"
-        vecs, meta = store[name](keys)
         if set(keys) != set(vecs):
             return f"the keys of {name} are not the store's"
         want = np.stack([vecs[k] for k in keys]) if keys else np.zeros((0, state.dim), np.float32)
         if not np.array_equal(saved.vecs[: len(keys)], want):
             return f"the vectors of {name} are not the store's"
-        if saved.meta is not None and not np.array_equal(saved.meta, meta):
+        if saved.meta is not None and not np.array_equal(saved.meta, meta_of(keys)):
             return f"the row meta of {name} is not the store's"
     return None
