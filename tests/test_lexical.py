@@ -78,15 +78,17 @@ def test_versioned_bm25_equals_a_fresh_index_of_the_live_documents(steps: list[t
                 == sorted((d for d in want if want[d] > 0), key=lambda d: (-round(want[d], 9), d))[:3])
 
 
-def test_top_k_over_segments_with_removals_is_the_prefix_of_the_full_ranking() -> None:
+@pytest.mark.parametrize("base", [400, 12_000])
+def test_top_k_over_segments_with_removals_is_the_prefix_of_the_full_ranking(base: int) -> None:
     """Segments of several sizes, removals in the largest (its mask in use): every top(k), including
-    ties at the k-th score, is the start of the full ranking of a fresh index (ties by id)."""
+    ties at the k-th score, is the start of the full ranking of a fresh index (ties by id). The larger
+    base segment has more blocks than k, so its block maxima bound the k-th best."""
     rng = random.Random(7)
-    docs = {f"d{i:04d}": " ".join(rng.choices(WORDS, k=rng.randint(1, 9))) for i in range(490)}
-    index = VersionedLexical(list(docs.items())[:400])
-    for lo in range(400, 490, 30):
+    docs = {f"d{i:05d}": " ".join(rng.choices(WORDS, k=rng.randint(1, 9))) for i in range(base + 90)}
+    index = VersionedLexical(list(docs.items())[:base])
+    for lo in range(base, base + 90, 30):
         index = index.next_version([], list(docs.items())[lo:lo + 30])
-    gone = [f"d{i:04d}" for i in range(0, 400, 7)]
+    gone = [f"d{i:05d}" for i in range(0, base, 7)]
     index = index.next_version(gone, [])
     for d in gone:
         docs.pop(d)
@@ -100,5 +102,5 @@ def test_top_k_over_segments_with_removals_is_the_prefix_of_the_full_ranking() -
             top = got.top(k)
             assert [round(v, 9) for _, v in top] == [round(want[d], 9) for d in ranking[:k]]
             assert [d for d, _ in sorted(top, key=lambda p: (-round(p[1], 9), p[0]))] == ranking[:k]
-        assert (got.get_many(ranking[:5] + ["d0000"]).tolist()
+        assert (got.get_many(ranking[:5] + ["d00000"]).tolist()
                 == pytest.approx([want[d] for d in ranking[:5]] + [0.0]))

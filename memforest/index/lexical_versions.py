@@ -113,6 +113,20 @@ class Segment:
         return np.repeat(self.terms, np.diff(self.offsets)), self.positions, self.counts
 
 
+_BLOCK = 256  # documents per block whose maximum `_block_floor` takes
+
+
+def _block_floor(scores: np.ndarray, k: int) -> float:
+    """A lower bound of the k-th best of `scores`: the k-th best of its blocks' maxima (0 when fewer
+    than k blocks)."""
+    n = len(scores) - len(scores) % _BLOCK
+    blocks = n // _BLOCK
+    if blocks < k:
+        return 0.0
+    maxima = scores[:n].reshape(blocks, _BLOCK).max(axis=1)
+    return float(np.partition(maxima, blocks - k)[blocks - k])
+
+
 class LexicalScores:
     """BM25 scores of one query over one version: documents sharing no term score 0."""
 
@@ -149,20 +163,16 @@ class LexicalScores:
         """The k best (document, score) pairs, best first, ties by document id."""
         if k <= 0:
             return []
-        # the global k-th best is at least each segment's own k-th best: keep what reaches the highest.
-        # Scores are positive where a document shares a term, so a segment's k-th best is the k-th
-        # best of its scored documents (0 when fewer than k of them are).
-        scored = {seq: (hit, arr[hit]) for seq, arr in self._acc.items() if len(hit := np.flatnonzero(arr))}
-        floor = max((float(np.partition(vals, len(vals) - k)[len(vals) - k]) if len(vals) >= k else 0.0
-                     for seq, (_, vals) in scored.items() if len(self._acc[seq]) > k),
-                    default=0.0)
+        # The global k-th best is at least each segment's k-th best, which is at least the k-th best of
+        # the segment's block maxima (k blocks each hold a score that high): one pass over the blocks'
+        # maxima instead of a selection over every scored document.
+        floor = max((_block_floor(arr, k) for arr in self._acc.values()), default=0.0)
         pairs: list[tuple[str, float]] = []
-        for seq, (hit, vals) in scored.items():
-            if floor > 0.0:
-                keep = vals >= floor
-                hit, vals = hit[keep], vals[keep]
-            docs = self._index.segment(seq).docs
-            pairs.extend((docs[i], v) for i, v in zip(hit.tolist(), vals.tolist()))
+        for seq, arr in self._acc.items():
+            hit = np.flatnonzero(arr >= floor) if floor > 0.0 else np.flatnonzero(arr)
+            if len(hit):
+                docs = self._index.segment(seq).docs
+                pairs.extend((docs[i], v) for i, v in zip(hit.tolist(), arr[hit].tolist()))
         pairs.sort(key=lambda p: (-p[1], p[0]))
         return pairs[:k]
 
