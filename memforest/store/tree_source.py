@@ -20,8 +20,9 @@ source); when no version uses it any more its connection is closed.
 Moving is not enough for the log to be restarted: a snapshot begun before the log was checkpointed
 reads frames of it, and the source always holds one begun right after a commit, so the log would
 grow with every commit of a long-lived process (a 10^4-session store ingesting batches grew a 5 GB
-log). Every `RELEASE_LOG_EVERY` moves the source checkpoints what is committed from its idle
-connection and begins again there, on the database file alone, so the next commit restarts the log."""
+log). Every `RELEASE_LOG_EVERY` moves the source checkpoints what is committed, in a background thread
+on a connection of its own, and then begins its snapshot again on the database file alone, so the
+next commit restarts the log."""
 
 from __future__ import annotations
 
@@ -91,6 +92,8 @@ class StoreTreeSource:
         self._warm_order: list[tuple[int, str]] = []  # (leaves, tree id) of entity and scene trees
         self.waiting = Waiting()  # operations reading a tree (a read ahead gives way to them)
         self._moves = 0  # moves since the log was last released (`advance`)
+        self._releasing: threading.Thread | None = None  # a checkpoint under way (`_release_log`)
+        self._checkpointer: sqlite3.Connection | None = None
         self._cons = [con]  # closed with the source at the latest (`weakref.finalize`)
         weakref.finalize(self, _close, self._cons)
 
@@ -256,30 +259,53 @@ class StoreTreeSource:
         """Move to `version`, which this process has just committed on top of the source's (every
         tree and text the commits changed read in before: `read_for_commit`), unless another process
         has committed since. The read transaction is begun on a second connection kept for it, and
-        the old one ends and is kept in turn; every `RELEASE_LOG_EVERY` moves, the log is then
-        checkpointed and the snapshot begun again (see the module's notes)."""
+        the old one ends and is kept in turn; every `RELEASE_LOG_EVERY` moves, a background thread
+        checkpoints the log and begins the snapshot again (`_release_log`; the module's notes), so the
+        commit does not wait for the checkpoint."""
         with self.lock:
             if not self._move(version):
                 return
             self._moves += 1
-            if self._moves < RELEASE_LOG_EVERY:
+            if self._moves < RELEASE_LOG_EVERY or self._releasing is not None:
                 return
             self._moves = 0
-            idle = self._spare
-        try:  # outside the lock: reads go on meanwhile, on the snapshot just begun
-            if idle is not None:
-                idle.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        except sqlite3.Error:
-            return
-        with self.lock:
-            if self.version == version:
-                self._move(version)  # begun after the checkpoint: on the database file alone
+            self._releasing = threading.Thread(target=self._release_log, name="memforest-log", daemon=True)
+            self._releasing.start()
+
+    def _release_log(self) -> None:
+        """Checkpoint what is committed (on a connection of its own, outside the lock: reads and
+        commits go on meanwhile), then begin the snapshot again at the version the source is at,
+        on the database file alone."""
+        try:
+            with self.lock:
+                if self._con is None:
+                    return
+                if self._checkpointer is None:
+                    self._checkpointer = open_reader(self.path, shared=True)
+                    self._cons.append(self._checkpointer)
+                con = self._checkpointer
+            con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            with self.lock:
+                if self._con is not None:
+                    self._move(self.version)
+        except (sqlite3.Error, StoreError):
+            pass  # the log is released at a later try
+        finally:
+            with self.lock:
+                self._releasing = None
+
+    def wait_log_released(self) -> None:
+        """Wait for a checkpoint `advance` started to end."""
+        releasing = self._releasing
+        if releasing is not None:
+            releasing.join()
 
     def close(self) -> None:
         """End the read transactions and close the connections (the memory that opened the source is
         closed): what is still unread can no longer be read, and the log is no longer held."""
+        self.wait_log_released()
         with self.lock:
-            self._con = self._spare = None
+            self._con = self._spare = self._checkpointer = None
             self._infos = {}
             _close(self._cons)
             self._cons.clear()
