@@ -475,6 +475,10 @@ class FactVectors(Mapping[str, np.ndarray]):
             raise KeyError(fact_id)
         return self._table.vector(fact_id)
 
+    def get(self, fact_id: str, default: Any = None) -> Any:  # one lookup, not Mapping's try/except
+        found = self._table.vector_or_none(fact_id) if self._table is not None else None
+        return default if found is None else found
+
     def __contains__(self, fact_id: object) -> bool:
         return self._table is not None and fact_id in self._table
 

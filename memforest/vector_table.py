@@ -120,6 +120,11 @@ class VectorTable:
         """A view of `key`'s row (rows are never changed in place: it stays what it is)."""
         return self._rows.vecs[self._slot[key]]
 
+    def vector_or_none(self, key: Hashable) -> np.ndarray | None:
+        """`vector`, or None for a key the table does not hold."""
+        slot = self._slot.get(key)
+        return None if slot is None else self._rows.vecs[slot]
+
     def vectors(self, keys: Sequence[Hashable]) -> np.ndarray:
         """The vectors of `keys` (held by the table), gathered into one new array."""
         return self._rows.vecs[self._slots(keys)]

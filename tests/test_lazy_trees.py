@@ -197,13 +197,19 @@ def test_readers_on_threads_read_each_tree_once(tmp_path: Path) -> None:
         assert all(a is b for got in trees.values() for a, b in zip(got, trees[0]))
 
 
-def test_a_tree_with_missing_rows_is_a_one_line_store_error_when_reached(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", [
+    "DELETE FROM nodes WHERE tree_id = ? AND level = 0",
+    "UPDATE nodes SET children = '[1, \"x\"]' WHERE tree_id = ? AND level > 0",
+    "UPDATE nodes SET children = '[999999]' WHERE tree_id = ? AND level > 0",
+    "UPDATE nodes SET children = '{}' WHERE tree_id = ? AND level > 0",
+], ids=["missing-leaves", "child-not-an-id", "missing-child", "children-not-a-list"])
+def test_a_tree_with_damaged_rows_is_a_one_line_store_error_when_reached(tmp_path: Path, damage: str) -> None:
     root = _built(tmp_path)
     db = root / "users" / "u" / "memory.sqlite"
     con = sqlite3.connect(db)
-    (tid,) = con.execute("SELECT tree_id FROM nodes WHERE level = 0 AND tree_id LIKE 'entity:%' LIMIT 1"
+    (tid,) = con.execute("SELECT tree_id FROM nodes WHERE level > 0 AND tree_id LIKE 'entity:%' LIMIT 1"
                          ).fetchone()
-    con.execute("DELETE FROM nodes WHERE tree_id = ? AND level = 0", (tid,))
+    assert con.execute(damage, (tid,)).rowcount > 0
     con.commit()
     con.close()
     with _forest(root) as forest:

@@ -57,13 +57,21 @@ def json_list(text: str) -> list:
     return [] if text == "[]" else json.loads(text)
 
 
+def int_list(text: str) -> list[int]:
+    """A JSON list of integers (a node's children), parsed without the JSON decoder; a ValueError for
+    anything else."""
+    if not (text.startswith("[") and text.endswith("]")):
+        raise ValueError(f"not a list of node ids: {text[:40]!r}")
+    return [int(x) for x in text[1:-1].split(",")]
+
+
 def node_of_row(row: tuple, fact_vecs: Mapping[str, np.ndarray]) -> tuple[Node, NodeData]:
     """A `nodes` row as its tree node (as `node_from_row` makes it) and its data. A fact's leaf
     carries the fact's own vector (one array for both, as the write path makes it) when its bytes are
     the fact's."""
-    nid, item, emb = row[1], row[10], row[15]
-    node = Node(int(nid), int(row[2]), row[3], json_list(row[4]), (float(row[5]), str(row[6])),
-                (float(row[7]), str(row[8])), int(row[9]), item, row[11], row[12])
+    nid, item, emb, children = row[1], row[10], row[15], row[4]
+    node = Node(int(nid), int(row[2]), row[3], [] if children == "[]" else int_list(children),
+                (float(row[5]), str(row[6])), (float(row[7]), str(row[8])), int(row[9]), item, row[11], row[12])
     vec = fact_vecs.get(item) if item is not None else None
     if vec is None or vec.tobytes() != emb:
         vec = vec_of(emb)

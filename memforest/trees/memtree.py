@@ -189,10 +189,13 @@ class MemTree(TreeNavigation):
                 tree.root = node.id
             if node.level == 0 and node.item is not None:
                 tree._leaf_of[node.item] = node.id
-        for node in tree.nodes.values():
-            kids = [tree.nodes.get(c) for c in node.children]
-            require(all(k is not None for k in kids), f"tree {tree_id!r}: node {node.id} has a missing child")
-            node.child_keys = [k.key_lo for k in kids if k is not None]
+        by_id = tree.nodes
+        for node in by_id.values():
+            if node.children:  # a leaf keeps its empty list
+                try:
+                    node.child_keys = [by_id[c].key_lo for c in node.children]
+                except KeyError:
+                    require(False, f"tree {tree_id!r}: node {node.id} has a missing child")
         default_next = max(tree.nodes, default=0) + 1
         tree.next_node_id = default_next if next_node_id is None else next_node_id
         require(tree.next_node_id >= default_next, f"tree {tree_id!r}: next_node_id reuses an id")
