@@ -71,7 +71,8 @@ def node_of_row(row: tuple, fact_vecs: Mapping[str, np.ndarray]) -> tuple[Node, 
     the fact's."""
     nid, item, emb, children = row[1], row[10], row[15], row[4]
     node = Node(int(nid), int(row[2]), row[3], [] if children == "[]" else int_list(children),
-                (float(row[5]), str(row[6])), (float(row[7]), str(row[8])), int(row[9]), item, row[11], row[12])
+                (float(row[5]), str(row[6])), (float(row[7]), str(row[8])), int(row[9]), item,
+                row[11], row[12])
     vec = fact_vecs.get(item) if item is not None else None
     if vec is None or vec.tobytes() != emb:
         vec = vec_of(emb)
