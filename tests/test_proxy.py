@@ -141,6 +141,29 @@ def test_proxy_streams_and_reads_streamed_usage(fake_upstream: str) -> None:
     assert (rec.prompt_tokens, rec.completion_tokens, rec.finish_reason) == (11, 5, "stop")
 
 
+def test_a_call_is_in_the_log_once_its_caller_has_the_answer(fake_upstream: str, monkeypatch) -> None:
+    """The record is written before the response ends (plain and streamed), so accounting read right
+    after a phase's last call has it, however slowly the log is written."""
+    log = CallLog()
+    real_add = log.add
+
+    def slow_add(record: Any) -> None:
+        time.sleep(0.3)
+        real_add(record)
+    monkeypatch.setattr(log, "add", slow_add)
+    with LoggingProxy(fake_upstream, log) as proxy:
+        assert chat(proxy.base_url).status_code == 200
+        assert len(log.records) == 1
+        emb = httpx.post(f"{proxy.base_url}/embeddings", json={"model": "e", "input": ["a"]}, timeout=30)
+        assert emb.status_code == 200 and len(log.records) == 2
+        body = {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        with httpx.stream("POST", f"{proxy.base_url}/chat/completions", json=body, timeout=30) as resp:
+            "".join(resp.iter_text())
+        assert len(log.records) == 3 and log.records[-1].completion_tokens == 5
+        assert chat(proxy.base_url, "broken").status_code == 500
+        assert len(log.records) == 4 and log.records[-1].error == "HTTP 500"
+
+
 def test_proxy_caps_max_tokens(fake_upstream: str) -> None:
     log = CallLog()
     FakeUpstream.seen.clear()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -153,6 +154,23 @@ def _handler_for(proxy: LoggingProxy) -> type[BaseHTTPRequestHandler]:
                 tags["phase"] = proxy.phase
             in_flight, started = proxy.enter(), time.time()
             status, usage, finish, error = 502, None, None, None
+            logged = False
+
+            def log() -> None:
+                """Record the call before the client can read the end of its response, so a caller
+                that has its answer finds the call in the log (a phase's accounting read right after
+                its last call misses nothing)."""
+                nonlocal logged
+                if not logged:
+                    logged = True
+                    proxy.leave()
+                    proxy.record(route, request, started, in_flight, status, usage, finish, error, tags)
+
+            def streamed(found_usage: dict[str, Any] | None, found_finish: str | None) -> None:
+                nonlocal usage, finish, error
+                usage, finish = found_usage, found_finish
+                error = f"HTTP {status}" if status >= 400 else None
+                log()
             try:
                 req = proxy._client.build_request(method, proxy.target(route), content=body,
                                                   headers=_forward_headers(self.headers))
@@ -160,22 +178,23 @@ def _handler_for(proxy: LoggingProxy) -> type[BaseHTTPRequestHandler]:
                 status = resp.status_code
                 try:
                     if request.get("stream"):
-                        usage, finish = self._stream(resp)
+                        self._stream(resp, streamed)
                     else:
                         data = resp.read()
-                        self._reply(status, data, resp.headers.get("content-type", "application/json"))
                         usage, finish = _usage_of(data)
-                    if status >= 400:
-                        error = f"HTTP {status}"
+                        error = f"HTTP {status}" if status >= 400 else None
+                        log()
+                        self._reply(status, data, resp.headers.get("content-type", "application/json"))
                 finally:
                     resp.close()
             except (httpx.HTTPError, OSError) as exc:
-                error = f"{type(exc).__name__}: {exc}"
-                if status == 502:
-                    self._reply(502, json.dumps({"error": {"message": error}}).encode(), "application/json")
+                if not logged:  # the upstream failed (a failed reply to the client is not the call's error)
+                    error = f"{type(exc).__name__}: {exc}"
+                    log()
+                    if status == 502:
+                        self._reply(502, json.dumps({"error": {"message": error}}).encode(), "application/json")
             finally:
-                proxy.leave()
-                proxy.record(route, request, started, in_flight, status, usage, finish, error, tags)
+                log()
 
         def _passthrough(self, method: str, route: str, body: bytes) -> None:
             try:
@@ -188,8 +207,10 @@ def _handler_for(proxy: LoggingProxy) -> type[BaseHTTPRequestHandler]:
         def _reply(self, status: int, data: bytes, content_type: str) -> None:
             send_body(self, status, data, content_type)
 
-        def _stream(self, resp: httpx.Response) -> tuple[dict[str, Any] | None, str | None]:
-            """Relay an event stream chunk by chunk, reading usage and finish reason on the way."""
+        def _stream(self, resp: httpx.Response,
+                    before_end: Callable[[dict[str, Any] | None, str | None], None]) -> None:
+            """Relay an event stream chunk by chunk, reading usage and finish reason on the way;
+            `before_end` gets them before the stream's last chunk is sent."""
             self.send_response(resp.status_code)
             self.send_header("Content-Type", resp.headers.get("content-type", "text/event-stream"))
             self.send_header("Transfer-Encoding", "chunked")
@@ -200,8 +221,8 @@ def _handler_for(proxy: LoggingProxy) -> type[BaseHTTPRequestHandler]:
                     reader.feed(chunk)
                     self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                     self.wfile.flush()
+            before_end(reader.usage, reader.finish)
             self.wfile.write(b"0\r\n\r\n")
-            return reader.usage, reader.finish
 
     return Handler
 
