@@ -192,7 +192,8 @@ def _handler_for(proxy: LoggingProxy) -> type[BaseHTTPRequestHandler]:
                     error = f"{type(exc).__name__}: {exc}"
                     log()
                     if status == 502:
-                        self._reply(502, json.dumps({"error": {"message": error}}).encode(), "application/json")
+                        failed = json.dumps({"error": {"message": error}}).encode()
+                        self._reply(502, failed, "application/json")
             finally:
                 log()
 
