@@ -64,15 +64,25 @@ from memforest.llm.testing import HashEmbedder, Responder, ScriptedChatModel, ru
 USER = "bench"
 CACHE_FORMATS = " ".join(f"{m.KIND}:{m.FORMAT}" for m in (lexical_cache, partition_cache, tree_rows_cache))
 START = datetime(2021, 1, 4, 9, 0)
+HOURS_APART = 19  # between sessions, up to DAILY_UNTIL of them
+# Past this many sessions they come an hour apart: 10^5 sessions about a day apart would run past the
+# year 2199 that session dates may name (the stream before it is unchanged)
+DAILY_UNTIL = 80_000
+
+
+def session_hours(i: int) -> int:
+    """Hours from START to the i-th session of the stream (before its minutes)."""
+    return HOURS_APART * i if i < DAILY_UNTIL else HOURS_APART * DAILY_UNTIL + (i - DAILY_UNTIL)
 
 
 def longmemeval_sessions(n: int, offset: int, turns: int, seed: int) -> list[dict[str, Any]]:
     """Sessions as a LongMemEval haystack holds them (ids, dates `2023/05/20 (Sat) 02:21`, turns),
-    converted to MemForest sessions; realistic turn lengths, about one session a day."""
+    converted to MemForest sessions; realistic turn lengths, about one session a day (an hour apart
+    past `DAILY_UNTIL`)."""
     out = []
     for i in range(offset, offset + n):
         rng = random.Random(seed * 1_000_003 + i)
-        date = format_date(START + timedelta(hours=19 * i, minutes=rng.randint(0, 59)))
+        date = format_date(START + timedelta(hours=session_hours(i), minutes=rng.randint(0, 59)))
         turns_raw = filler_session(rng, rng.choice(TOPIC_NAMES), turns)
         out.append({"session_id": f"s{i:06d}", "timestamp": parse_date(date).isoformat(),
                     "turns": [{"role": t["role"], "content": t["content"]} for t in turns_raw]})
