@@ -60,6 +60,8 @@ def json_list(text: str) -> list:
 def int_list(text: str) -> list[int]:
     """A JSON list of integers (a node's children), parsed without the JSON decoder; a ValueError for
     anything else."""
+    if text == "[]":  # a leaf's
+        return []
     if not (text.startswith("[") and text.endswith("]")):
         raise ValueError(f"not a list of node ids: {text[:40]!r}")
     return [int(x) for x in text[1:-1].split(",")]
@@ -69,8 +71,8 @@ def node_of_row(row: tuple, fact_vecs: Mapping[str, np.ndarray]) -> tuple[Node, 
     """A `nodes` row as its tree node (as `node_from_row` makes it) and its data. A fact's leaf
     carries the fact's own vector (one array for both, as the write path makes it) when its bytes are
     the fact's."""
-    nid, item, emb, children = row[1], row[10], row[15], row[4]
-    node = Node(int(nid), int(row[2]), row[3], [] if children == "[]" else int_list(children),
+    nid, item, emb = row[1], row[10], row[15]
+    node = Node(int(nid), int(row[2]), row[3], int_list(row[4]),
                 (float(row[5]), str(row[6])), (float(row[7]), str(row[8])), int(row[9]), item,
                 row[11], row[12])
     vec = fact_vecs.get(item) if item is not None else None
@@ -303,16 +305,13 @@ class StoreTreeSource:
             with self.lock:
                 self._releasing = None
 
-    def wait_log_released(self) -> None:
-        """Wait for a checkpoint `advance` started to end."""
+    def close(self) -> None:
+        """End the read transactions and close the connections (the memory that opened the source is
+        closed): what is still unread can no longer be read, and the log is no longer held. A
+        checkpoint `advance` started ends first."""
         releasing = self._releasing
         if releasing is not None:
             releasing.join()
-
-    def close(self) -> None:
-        """End the read transactions and close the connections (the memory that opened the source is
-        closed): what is still unread can no longer be read, and the log is no longer held."""
-        self.wait_log_released()
         with self.lock:
             self._con = self._spare = self._checkpointer = None
             self._infos = {}

@@ -195,7 +195,8 @@ class MemTree(TreeNavigation):
                 try:
                     node.child_keys = [by_id[c].key_lo for c in node.children]
                 except KeyError:
-                    require(False, f"tree {tree_id!r}: node {node.id} has a missing child")
+                    why = f"tree {tree_id!r}: node {node.id} has a missing child"
+                    raise TreeInvariantError(why) from None
         default_next = max(tree.nodes, default=0) + 1
         tree.next_node_id = default_next if next_node_id is None else next_node_id
         require(tree.next_node_id >= default_next, f"tree {tree_id!r}: next_node_id reuses an id")
