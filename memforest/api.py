@@ -283,6 +283,8 @@ class MemForest:
                 if con is not None and self._held.setdefault(user, (con, db.file_id()))[0] is not con:
                     con.close()
         clock.lap("publish")
+        if _freeze_if_large(state, self.config):
+            clock.lap("collect")
 
     def _held_connection(self, user: str, db: UserDB) -> sqlite3.Connection | None:
         """The held connection of `user` if it is open on the file now at the store's path; one open
@@ -447,8 +449,25 @@ class MemForest:
                 raise diagnosis from e
             raise
         clock.merge(result.trace["latency"])
+        if _freeze_if_large(snap.state, self.config):
+            clock.lap("collect")
         result.trace["latency"] = clock.total()
         return result
+
+
+def _freeze_if_large(state: UserState, config: MemForestConfig) -> bool:
+    """After an operation on a large memory (`MemForestConfig.gc_freeze_nodes`), collect what is not
+    frozen yet and freeze what survives: the nodes of trees the operation read on demand and of the
+    version it made join the memory's permanent generation, so no later full collection rescans them
+    (at 10^4 sessions a full collection over the trees twenty rounds of writes had read took ~100 ms
+    and struck one write in ten). The collection traverses only what was made since the last freeze,
+    so it costs what the operation allocated, not what the memory holds. Whether it ran."""
+    nodes = config.gc_freeze_nodes
+    if not nodes or len(state.nodes) < nodes:
+        return False
+    gc.collect()
+    gc.freeze()
+    return True
 
 
 

@@ -189,7 +189,8 @@ class MemForestConfig:
     # object the process holds into the permanent generation (gc.freeze): the cyclic collector would
     # otherwise rescan a resident memory's millions of objects in each full collection, stalling one
     # operation for seconds (2.3 s at 10^4 sessions, 550k nodes). A memory's objects are acyclic, so
-    # later versions still free what they replace by reference counting.
+    # later versions still free what they replace by reference counting. Each operation on such a
+    # memory then collects what it left and freezes it too (`memforest.api._freeze_if_large`).
     gc_freeze_nodes: int = 50_000
     # After loading a store that large, back the process's populated heap with transparent huge pages
     # (Linux; `memforest.hugepages`): an operation's scattered reads over gigabytes of small objects

@@ -386,3 +386,26 @@ def test_entity_counts_equal_a_count_from_the_facts_as_sessions_come_go_and_chan
     for label, stat in state.entities.items():
         assert dict(stat.sessions) == session_counts(state, stat), label
     assert forest.check("u")["ok"]
+
+
+def test_operations_on_a_large_memory_freeze_what_they_leave(tmp_path) -> None:
+    """Past `gc_freeze_nodes`, every write and query collects what is not frozen yet and freezes what
+    survives (a `collect` stage in its timings); below it, none does."""
+    from memforest.api import MemForest
+    from memforest.config import MemForestConfig
+    from memforest.llm.testing import HashEmbedder, ScriptedChatModel
+
+    try:
+        for limit, large in ((10**9, False), (1, True)):
+            gc.unfreeze()
+            cfg = MemForestConfig(gc_freeze_nodes=limit)
+            models = {"llm": ScriptedChatModel(), "embedder": HashEmbedder()}
+            with MemForest(tmp_path / str(limit), cfg, **models) as forest:  # type: ignore[arg-type]
+                report = forest.ingest_sessions("u", make_sessions(3, 4))
+                assert ("collect" in report.timings) is large and (gc.get_freeze_count() > 0) is large
+                gc.unfreeze()
+                trace = forest.query("u", "what about Boston", answer=False).trace
+                assert ("collect" in trace["latency"]) is large and (gc.get_freeze_count() > 0) is large
+                assert ("collect" in forest.delete_session("u", "s001")["timings"]) is large
+    finally:
+        gc.unfreeze()
