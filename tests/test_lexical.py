@@ -104,3 +104,24 @@ def test_top_k_over_segments_with_removals_is_the_prefix_of_the_full_ranking(bas
             assert [d for d, _ in sorted(top, key=lambda p: (-round(p[1], 9), p[0]))] == ranking[:k]
         assert (got.get_many(ranking[:5] + ["d00000"]).tolist()
                 == pytest.approx([want[d] for d in ranking[:5]] + [0.0]))
+
+
+def test_scores_held_at_once_keep_their_own_arrays_and_dropped_ones_are_reused() -> None:
+    """Scores borrow their arrays (`BUFFERS`): scores still held are never overwritten by a later
+    query, whatever the queries in between, and the arrays of dropped scores are lent again."""
+    rng = random.Random(3)
+    docs = {f"d{i:04d}": " ".join(rng.choices(WORDS, k=rng.randint(1, 9))) for i in range(3000)}
+    index = VersionedLexical(list(docs.items()))
+    fresh = LexicalIndex(docs)
+    queries = ["whippet rescue", "maple", "trail race puppy leash", "volunteer shoes"]
+    held = [(q, index.scores(q)) for q in queries]
+    for _ in range(5):  # queries scored and dropped while the others are held
+        index.scores(rng.choice(queries))
+    for query, got in held:
+        want = {d: v for d, v in fresh.scores(query).items() if v > 0}
+        assert dict(got.items()) == pytest.approx(want)
+    lent = {id(a.base) for _, got in held for a in got._acc.values()}
+    assert len(lent) == len(held)  # one array each, none shared
+    del got, held
+    again = index.scores("maple")
+    assert {id(a.base) for a in again._acc.values()} <= lent
