@@ -38,9 +38,10 @@ def load(db: UserDB, user: str, saved: SavedFor | None = None, lazy: bool = Fals
 
 def read_for_commit(base: UserState, ch: ChangeSet) -> None:
     """Read into `base` (the committed version an operation forked) every tree the operation changes
-    or drops, the turns and cell texts of every session it replaces or deletes and the members of
-    every entity label it changes, before it commits: what some version still has to read from the
-    store is then what no commit of this process has changed (`memforest.store.tree_source`)."""
+    or drops with the data of each node it changes or drops (of a tree it drops, all), the turns and
+    cell texts of every session it replaces or deletes and the members of every entity label it
+    changes, before it commits: what some version still has to read from the store is then what no
+    commit of this process has changed (`memforest.store.tree_source`)."""
     if base.tree_source is None:
         return
     trees = ch.trees | ch.deleted_trees | {t for t, _ in ch.nodes | ch.deleted_nodes}
@@ -54,6 +55,10 @@ def read_for_commit(base: UserState, ch: ChangeSet) -> None:
             found = objects.get(key)
             if found is not None:
                 getattr(found, part)  # read in now (kept by the object)
+    for tid in sorted(ch.deleted_trees):  # the data of the nodes it changes or drops, too
+        base.tree_source.read_data(tid)
+    for node in sorted(ch.nodes | ch.deleted_nodes):
+        base.nodes.get(node)
 
 
 def collect_tree_changes(state: UserState, ch: ChangeSet) -> dict[str, list[int]]:

@@ -61,9 +61,13 @@ class TreeSource(Protocol):
     waiting: Waiting  # readers of a tree, waiting for the lock or reading
     bulk: BulkRows | None  # until the indexes of the version loaded are built
 
+    partial: set[str]  # trees read whose nodes' data are not all in `data` yet
+
     def read_tree(self, info: TreeInfo) -> MemTree: ...
 
-    def ensure(self, tree_id: str) -> bool: ...
+    def node_data(self, key: NodeKey) -> NodeData | None: ...
+
+    def read_data(self, tree_id: str) -> None: ...
 
     def ensure_all(self) -> None: ...
 
@@ -497,11 +501,16 @@ class FactVectors(Mapping[str, np.ndarray]):
         return self._table.vectors(fact_ids)
 
 
+_GONE: Any = object()  # a key a version dropped, in a folded base (`LazyNodeMap.fork`)
+
+
 class LazyNodeMap(CowMap[NodeKey, NodeData]):
     """The node data of a loaded version whose trees are read on demand: a `CowMap` whose base is what
-    its `TreeSource` has read so far, a key of a tree not yet read reading that tree first. A fold
-    (`fork` past `FOLD_AT` private entries) copies what has been read into a new base and records
-    those trees as `covered`: their keys are never looked up in the source again."""
+    its `TreeSource` has read so far, a key not read yet read from the source (with its siblings,
+    after its tree's structure). A fold (`fork` past `FOLD_AT` private entries) copies what has been
+    read into a new base and records the trees whose data it holds whole as `covered`: their keys are
+    never looked up in the source again; a dropped key of another tree stays in the base as a
+    tombstone, so the source never gives it back."""
 
     __slots__ = ("_source", "_covered")
 
@@ -513,9 +522,10 @@ class LazyNodeMap(CowMap[NodeKey, NodeData]):
         self._len = source.total_nodes
 
     def _fallback(self, key: NodeKey) -> Any:
-        if key[0] in self._covered or not self._source.ensure(key[0]):
+        if key[0] in self._covered:
             return _MISSING
-        return self._source.data.get(key, _MISSING)
+        found = self._source.node_data(key)
+        return _MISSING if found is None else found
 
     def fork(self) -> LazyNodeMap:
         out: LazyNodeMap = LazyNodeMap.__new__(LazyNodeMap)
@@ -526,11 +536,14 @@ class LazyNodeMap(CowMap[NodeKey, NodeData]):
             return out
         with self._source.lock:
             data = self._source.data
-            base = dict(data) if self._base is data else {
-                **self._base, **{k: v for k, v in data.items() if k[0] not in self._covered}}
-            covered = self._covered | {k[0] for k in data}
-        for key in self._gone:
-            base.pop(key, None)
+            base = dict(data) if self._base is data else {  # what a version set or dropped wins
+                **{k: v for k, v in data.items() if k[0] not in self._covered}, **self._base}
+            covered = self._covered | ({k[0] for k in data} - self._source.partial)
+        for key in self._gone:  # a key of a tree whose data are not all read stays gone: a tombstone
+            if key[0] in covered:
+                base.pop(key, None)
+            else:
+                base[key] = _GONE
         base.update(self._over)
         out._base, out._covered, out._over, out._gone = base, frozenset(covered), {}, set()
         return out
@@ -543,9 +556,9 @@ class LazyNodeMap(CowMap[NodeKey, NodeData]):
 
     def get(self, key: NodeKey, default: Any = None) -> Any:
         value = CowMap.get(self, key, _MISSING)
-        if value is _MISSING and key not in self._gone:  # not in the base: a tree not read yet?
+        if value is _MISSING and key not in self._gone:  # not in the base: not read yet?
             value = self._fallback(key)
-        return default if value is _MISSING else value
+        return default if value is _MISSING or value is _GONE else value
 
     def __contains__(self, key: object) -> bool:
         return self.get(key, _MISSING) is not _MISSING  # type: ignore[arg-type]
@@ -560,8 +573,8 @@ class LazyNodeMap(CowMap[NodeKey, NodeData]):
     def __iter__(self) -> Iterator[NodeKey]:
         self._source.ensure_all()
         over, gone, base = self._over, self._gone, self._base
-        for key in base:
-            if key not in over and key not in gone:
+        for key, value in base.items():
+            if value is not _GONE and key not in over and key not in gone:
                 yield key
         if base is not self._source.data:
             for key in list(self._source.data):

@@ -221,28 +221,42 @@ def test_a_tree_with_damaged_rows_is_a_one_line_store_error_when_reached(tmp_pat
 
 
 class _Source:
-    """A `TreeSource` over fixed per-tree node data (what a store's trees would read)."""
+    """A `TreeSource` over fixed per-tree node data (what a store's trees would read), read five
+    nodes at a time as a store's are a node's siblings at a time."""
 
     def __init__(self, trees: dict[str, dict[int, NodeData]]) -> None:
         self.lock = threading.RLock()
         self.data: dict = {}
+        self.partial: set[str] = set()
         self.total_nodes = sum(len(t) for t in trees.values())
         self.bulk = None
         self.waiting = Waiting()
         self._trees = trees
         self.reads: list[str] = []
 
-    def ensure(self, tree_id: str) -> bool:
-        if tree_id not in self._trees:
-            return False
+    def node_data(self, key: tuple[str, int]) -> NodeData | None:
+        tid, nid = key
+        if tid not in self._trees:
+            return None
+        if tid not in self.reads:
+            self.reads.append(tid)
+            self.partial.add(tid)
+        if tid in self.partial:
+            group = range(nid - nid % 5, nid - nid % 5 + 5)
+            self.data.update({(tid, n): self._trees[tid][n] for n in group
+                              if n in self._trees[tid] and (tid, n) not in self.data})
+        return self.data.get(key)
+
+    def read_data(self, tree_id: str) -> None:
         if tree_id not in self.reads:
             self.reads.append(tree_id)
-            self.data.update({(tree_id, n): d for n, d in self._trees[tree_id].items()})
-        return True
+        self.data.update({(tree_id, n): d for n, d in self._trees[tree_id].items()
+                          if (tree_id, n) not in self.data})
+        self.partial.discard(tree_id)
 
     def ensure_all(self) -> None:
         for tid in self._trees:
-            self.ensure(tid)
+            self.read_data(tid)
 
 
 def _data(i: int) -> NodeData:
@@ -268,6 +282,7 @@ def test_lazy_node_maps_agree_with_plain_dicts_across_forks_and_folds() -> None:
         assert len(lazy) == len(plain)
         versions.append((lazy, plain))
     assert len(source.reads) == 100  # nothing iterated yet: only the trees reached were read
+    assert source.partial  # (and of some, not every node)
     for lazy, plain in versions:  # every version still reads as it was made
         probe = [(f"t{t}", n) for t in range(0, 100, 7) for n in range(0, 45, 5)]
         assert [lazy.get(k) for k in probe] == [plain.get(k) for k in probe]

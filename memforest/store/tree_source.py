@@ -67,18 +67,30 @@ def int_list(text: str) -> list[int]:
     return [int(x) for x in text[1:-1].split(",")]
 
 
-def node_of_row(row: tuple, fact_vecs: Mapping[str, np.ndarray]) -> tuple[Node, NodeData]:
-    """A `nodes` row as its tree node (as `node_from_row` makes it) and its data. A fact's leaf
-    carries the fact's own vector (one array for both, as the write path makes it) when its bytes are
-    the fact's."""
-    nid, item, emb = row[1], row[10], row[15]
-    node = Node(int(nid), int(row[2]), row[3], int_list(row[4]),
-                (float(row[5]), str(row[6])), (float(row[7]), str(row[8])), int(row[9]), item,
-                row[11], row[12])
+# the columns of a node's place in its tree (`node_of_structure`), and of its data (`data_of_row`)
+STRUCTURE = "node_id, level, parent, children, t_lo, item_lo, t_hi, item_hi, count, item, prev, next"
+DATA = "node_id, item, text, mode, embedding"
+
+
+def node_of_structure(row: tuple) -> Node:
+    """A node made from its `STRUCTURE` columns (as `node_from_row` makes it)."""
+    return Node(int(row[0]), int(row[1]), row[2], int_list(row[3]), (float(row[4]), str(row[5])),
+                (float(row[6]), str(row[7])), int(row[8]), row[9], row[10], row[11])
+
+
+def data_of_row(item: str | None, text: str, mode: str, emb: bytes,
+                fact_vecs: Mapping[str, np.ndarray]) -> NodeData:
+    """A node's data from its columns. A fact's leaf carries the fact's own vector (one array for
+    both, as the write path makes it) when its bytes are the fact's."""
     vec = fact_vecs.get(item) if item is not None else None
     if vec is None or vec.tobytes() != emb:
         vec = vec_of(emb)
-    return node, NodeData(row[13], row[14], vec)
+    return NodeData(text, mode, vec)
+
+
+def node_of_row(row: tuple, fact_vecs: Mapping[str, np.ndarray]) -> tuple[Node, NodeData]:
+    """A whole `nodes` row as its tree node and its data."""
+    return node_of_structure(row[1:13]), data_of_row(row[10], row[13], row[14], row[15], fact_vecs)
 
 
 class StoreTreeSource:
@@ -99,7 +111,7 @@ class StoreTreeSource:
         self._shapes = shapes  # tree id -> (fanout, root, next node id), as the version stores them
         self._fact_vecs = fact_vecs  # the loaded version's (never changed): a fact's leaf shares its vector
         self._infos: dict[str, TreeInfo] = {}
-        self._read: set[str] = set()
+        self.partial: set[str] = set()  # trees read whose nodes' data are not all in `data` yet
         self._warm_order: list[tuple[int, str]] = []  # (leaves, tree id) of entity and scene trees
         self.waiting = Waiting()  # operations reading a tree (a read ahead gives way to them)
         self._moves = 0  # moves since the log was last released (`advance`)
@@ -150,7 +162,6 @@ class StoreTreeSource:
             with self.lock:
                 if not info.is_read:
                     self.data.update(data)
-                    self._read.add(tid)
                     info.tree = tree
                     read += 1
         self._warm_order = []
@@ -195,28 +206,99 @@ class StoreTreeSource:
                 nodes.append(node)
             tree = MemTree.from_nodes(tid, fanout, nodes, next_node_id=next_id, validate=False)
         except (ValueError, TypeError, KeyError, IndexError) as e:
-            why = " ".join(str(e).split())[:120]
-            raise StoreError(f"{self.path} is damaged: the rows of tree {tid!r} do not fit together "
-                             f"({type(e).__name__}: {why}); run `memforest check`") from e
+            raise self._damaged(tid, e) from e
         return tree, data
 
     def read_tree(self, info: TreeInfo) -> MemTree:
-        """The nodes of `info`'s tree as the loaded version stores them (their data into `data`)."""
+        """The structure of `info`'s tree as the loaded version stores it: its nodes' places, not their
+        texts and vectors, which are read a node's siblings at a time when first needed (`node_data`).
+        A write descending a tree reads the data of the nodes on its path and their children only."""
         tid = info.tree_id
         with self.lock:
-            con = self._con
-            if con is None:
-                raise StoreError(f"{self.path}: tree {tid!r} of version {self.version} can no longer be read "
-                                 "(the memory was closed); open it again")
+            rows = self._fetch("tree", tid,
+                               f"SELECT {STRUCTURE}, length(embedding) FROM nodes WHERE tree_id=?", (tid,))
+            fanout, _, next_id = self._shapes[tid]
             try:
-                rows = con.execute("SELECT * FROM nodes WHERE tree_id=?", (tid,)).fetchall()
-            except sqlite3.Error as e:
-                why = " ".join(str(e).split())[:120]
-                raise StoreError(f"{self.path}: the rows of tree {tid!r} cannot be read ({why})") from e
-            tree, data = self._built(tid, rows)
-            self.data.update(data)
-            self._read.add(tid)
+                width = 4 * self.dim  # (SQLite reads a vector's length from the row's header alone)
+                bad = next((row for row in rows if row[12] != width), None)
+                if bad is not None:
+                    raise ValueError(f"node {bad[0]} has a vector of {bad[12]} bytes, not {self.dim}-d")
+                tree = MemTree.from_nodes(tid, fanout, map(node_of_structure, rows), next_node_id=next_id,
+                                          validate=False)
+            except (ValueError, TypeError, KeyError, IndexError) as e:
+                raise self._damaged(tid, e) from e
+            self.partial.add(tid)
             return tree
+
+    def node_data(self, key: NodeKey) -> NodeData | None:
+        """The data of node `key` of the loaded version (None when the version has no such node),
+        read with those of its siblings not read yet, its tree's structure first if need be."""
+        found = self.data.get(key)
+        if found is not None:
+            return found
+        tid, nid = key
+        info = self._infos.get(tid)
+        if info is None:
+            return None
+        tree = info.tree
+        node = tree.nodes.get(nid)
+        if node is None:
+            return None
+        group = [nid] if node.parent is None else tree.nodes[node.parent].children
+        with self.waiting, self.lock:
+            if tid in self.partial:
+                want = [n for n in group if (tid, n) not in self.data]
+                if want:
+                    marks = ",".join("?" * len(want))
+                    self._add_data(tid, self._fetch(
+                        "tree", tid, f"SELECT {DATA} FROM nodes WHERE tree_id=? AND node_id IN ({marks})",
+                        (tid, *want)))
+            found = self.data.get(key)
+        if found is None:
+            raise StoreError(f"{self.path} is damaged: node {nid} of tree {tid!r} has no row; "
+                             "run `memforest check`")
+        return found
+
+    def read_data(self, tree_id: str) -> None:
+        """Read the data of every node of `tree_id` not read yet (its structure first if need be)."""
+        info = self._infos.get(tree_id)
+        if info is None:
+            return
+        held = info.tree.nodes  # the loaded version's: a later commit's new nodes are not its
+        with self.waiting, self.lock:
+            if tree_id in self.partial:
+                rows = self._fetch("tree", tree_id, f"SELECT {DATA} FROM nodes WHERE tree_id=?", (tree_id,))
+                self._add_data(tree_id, [row for row in rows if row[0] in held])
+                self.partial.discard(tree_id)
+
+    def _add_data(self, tid: str, rows: list[tuple]) -> None:
+        """Keep the data of `rows` (`DATA` columns of nodes of `tid` in the loaded version) that is
+        not kept yet."""
+        data, width = self.data, 4 * self.dim
+        for nid, item, text, mode, emb in rows:
+            key = (tid, int(nid))
+            if key in data:  # read before: a later version may have changed its row since
+                continue
+            if not isinstance(emb, bytes) or len(emb) != width:
+                raise self._damaged(tid, ValueError(f"node {nid} has a vector that is not {self.dim}-d"))
+            data[key] = data_of_row(item, text, mode, emb, self._fact_vecs)
+
+    def _fetch(self, kind: str, key: str, sql: str, args: tuple) -> list[tuple]:
+        """The rows `sql` gives in the loaded version (called with the lock held)."""
+        con = self._con
+        if con is None:
+            raise StoreError(f"{self.path}: {kind} {key!r} of version {self.version} can no longer be read "
+                             "(the memory was closed); open it again")
+        try:
+            return con.execute(sql, args).fetchall()
+        except sqlite3.Error as e:
+            why = " ".join(str(e).split())[:120]
+            raise StoreError(f"{self.path}: the rows of {kind} {key!r} cannot be read ({why})") from e
+
+    def _damaged(self, tid: str, e: Exception) -> StoreError:
+        why = " ".join(str(e).split())[:120]
+        return StoreError(f"{self.path} is damaged: the rows of tree {tid!r} do not fit together "
+                          f"({type(e).__name__}: {why}); run `memforest check`")
 
     def session_turns(self, session_id: str) -> list[Turn]:
         """The turns of a session of the loaded version (`memforest.types.TextSource`)."""
@@ -240,31 +322,18 @@ class StoreTreeSource:
         """The rows each query gives for `key` in the loaded version (a StoreError when the source is
         closed or SQLite fails, and, if `required`, when a query finds no row: damage)."""
         with self.waiting, self.lock:  # a read ahead gives way (`warm`)
-            con = self._con
-            if con is None:
-                raise StoreError(f"{self.path}: {kind} {key!r} of version {self.version} can no longer be "
-                                 "read (the memory was closed); open it again")
-            try:
-                found = [con.execute(sql, (key,)).fetchall() for sql in queries]
-            except sqlite3.Error as e:
-                why = " ".join(str(e).split())[:120]
-                raise StoreError(f"{self.path}: the rows of {kind} {key!r} cannot be read ({why})") from e
+            found = [self._fetch(kind, key, sql, (key,)) for sql in queries]
         if required and not all(found):
             raise StoreError(f"{self.path} is damaged: {kind} {key!r} of version {self.version} has no row; "
                              "run `memforest check`")
         return found
 
-    def ensure(self, tree_id: str) -> bool:
-        """Read `tree_id` (a tree of the loaded version) if it is not yet read; whether it is one."""
-        info = self._infos.get(tree_id)
-        if info is None:
-            return False
-        _ = info.tree
-        return True
-
     def ensure_all(self) -> None:
+        """Read every tree of the loaded version, and all of its nodes' data."""
         for info in list(self._infos.values()):
             _ = info.tree
+        for tid in sorted(self.partial):
+            self.read_data(tid)
 
     def advance(self, version: int) -> None:
         """Move to `version`, which this process has just committed on top of the source's (every
