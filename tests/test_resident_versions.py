@@ -398,9 +398,9 @@ def test_operations_on_a_large_memory_freeze_what_they_leave(tmp_path) -> None:
     try:
         for limit, large in ((10**9, False), (1, True)):
             gc.unfreeze()
-            cfg = MemForestConfig(gc_freeze_nodes=limit)
-            models = {"llm": ScriptedChatModel(), "embedder": HashEmbedder()}
-            with MemForest(tmp_path / str(limit), cfg, **models) as forest:  # type: ignore[arg-type]
+            forest = MemForest(tmp_path / str(limit), MemForestConfig(gc_freeze_nodes=limit),
+                               llm=ScriptedChatModel(), embedder=HashEmbedder())
+            with forest:
                 report = forest.ingest_sessions("u", make_sessions(3, 4))
                 assert ("collect" in report.timings) is large and (gc.get_freeze_count() > 0) is large
                 gc.unfreeze()
