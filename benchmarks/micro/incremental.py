@@ -60,9 +60,13 @@ from memforest.index.partition_cache import FILE_NAME as PARTITIONS_CACHE
 from memforest.index.tree_rows_cache import FILE_NAME as TREE_ROWS_CACHE
 from memforest.llm.base import ChatRequest, EmbedKind
 from memforest.llm.testing import HashEmbedder, Responder, ScriptedChatModel, rule_responder
+from memforest.store.schema import SCHEMA_VERSION
 
 USER = "bench"
-CACHE_FORMATS = " ".join(f"{m.KIND}:{m.FORMAT}" for m in (lexical_cache, partition_cache, tree_rows_cache))
+# the cache formats and the schema a base store was last opened with (a store of an older schema is
+# migrated by its first open: done on the base store, once, not in each measured copy's open)
+CACHE_FORMATS = " ".join([*(f"{m.KIND}:{m.FORMAT}" for m in (lexical_cache, partition_cache,
+                                                               tree_rows_cache)), f"schema:{SCHEMA_VERSION}"])
 START = datetime(2021, 1, 4, 9, 0)
 HOURS_APART = 19  # between sessions, up to DAILY_UNTIL of them
 # Past this many sessions they come an hour apart: 10^5 sessions about a day apart would run past the
@@ -159,7 +163,7 @@ def base_store(root: Path, size: int, turns: int, seed: int, batch: int, extract
         if stop >= size:
             (path / "done").write_text(str(size))
     caches = cache_dir(path / "users" / USER / "memory.sqlite")
-    marker = path / "cache_formats"  # the cache formats the caches were last written in
+    marker = path / "cache_formats"  # the cache formats the caches were last written in, and the schema
     if (not all((caches / name).exists() for name in (LEXICAL_CACHE, TREE_ROWS_CACHE, PARTITIONS_CACHE))
             or not marker.exists() or marker.read_text() != CACHE_FORMATS):
         with _forest(path, extractor=extractor) as forest:  # the caches a process that queried leaves

@@ -1,6 +1,6 @@
 """SQLite schema of one user's memory. SQLite is the source of truth; FAISS files are caches."""
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -28,6 +28,8 @@ CREATE TABLE IF NOT EXISTS nodes (
   children TEXT NOT NULL, t_lo REAL NOT NULL, item_lo TEXT NOT NULL, t_hi REAL NOT NULL,
   item_hi TEXT NOT NULL, count INTEGER NOT NULL, item TEXT, prev INTEGER, next INTEGER,
   text TEXT NOT NULL, mode TEXT NOT NULL, embedding BLOB NOT NULL, PRIMARY KEY (tree_id, node_id));
+CREATE INDEX IF NOT EXISTS nodes_structure ON nodes(
+  tree_id, node_id, level, parent, children, t_lo, item_lo, t_hi, item_hi, count, item, prev, next);
 CREATE TABLE IF NOT EXISTS entities (label TEXT PRIMARY KEY, tree_id TEXT);
 CREATE TABLE IF NOT EXISTS entity_facts (
   label TEXT NOT NULL, fact_id TEXT NOT NULL, PRIMARY KEY (label, fact_id)) WITHOUT ROWID;
@@ -44,7 +46,10 @@ CREATE TABLE IF NOT EXISTS operations (
 
 # Each older schema version and the statements that bring a store from it to the next one (run in one
 # transaction with the version bump). 1 -> 2: an entity's facts and per-session counts become rows
-# (edited per member) instead of JSON lists rewritten whole on every change.
+# (edited per member) instead of JSON lists rewritten whole on every change. 2 -> 3: an index holding
+# every node's place in its tree (`nodes_structure`), so a tree's structure is read from its run of
+# index entries (small, adjacent) instead of from its rows among the texts and vectors of all the
+# others (`memforest.store.tree_source`; ~2.6% more file).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         "ALTER TABLE entities RENAME TO entities_v1",
@@ -58,5 +63,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "INSERT INTO entity_sessions SELECT e.label, j.key, j.value FROM entities_v1 e, "
         "json_each(e.sessions) j",
         "DROP TABLE entities_v1",
+    ),
+    2: (
+        "CREATE INDEX IF NOT EXISTS nodes_structure ON nodes(tree_id, node_id, level, parent, children, "
+        "t_lo, item_lo, t_hi, item_hi, count, item, prev, next)",
     ),
 }

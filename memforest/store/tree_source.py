@@ -215,14 +215,9 @@ class StoreTreeSource:
         A write descending a tree reads the data of the nodes on its path and their children only."""
         tid = info.tree_id
         with self.lock:
-            rows = self._fetch("tree", tid,
-                               f"SELECT {STRUCTURE}, length(embedding) FROM nodes WHERE tree_id=?", (tid,))
+            rows = self._fetch("tree", tid, f"SELECT {STRUCTURE} FROM nodes WHERE tree_id=?", (tid,))
             fanout, _, next_id = self._shapes[tid]
             try:
-                width = 4 * self.dim  # (SQLite reads a vector's length from the row's header alone)
-                bad = next((row for row in rows if row[12] != width), None)
-                if bad is not None:
-                    raise ValueError(f"node {bad[0]} has a vector of {bad[12]} bytes, not {self.dim}-d")
                 tree = MemTree.from_nodes(tid, fanout, map(node_of_structure, rows), next_node_id=next_id,
                                           validate=False)
             except (ValueError, TypeError, KeyError, IndexError) as e:
