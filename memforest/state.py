@@ -385,12 +385,20 @@ class UserState:
         return float(self.session_times.row_meta(rows)[:, 0].max()) if len(rows) else None
 
     def add_fact(self, fact: Fact, vec: np.ndarray) -> None:
-        self.facts[fact.id] = fact
-        self.norms[fact.norm] = fact.id
-        self._owns("facts", fact.id)
+        self.add_facts([fact], vec.reshape(1, -1))
+
+    def add_facts(self, facts: Sequence[Fact], vecs: np.ndarray) -> None:
+        """Add new facts with their vectors (one row each of `vecs`), in one upsert of the fact table:
+        a partitioned table assigns them to their partitions in one pass over the centroids."""
+        if not facts:
+            return
+        for fact in facts:
+            self.facts[fact.id] = fact
+            self.norms[fact.norm] = fact.id
+            self._owns("facts", fact.id)
         if self.fact_table is None:
-            self.fact_table = VectorTable(len(vec))
-        self.fact_table.upsert([fact.id], vec.reshape(1, -1))
+            self.fact_table = VectorTable(vecs.shape[1])
+        self.fact_table.upsert([f.id for f in facts], vecs)
 
     def remove_fact(self, fact_id: str) -> None:
         fact = self.facts.pop(fact_id)

@@ -136,8 +136,8 @@ def _write_facts(
     clock.lap("embed")
     result = canonicalize(candidates, state.facts, state.norms, state.similar_facts, vecs, scheduler,
                           cfg.canon, tags, writable=state.writable_fact)
-    for fact in result.new_facts:
-        state.add_fact(fact, result.new_embeddings[fact.id])
+    if result.new_facts:
+        state.add_facts(result.new_facts, np.stack([result.new_embeddings[f.id] for f in result.new_facts]))
     changes.facts |= {f.id for f in result.new_facts} | {f.id for f in result.updated_facts}
     report.new_facts, report.merged, report.dedup_checks = (len(result.new_facts), result.merged,
                                                             result.llm_checks)
