@@ -14,6 +14,7 @@ import numpy as np
 
 _ITERATIONS = 6
 _TRAIN_PER_CENTROID = 32
+_PROBE_FIRST = 16  # nearest partitions a probe selects before sorting them all
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:
@@ -121,8 +122,18 @@ class Partitions:
 
     def probe(self, centroid_scores: np.ndarray, candidates: int) -> np.ndarray:
         """Row numbers (live or not) of the partitions nearest a query (given its scores against the
-        centroids), nearest first, until at least `candidates` rows are gathered."""
-        order = np.argsort(-centroid_scores, kind="stable")
+        centroids), nearest first (ties by partition number), until at least `candidates` rows are
+        gathered. The `_PROBE_FIRST` nearest are selected first, without sorting every partition;
+        when the partitions taken all score above the last of them, they are the sorted order's."""
+        neg = -centroid_scores
+        m = min(len(neg), _PROBE_FIRST)
+        if m < len(neg):
+            first = np.argpartition(neg, m - 1)[:m]
+            first = first[np.lexsort((first, neg[first]))]
+            take = int(np.searchsorted(np.cumsum(self.sizes[first]), candidates)) + 1
+            if take < m and neg[first[take - 1]] < neg[first[m - 1]]:
+                return np.concatenate([self.members[p] for p in first[:take].tolist()])
+        order = np.argsort(neg, kind="stable")
         take = int(np.searchsorted(np.cumsum(self.sizes[order]), candidates)) + 1
         return np.concatenate([self.members[p] for p in order[:take].tolist()])
 

@@ -155,3 +155,22 @@ def test_an_int_keys_table_finds_the_rows_of_many_keys_as_row_of_does_in_every_v
     assert plain.rows_of(np.array([5, 4, 3])).tolist() == [1, -1, 0]
     with pytest.raises(ValueError, match="non-negative"):
         VectorTable(16, int_keys=True).upsert([-1], vecs[:1])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_probe_takes_the_nearest_partitions_as_a_full_sort_orders_them(seed: int) -> None:
+    """The partitions a probe selects first (ties included: scores drawn from a few values) are
+    those a stable sort of every partition's score gives, in its order."""
+    from memforest.partitions import Partitions
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 60))
+    members = [np.arange(10 * p, 10 * p + int(rng.integers(0, 9))) for p in range(n)]
+    parts = Partitions(np.zeros((n, 2), np.float32), members, max_size=16)
+    for _ in range(30):
+        scores = rng.choice(np.linspace(-1, 1, int(rng.integers(1, 6))), n).astype(np.float32)
+        candidates = int(rng.integers(1, 80))
+        order = np.argsort(-scores, kind="stable")
+        take = int(np.searchsorted(np.cumsum(parts.sizes[order]), candidates)) + 1
+        want = np.concatenate([members[p] for p in order[:take].tolist()])
+        assert parts.probe(scores, candidates).tolist() == want.tolist()
