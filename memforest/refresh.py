@@ -19,7 +19,7 @@ from memforest.llm.base import ChatRequest, Embedder, normalize_rows
 from memforest.llm.scheduler import Scheduler, parse_json
 from memforest.prompts import summary as prompt
 from memforest.prompts import token_bound
-from memforest.state import ChangeSet, NodeData, NodeKey, TreeInfo, UserState
+from memforest.state import ChangeSet, LazyNodeMap, NodeData, NodeKey, TreeInfo, UserState
 from memforest.timeutil import interval_header, iso_date, iso_minute
 from memforest.types import Cell
 
@@ -65,6 +65,9 @@ def refresh(
     generate = scheduler is not None and cfg.summary_mode == "llm"
     for level in sorted(dirty):
         nodes = dirty[level]
+        if isinstance(state.nodes, LazyNodeMap):  # the children's data, one statement per tree
+            state.nodes.read_ahead((info.tree_id, c) for info, nid in nodes
+                                   for c in info.tree.nodes[nid].children)
         stats.levels += 1
         stats.per_level[level] = len(nodes)
         summaries = _summaries(state, nodes, scheduler if generate else None, cfg, level, degraded_ok, tags)

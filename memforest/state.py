@@ -6,7 +6,7 @@ transaction, so the committed version is the only one a reader ever sees."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -67,6 +67,8 @@ class TreeSource(Protocol):
 
     def node_data(self, key: NodeKey) -> NodeData | None: ...
 
+    def read_ahead(self, keys: Iterable[NodeKey]) -> None: ...
+
     def read_data(self, tree_id: str) -> None: ...
 
     def ensure_all(self) -> None: ...
@@ -120,7 +122,7 @@ class TreeInfo:
                 f"read={self.is_read})")
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeData:
     """Derived artifacts of a node: its text (leaf evidence or interval summary) and embedding."""
 
@@ -555,6 +557,12 @@ class LazyNodeMap(CowMap[NodeKey, NodeData]):
         base.update(self._over)
         out._base, out._covered, out._over, out._gone = base, frozenset(covered), {}, set()
         return out
+
+    def read_ahead(self, keys: Iterable[NodeKey]) -> None:
+        """Have the source read, in few statements, those of `keys` this map would read from it."""
+        over, gone, base, covered = self._over, self._gone, self._base, self._covered
+        self._source.read_ahead(k for k in keys
+                                if k not in over and k not in gone and k not in base and k[0] not in covered)
 
     def __getitem__(self, key: NodeKey) -> NodeData:
         value = self.get(key, _MISSING)

@@ -247,6 +247,11 @@ class _Source:
                               if n in self._trees[tid] and (tid, n) not in self.data})
         return self.data.get(key)
 
+    def read_ahead(self, keys) -> None:
+        for tid, nid in keys:
+            if tid in self.reads and tid in self.partial and nid in self._trees[tid]:
+                self.data.setdefault((tid, nid), self._trees[tid][nid])
+
     def read_data(self, tree_id: str) -> None:
         if tree_id not in self.reads:
             self.reads.append(tree_id)
@@ -277,6 +282,8 @@ def test_lazy_node_maps_agree_with_plain_dicts_across_forks_and_folds() -> None:
             key = (f"t{t if t < 100 else t + 100}", rng.randrange(45))
             if key in plain and rng.random() < 0.4:
                 del lazy[key], plain[key]
+            elif rng.random() < 0.1:  # (reading ahead changes nothing a version reads)
+                lazy.read_ahead([key, (key[0], key[1] + 1)])
             else:
                 lazy[key] = plain[key] = _data(step)
         assert len(lazy) == len(plain)

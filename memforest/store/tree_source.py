@@ -31,7 +31,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -239,20 +239,36 @@ class StoreTreeSource:
         node = tree.nodes.get(nid)
         if node is None:
             return None
-        group = [nid] if node.parent is None else tree.nodes[node.parent].children
+        self._read_nodes(tid, [nid] if node.parent is None else tree.nodes[node.parent].children)
+        found = self.data.get(key)
+        if found is None:
+            raise StoreError(f"{self.path} is damaged: node {nid} of tree {tid!r} has no row; "
+                             "run `memforest check`")
+        return found
+
+    def read_ahead(self, keys: Iterable[NodeKey]) -> None:
+        """Read, one statement per tree, the data of those of `keys` that trees already read hold
+        and that are not read yet (a refresh's next level: the children of the nodes it summarises)."""
+        by_tree: dict[str, list[int]] = {}
+        for tid, nid in keys:
+            if tid in self.partial and (tid, nid) not in self.data:
+                by_tree.setdefault(tid, []).append(nid)
+        for tid, nids in by_tree.items():
+            info = self._infos.get(tid)
+            if info is not None and info.is_read:
+                held = info.tree.nodes
+                self._read_nodes(tid, [n for n in nids if n in held])
+
+    def _read_nodes(self, tid: str, nids: list[int]) -> None:
+        """Read the data of nodes `nids` of `tid` (nodes of the loaded version) not read yet."""
         with self.waiting, self.lock:
             if tid in self.partial:
-                want = [n for n in group if (tid, n) not in self.data]
+                want = [n for n in dict.fromkeys(nids) if (tid, n) not in self.data]
                 if want:
                     marks = ",".join("?" * len(want))
                     self._add_data(tid, self._fetch(
                         "tree", tid, f"SELECT {DATA} FROM nodes WHERE tree_id=? AND node_id IN ({marks})",
                         (tid, *want)))
-            found = self.data.get(key)
-        if found is None:
-            raise StoreError(f"{self.path} is damaged: node {nid} of tree {tid!r} has no row; "
-                             "run `memforest check`")
-        return found
 
     def read_data(self, tree_id: str) -> None:
         """Read the data of every node of `tree_id` not read yet (its structure first if need be)."""
