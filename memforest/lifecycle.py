@@ -32,15 +32,16 @@ def delete_session(state: UserState, session_id: str, cfg: MemForestConfig, ch: 
     orphaned, thinned = [], []
     for fid in sorted(state.facts if fact_ids is None else fact_ids):
         fact = state.facts.get(fid)
-        if fact is None or session_id not in fact.sessions:
+        if fact is None:
             continue
-        kept = [o for o in fact.occurrences if o.session_id != session_id]
+        kept = [o for o in fact.occurrences if o.session_id != session_id]  # one pass, however many
+        if len(kept) == len(fact.occurrences):  # not said in this session
+            continue
         if kept:
-            before = fact.sessions
             fact = state.writable_fact(fid)
             fact.drop_session(kept, session_id)
             ch.facts.add(fact.id)
-            thinned.append((fact, before))
+            thinned.append(fact)
         else:
             orphaned.append(fact)
     for fact in orphaned:

@@ -279,7 +279,7 @@ class _Occurrences:
         """The view of `occurrences`: this one's list less every occurrence from `session_id`."""
         out = _Occurrences.__new__(_Occurrences)
         out.of, out.n = occurrences, len(occurrences)
-        out._sessions = self.sessions - {session_id}
+        out._sessions = None if self._sessions is None else self._sessions - {session_id}  # (else when read)
         first = self.first
         out.first = first if first is not None and first.session_id != session_id else \
             min(occurrences, key=_EARLIEST, default=None)

@@ -45,14 +45,13 @@ def fact_labels(fact: Fact, cfg: EntityConfig) -> set[str]:
     return {label for label in labels if label}
 
 
-def record_mentions(state: UserState, fact: Fact, cfg: EntityConfig, before: AbstractSet[str],
-                    moved: tuple[AbstractSet[str], AbstractSet[str]] | None = None) -> dict[str, bool]:
-    """Count `fact` against its labels, given the sessions it had before (empty for a fact new to the
-    memory); return each label whose stats changed, and whether the fact is new to that label.
-    `moved`: the sessions the fact gained and lost since `before`, when the caller knows them (else
-    found once from both sets, which costs the fact's sessions)."""
+def record_mentions(state: UserState, fact: Fact, cfg: EntityConfig,
+                    moved: tuple[AbstractSet[str], AbstractSet[str]]) -> dict[str, bool]:
+    """Count `fact` against its labels, given the sessions it gained and lost in this operation
+    (`moved`; a fact new to the memory gained all of its own); return each label whose stats changed,
+    and whether the fact is new to that label. The fact's sessions are read only for a label it is
+    new to (a fact said in thousands of sessions is counted by what moved, not by all of them)."""
     changed: dict[str, bool] = {}
-    now = fact.sessions
     for label in fact_labels(fact, cfg):
         if label not in state.entities:
             state.entities[label] = EntityStat(label)
@@ -60,9 +59,8 @@ def record_mentions(state: UserState, fact: Fact, cfg: EntityConfig, before: Abs
         is_new = fact.id not in stat.facts
         stat.add_fact(fact.id)
         if is_new:
-            _count(stat, now, +1)
+            _count(stat, fact.sessions, +1)
         else:
-            moved = moved if moved is not None else (now - before, before - now)
             _count(stat, moved[0], +1)
             _count(stat, moved[1], -1)
         changed[label] = is_new

@@ -50,8 +50,8 @@ class Router:
             if self.builds("scene"):
                 touched_scenes |= self._route_scene(fact)
         none: frozenset[str] = frozenset()
-        for fact, before, gained in [*((f, none, none) for f in new_facts), *updated]:
-            for label, is_new in entities.record_mentions(self.state, fact, self.cfg.entity, before,
+        for fact, _, gained in [*((f, none, none) for f in new_facts), *updated]:
+            for label, is_new in entities.record_mentions(self.state, fact, self.cfg.entity,
                                                           (gained, none)).items():
                 added.setdefault(label, set()).update([fact.id] if is_new else [])
         for label in sorted(added):
@@ -150,14 +150,13 @@ class Router:
         for label in sorted(entities.forget_fact(self.state, fact, self.cfg.entity)):
             self.sync_entity(label)
 
-    def recount(self, facts: Sequence[tuple[Fact, AbstractSet[str]]], lost: str | None = None) -> None:
-        """Update entity stats of facts whose occurrences changed (each with its sessions before);
-        `lost`: the one session every fact lost, gaining none (a deleted session), when known."""
+    def recount(self, facts: Sequence[Fact], lost: str) -> None:
+        """Update entity stats of facts that lost their occurrences from session `lost` (a deleted
+        session) and gained none."""
         labels: set[str] = set()
-        moved: tuple[frozenset[str], frozenset[str]] | None = ((frozenset(), frozenset([lost])) if lost
-                                                               else None)
-        for fact, before in facts:
-            labels |= set(entities.record_mentions(self.state, fact, self.cfg.entity, before, moved))
+        moved = (frozenset[str](), frozenset([lost]))
+        for fact in facts:
+            labels |= set(entities.record_mentions(self.state, fact, self.cfg.entity, moved))
         for label in sorted(labels):
             self.sync_entity(label)
 
