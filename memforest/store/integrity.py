@@ -78,8 +78,8 @@ MAX_DIM = 1 << 20  # far wider than any embedding
 def widths_agree(state: UserState) -> bool:
     """Whether every stored vector of `state` is `state.dim` wide (shapes only: cheap beside a load)."""
     shape = (state.dim,)
-    # of a memory whose trees are read on demand, the nodes read so far (each tree's are checked as
-    # it is read, the leaves and roots the indexes take at the open)
+    # of a memory whose trees are read on demand, the nodes read so far (each node's vector is checked
+    # as its data are read, the leaves and roots the indexes take at the open)
     nodes = state.tree_source.data.values() if state.tree_source is not None else state.nodes.values()
     facts = state.fact_table
     return (all(d.embedding.shape == shape for d in nodes)

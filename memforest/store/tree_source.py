@@ -4,16 +4,19 @@ when first needed.
 Opening a memory reads its sessions' and cells' rows less their text, its facts, its entity labels
 less their members, its scenes, and of its trees only their rows and what the indexes need at once
 (the leaves' items, the session trees' leaf vectors and every root's vector, `BulkRows`); a tree's
-nodes are read the first time something reaches the tree, a session's turns, a cell's text and a
-label's members the first time something reads them. Those reads must see the version that was
+structure is read the first time something reaches the tree (from the `nodes_structure` index), a
+node's text and vector the first time something reads them (with its siblings'), a session's turns,
+a cell's text and a label's members likewise. Those reads must see the version that was
 loaded, so the source keeps a read transaction open on its own connection: SQLite (in WAL mode)
 shows it that snapshot however many commits follow.
 
 A snapshot held open keeps the write-ahead log from being checkpointed past it, so after each commit
 this process makes the source moves to the new version (`advance`). That is sound because a commit
-reads in, before it is written, every tree it changes or drops, the text of every session and cell
-it replaces or deletes and the members of every label it changes (`read_for_commit`): what is still
-unread is what no commit of this process changed, and its rows are the same in both versions. After
+reads in, before it is written, every tree it changes or drops with the data of every node it
+changes or drops, the text of every session and cell it replaces or deletes and the members of
+every label it changes (`read_for_commit`): what is still unread is what no commit of this process
+changed, and its rows are the same in both versions (data read later are kept only for nodes the
+loaded version's structure holds, never a later commit's new ones). After
 another process's commit the source stays where it is (a reader reloads the new version into a new
 source); when no version uses it any more its connection is closed.
 
