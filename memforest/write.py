@@ -143,6 +143,5 @@ def _write_facts(
                                                             result.llm_checks)
     clock.lap("canonicalize")
     router.route_facts(result.new_facts,
-                       [(f, result.sessions_before[f.id], result.sessions_gained.get(f.id, set()))
-                        for f in result.updated_facts])
+                       [(f, result.sessions_gained.get(f.id, set())) for f in result.updated_facts])
     clock.lap("route")

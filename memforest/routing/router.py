@@ -38,10 +38,9 @@ class Router:
         self.ch.trees.add(tid)
 
     def route_facts(self, new_facts: list[Fact],
-                    updated: list[tuple[Fact, AbstractSet[str], AbstractSet[str]]]
-                    ) -> None:
+                    updated: list[tuple[Fact, AbstractSet[str]]]) -> None:
         """Route new facts to every scope; update entity stats of facts seen again (`updated` gives a
-        fact with the sessions it had before this operation and those it gained, having lost none)."""
+        fact with the sessions it gained in this operation, having lost none)."""
         added: dict[str, set[str]] = {}
         touched_scenes: set[str] = set()
         for fact in new_facts:
@@ -50,7 +49,7 @@ class Router:
             if self.builds("scene"):
                 touched_scenes |= self._route_scene(fact)
         none: frozenset[str] = frozenset()
-        for fact, _, gained in [*((f, none, none) for f in new_facts), *updated]:
+        for fact, gained in [*((f, none) for f in new_facts), *updated]:
             for label, is_new in entities.record_mentions(self.state, fact, self.cfg.entity,
                                                           (gained, none)).items():
                 added.setdefault(label, set()).update([fact.id] if is_new else [])
