@@ -39,9 +39,10 @@ def load(db: UserDB, user: str, saved: SavedFor | None = None, lazy: bool = Fals
 def read_for_commit(base: UserState, ch: ChangeSet) -> None:
     """Read into `base` (the committed version an operation forked) every tree the operation changes
     or drops with the data of each node it changes or drops (of a tree it drops, all), the turns and
-    cell texts of every session it replaces or deletes and the members of every entity label it
-    changes, before it commits: what some version still has to read from the store is then what no
-    commit of this process has changed (`memforest.store.tree_source`)."""
+    cell texts of every session it replaces or deletes, the members of every entity label and the
+    occurrences of every fact it changes or drops, before it commits: what some version still has to
+    read from the store is then what no commit of this process has changed
+    (`memforest.store.tree_source`)."""
     if base.tree_source is None:
         return
     trees = ch.trees | ch.deleted_trees | {t for t, _ in ch.nodes | ch.deleted_nodes}
@@ -49,7 +50,8 @@ def read_for_commit(base: UserState, ch: ChangeSet) -> None:
     cells = [c for s in sessions for c in base.session_cells.get(s, ())]
     reads: tuple[tuple[Mapping[str, Any], Iterable[str], str], ...] = (
         (base.trees, sorted(trees), "tree"), (base.sessions, sessions, "turns"), (base.cells, cells, "text"),
-        (base.entities, sorted(ch.entities | ch.deleted_entities), "facts"))
+        (base.entities, sorted(ch.entities | ch.deleted_entities), "facts"),
+        (base.facts, sorted(ch.facts | ch.deleted_facts), "occurrences"))
     for objects, keys, part in reads:
         for key in keys:
             found = objects.get(key)

@@ -7,7 +7,7 @@ event time (when what it asserts happened) are separate fields and are never int
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, NamedTuple, Protocol
 
@@ -154,10 +154,23 @@ class Occurrence(NamedTuple):
     event_end: float | None = None
 
 
-@dataclass
-class Fact:
-    """A canonical fact: the stable write unit. Merged duplicates add occurrences."""
+class OccurrenceSource(Protocol):
+    """Where the occurrences of a loaded version's facts are read the first time something needs
+    them (the store, in the snapshot the version was loaded from)."""
 
+    def fact_occurrences(self, fact_id: str) -> list[Occurrence]: ...
+
+
+_FACT_FIELDS = ("id", "text", "norm", "origin", "role", "participants", "entities", "topics", "time_text",
+                "event_start", "event_end", "attribute", "domain", "collection")
+
+
+class Fact:
+    """A canonical fact: the stable write unit. Merged duplicates add occurrences. A fact of a
+    loaded version reads its occurrences from its `source` when they are first needed (then keeps
+    them); a fact shared with older versions is replaced, never changed (`copy_for_write`)."""
+
+    __slots__ = (*_FACT_FIELDS, "_occ", "_source", "_implied")
     id: str
     text: str
     norm: str
@@ -172,9 +185,54 @@ class Fact:
     attribute: str
     domain: str
     collection: str
-    occurrences: list[Occurrence] = field(default_factory=list)
-    # what the occurrences imply (`_view`), kept with the list it was computed from
-    _implied: _Occurrences | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __init__(self, id: str, text: str, norm: str, origin: str, role: str, participants: list[str],
+                 entities: list[str], topics: list[str], time_text: str, event_start: float | None,
+                 event_end: float | None, attribute: str, domain: str, collection: str,
+                 occurrences: list[Occurrence] | None = None, source: OccurrenceSource | None = None) -> None:
+        self.id, self.text, self.norm, self.origin, self.role = id, text, norm, origin, role
+        self.participants, self.entities, self.topics = participants, entities, topics
+        self.time_text = time_text
+        self.event_start, self.event_end, self.attribute = event_start, event_end, attribute
+        self.domain, self.collection = domain, collection
+        self._occ = occurrences if occurrences is not None or source is not None else []
+        self._source = source if occurrences is None else None
+        # what the occurrences imply (`_view`), kept with the list it was computed from
+        self._implied: _Occurrences | None = None
+
+    @property
+    def occurrences(self) -> list[Occurrence]:
+        occ = self._occ
+        if occ is None:
+            assert self._source is not None
+            occ = self._occ = self._source.fact_occurrences(self.id)
+            self._source = None
+        return occ
+
+    @occurrences.setter
+    def occurrences(self, value: list[Occurrence]) -> None:
+        self._occ, self._source = value, None
+
+    @property
+    def is_read(self) -> bool:
+        return self._occ is not None
+
+    def _fields(self) -> tuple:
+        return tuple(getattr(self, name) for name in _FACT_FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Fact):
+            return NotImplemented
+        return self._fields() == other._fields() and self.occurrences == other.occurrences
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple:
+        return Fact, (*self._fields(), self.occurrences)
+
+    def __repr__(self) -> str:
+        occ = f"{len(self._occ)} occurrences" if self._occ is not None else "occurrences not read"
+        return f"Fact({', '.join(map(repr, self._fields()))}, {occ})"
 
     def _view(self) -> _Occurrences:
         """What the occurrences imply, computed once per change of the list (a fact said in many
@@ -202,8 +260,10 @@ class Fact:
 
     def copy_for_write(self) -> Fact:
         """A private copy to change (its own occurrence list); what it implies carries over."""
-        out = replace(self, occurrences=list(self.occurrences))
-        out._implied = self._implied
+        out = Fact.__new__(Fact)
+        for name in _FACT_FIELDS:
+            setattr(out, name, getattr(self, name))
+        out._occ, out._source, out._implied = list(self.occurrences), None, self._implied
         return out
 
     @property

@@ -93,6 +93,38 @@ def test_an_old_version_reads_the_turns_it_was_opened_with_after_a_correction(tm
         assert old.state.sessions["s005"] == was.sessions["s005"]  # read after the eager copy closed
 
 
+def test_facts_read_their_occurrences_on_demand_and_an_old_version_keeps_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the exact bound (lowered here) a reopened memory takes the fact table's rows from the
+    cache and reads no occurrence at the open; after writes that change and drop facts, the version
+    opened first still reads the occurrences it was opened with."""
+    monkeypatch.setattr("memforest.vector_table.EXACT_ROWS", 12)
+    monkeypatch.setattr("memforest.index.forest_index.ROOTS_EXACT_ROWS", 4)
+    root, copy = _built_and_copied(tmp_path)
+    with _forest(root) as forest:
+        old = forest.snapshot("u")
+        facts = old.state.facts
+        unread = {f for f, fact in facts.items() if not fact.is_read}
+        assert facts and unread == set(facts)
+        more = make_sessions(9, 4, start_day=20)[6:]
+        forest.correct_session("u", {**more[0], "session_id": "s002"})
+        forest.delete_session("u", "s003")
+        forest.ingest_sessions("u", [more[1]])
+        new = forest.snapshot("u").state
+        changed = {f for f in unread if new.facts.get(f) is not facts[f]}
+        assert changed & unread and any(f not in new.facts for f in changed)  # changed and dropped
+        with _forest(copy, lazy=False) as eager:
+            assert fingerprint(old) == fingerprint(eager.snapshot("u"))
+        assert forest.check("u")["ok"]
+    shutil.rmtree(copy)
+    shutil.copytree(root, copy)
+    with _forest(root) as forest, _forest(copy, lazy=False) as eager:
+        assert not any(f.is_read for f in forest.snapshot("u").state.facts.values())
+        assert (forest.query("u", "Where do I live now?", answer=False).evidence
+                == eager.query("u", "Where do I live now?", answer=False).evidence)
+        assert fingerprint(forest.snapshot("u")) == fingerprint(eager.snapshot("u"))
+
+
 def test_entity_and_scene_trees_are_read_ahead_after_the_open(tmp_path: Path) -> None:
     root, copy = _built_and_copied(tmp_path)
     with _forest(root, warm=True) as forest, _forest(copy, lazy=False) as eager:

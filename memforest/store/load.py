@@ -27,7 +27,7 @@ from memforest.state import (
 from memforest.store.tree_source import StoreTreeSource, json_list, node_of_row, read_bulk, vec_of
 from memforest.trees.memtree import MemTree
 from memforest.trees.node import Node
-from memforest.types import Cell, Fact, Occurrence, Session, TextSource, Turn
+from memforest.types import Cell, Fact, Occurrence, OccurrenceSource, Session, TextSource, Turn
 from memforest.vector_table import SavedPartitions
 
 log = logging.getLogger(__name__)
@@ -62,35 +62,21 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     the indexes need of them comes from `cached_rows(version, dim)` when that agrees with the tree rows,
     else from one pass over the nodes. The fact table takes the partitions `saved(version)` holds for
     it (`facts`), when they hold exactly its keys, and then their rows when they carry them: the facts'
-    vectors and row meta are then not read from the store. A fact vector of another width read from
+    vectors and row meta are then not read from the store, and with `lazy` neither are the facts'
+    occurrences (each fact reads its own when first needed). A fact vector of another width read from
     the store is a VectorWidthError."""
     meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
     st = UserState(user, version=int(meta["version"]), embedder=meta["embedder"], dim=int(meta["dim"]),
                    next_tree_rowid=int(meta["next_tree_rowid"]),
                    next_scene=int(meta["next_scene"]))
-    occ: dict[str, list[Occurrence]] = {}
-    unordered: set[str] = set()  # facts whose occurrences came out of `seq` order
-    last: dict[str, int] = {}
-    pool: dict[str, str] = {}  # one string object per distinct session id, cell id and fact label
-    same = pool.setdefault
-    for fid, seq, sid, cid, lo, hi, t, es, ee in con.execute(
-            "SELECT fact_id, seq, session_id, cell_id, turn_lo, turn_hi, source_time, event_start, event_end "
-            "FROM occurrences"):  # table order: no sort by key
-        if last.get(fid, -1) > seq:
-            unordered.add(fid)
-        last[fid] = seq
-        occ.setdefault(fid, []).append(Occurrence(same(sid, sid), same(cid, cid), lo, hi, t, es, ee))
-    if unordered:  # as `ORDER BY fact_id, seq` gives them
-        ordered = con.execute("SELECT fact_id, session_id, cell_id, turn_lo, turn_hi, source_time, "
-                              "event_start, event_end FROM occurrences WHERE fact_id IN (SELECT value FROM "
-                              "json_each(?)) ORDER BY fact_id, seq", (json.dumps(sorted(unordered)),))
-        for fid in unordered:
-            occ[fid] = []
-        for row in ordered:
-            occ[row[0]].append(Occurrence(*row[1:]))
     tables = saved(st.version) if saved is not None else None
     saved_facts = tables.get("facts") if tables else None
     mapped = saved_facts is not None and saved_facts.vecs is not None  # the table takes the cache's rows
+    # the facts' occurrences: read now for the fact table's row meta, else when first needed
+    pool: dict[str, str] = {}  # one string object per distinct session id, cell id and fact label
+    same = pool.setdefault
+    occ = _read_occurrences(con, same) if lazy is None or not mapped else None
+    later = _Later() if occ is None else None
     facts: dict[str, Fact] = {}
     blobs: list[bytes] = []
     lists = _Lists()
@@ -98,7 +84,7 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
         (fid, text, norm, origin, role, parts, ents, topics, time_text, es, ee, attr, domain, coll) = row[:14]
         facts[fid] = Fact(fid, text, norm, same(origin, origin), same(role, role), lists(parts), lists(ents),
                           lists(topics), time_text, es, ee, same(attr, attr), same(domain, domain),
-                          same(coll, coll), occ.get(fid, []))
+                          same(coll, coll), occ.get(fid, []) if occ is not None else None, later)
         if not mapped:
             blobs.append(row[14])
     del pool
@@ -109,6 +95,8 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     fact_vecs = st.fact_vecs
     if lazy is not None:
         _read_trees_lazily(con, st, lazy, fact_vecs, cached_rows(st.version, st.dim) if cached_rows else None)
+        if later is not None:
+            later.source = st.tree_source
     rows: dict[str, list[Node]] = {}
     nodes: dict[tuple[str, int], NodeData] = {}
     for row in ([] if lazy is not None else con.execute("SELECT * FROM nodes")):
@@ -130,6 +118,44 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     st.trees, st.entities, st.scenes = trees, entities, scenes
     st.pending_cells = {row[0] for row in con.execute("SELECT cell_id FROM pending_cells")}
     return st
+
+
+def _read_occurrences(con: sqlite3.Connection, same: Callable[[str, str], str]
+                      ) -> dict[str, list[Occurrence]]:
+    """Every fact's occurrences in `seq` order, their session and cell ids shared through `same`."""
+    occ: dict[str, list[Occurrence]] = {}
+    unordered: set[str] = set()  # facts whose occurrences came out of `seq` order
+    last: dict[str, int] = {}
+    for fid, seq, sid, cid, lo, hi, t, es, ee in con.execute(
+            "SELECT fact_id, seq, session_id, cell_id, turn_lo, turn_hi, source_time, event_start, event_end "
+            "FROM occurrences"):  # table order: no sort by key
+        if last.get(fid, -1) > seq:
+            unordered.add(fid)
+        last[fid] = seq
+        occ.setdefault(fid, []).append(Occurrence(same(sid, sid), same(cid, cid), lo, hi, t, es, ee))
+    if unordered:  # as `ORDER BY fact_id, seq` gives them
+        ordered = con.execute("SELECT fact_id, session_id, cell_id, turn_lo, turn_hi, source_time, "
+                              "event_start, event_end FROM occurrences WHERE fact_id IN (SELECT value FROM "
+                              "json_each(?)) ORDER BY fact_id, seq", (json.dumps(sorted(unordered)),))
+        for fid in unordered:
+            occ[fid] = []
+        for row in ordered:
+            occ[row[0]].append(Occurrence(*row[1:]))
+    return occ
+
+
+class _Later:
+    """The occurrence source of facts read before the tree source that reads their occurrences
+    exists (`read_state` makes it after the fact table)."""
+
+    __slots__ = ("source",)
+
+    def __init__(self) -> None:
+        self.source: OccurrenceSource | None = None
+
+    def fact_occurrences(self, fact_id: str) -> list[Occurrence]:
+        assert self.source is not None
+        return self.source.fact_occurrences(fact_id)
 
 
 _FACT_COLUMNS = ("fact_id, text, norm, origin, role, participants, entities, topics, time_text, event_start, "
@@ -156,6 +182,12 @@ def _fact_meta(con: sqlite3.Connection, facts: dict[str, Fact]) -> np.ndarray:
     """The row meta of `facts` in the fact index (`forest_index.fact_meta`), from their occurrences as
     read and the session trees' rows; each fact keeps its earliest occurrence (`Fact.knows_first`)."""
     earliest = attrgetter("source_time", "session_id")
+    if not all(fact.is_read for fact in facts.values()):  # in one pass, not one read per fact
+        pool: dict[str, str] = {}
+        occ = _read_occurrences(con, pool.setdefault)
+        for fact in facts.values():
+            if not fact.is_read:
+                fact.occurrences = occ.get(fact.id, [])
     for fact in facts.values():
         fact.knows_first(min(fact.occurrences, key=earliest, default=None))
     rowids = dict(con.execute("SELECT tree_id, rowid_ FROM trees WHERE family = 'session'").fetchall())

@@ -44,7 +44,7 @@ from memforest.state import BulkRows, NodeData, NodeKey, TreeInfo, Waiting
 from memforest.store.connection import open_reader, rollback
 from memforest.trees.memtree import MemTree
 from memforest.trees.node import Node
-from memforest.types import Turn
+from memforest.types import Occurrence, Turn
 
 RELEASE_LOG_EVERY = 16  # commits of this process between checkpoints that let the log restart
 
@@ -323,6 +323,14 @@ class StoreTreeSource:
         """The text of a cell of the loaded version (`memforest.types.TextSource`)."""
         (rows,) = self._read_rows("cell", cell_id, "SELECT text FROM cells WHERE cell_id=?")
         return str(rows[0][0])
+
+    def fact_occurrences(self, fact_id: str) -> list[Occurrence]:
+        """The occurrences of a fact of the loaded version, in order
+        (`memforest.types.OccurrenceSource`)."""
+        (rows,) = self._read_rows("fact", fact_id, "SELECT session_id, cell_id, turn_lo, turn_hi, "
+                                  "source_time, event_start, event_end FROM occurrences WHERE fact_id=? "
+                                  "ORDER BY seq", required=False)
+        return [Occurrence(*row) for row in rows]
 
     def entity_members(self, label: str) -> tuple[list[str], dict[str, int]]:
         """The facts of an entity label of the loaded version and its per-session fact counts
