@@ -26,12 +26,14 @@ once the background work is done: `settled_rss_bytes_per_session`);
 open several times, so the open is then not timed apart from it). Partitioned search is compared
 with exact search (`search`). `refreshed_nodes` counts the tree nodes each write refreshed (leaves
 placed and the summaries on their paths to the roots); the `*_per_refreshed_node` ratios divide that
-O(M log N) term out. Base stores are cached under results/bench/ keyed by parameters."""
+O(M log N) term out. Base stores are cached under results/bench/ keyed by parameters; one that is
+missing is built in a child process, so the measuring process's heap holds only what its opens make."""
 
 from __future__ import annotations
 
 import argparse
 import gc
+import multiprocessing
 import os
 import random
 import shutil
@@ -153,7 +155,7 @@ def base_store(root: Path, size: int, turns: int, seed: int, batch: int, extract
     """A store holding `size` sessions (built in batches of `batch` sessions per call), cached; an
     interrupted build goes on from the sessions it committed. The build reopens the store every
     `REOPEN_EVERY` sessions, so the trees its writes read do not all stay resident (a 10^5 build)."""
-    path = root / f"{EXTRACTORS[extractor][0]}_n{size}_t{turns}_s{seed}"
+    path = _store_path(root, size, turns, seed, extractor)
     while not (path / "done").exists():
         with _forest(path, extractor=extractor) as forest:
             start = len(forest.snapshot(USER).state.sessions) if USER in forest.users() else 0
@@ -162,14 +164,42 @@ def base_store(root: Path, size: int, turns: int, seed: int, batch: int, extract
                 forest.ingest_sessions(USER, longmemeval_sessions(min(batch, stop - lo), lo, turns, seed))
         if stop >= size:
             (path / "done").write_text(str(size))
-    caches = cache_dir(path / "users" / USER / "memory.sqlite")
-    marker = path / "cache_formats"  # the cache formats the caches were last written in, and the schema
-    if (not all((caches / name).exists() for name in (LEXICAL_CACHE, TREE_ROWS_CACHE, PARTITIONS_CACHE))
-            or not marker.exists() or marker.read_text() != CACHE_FORMATS):
+    if not _caches_current(path):
         with _forest(path, extractor=extractor) as forest:  # the caches a process that queried leaves
             forest.query(USER, Measured.QUESTION, answer=False)
-        marker.write_text(CACHE_FORMATS)
+        (path / "cache_formats").write_text(CACHE_FORMATS)
     return path
+
+
+def _store_path(root: Path, size: int, turns: int, seed: int, extractor: str) -> Path:
+    return root / f"{EXTRACTORS[extractor][0]}_n{size}_t{turns}_s{seed}"
+
+
+def _caches_current(path: Path) -> bool:
+    """Whether the base store at `path` holds its caches in the current formats (its `cache_formats`
+    marker names them, and the schema)."""
+    caches = cache_dir(path / "users" / USER / "memory.sqlite")
+    marker = path / "cache_formats"
+    return (all((caches / name).exists() for name in (LEXICAL_CACHE, TREE_ROWS_CACHE, PARTITIONS_CACHE))
+            and marker.exists() and marker.read_text() == CACHE_FORMATS)
+
+
+def base_store_apart(root: Path, size: int, turns: int, seed: int, batch: int,
+                     extractor: str = "profile") -> Path:
+    """`base_store`, built (or brought up to date) in a child process when it is not ready, so the
+    measuring process's heap holds only what its measured opens make: a build's freed heap, reused
+    by a later open in the same process, would hide most of that open's growth from the resident
+    figures."""
+    path = _store_path(root, size, turns, seed, extractor)
+    if not ((path / "done").exists() and _caches_current(path)):
+        child = multiprocessing.get_context("spawn").Process(
+            target=base_store, args=(root, size, turns, seed, batch, extractor))
+        child.start()
+        child.join()
+        if child.exitcode != 0:
+            raise SystemExit(f"building the base store of {size} sessions failed "
+                             f"(exit code {child.exitcode})")
+    return base_store(root, size, turns, seed, batch, extractor)
 
 
 def resident_bytes() -> int:
@@ -346,7 +376,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     stores = []
     for size in sizes:
         t = time.perf_counter()
-        base = base_store(root, size, args.turns, args.seed, args.batch, args.extractor)
+        base = base_store_apart(root, size, args.turns, args.seed, args.batch, args.extractor)
         build = time.perf_counter() - t
         stores.append(Measured(base, size, args.reps, args.turns, args.seed, root / "incremental_work",
                                args.extractor, args.huge_pages, args.trace_memory, args.lazy_trees))
