@@ -137,6 +137,7 @@ def _facts(state: UserState) -> list[str]:
     user_tree = state.trees.get(entities.USER_TREE)
     in_scene = {item for s in state.scenes.values() if s.tree_id in state.trees
                 for item in state.trees[s.tree_id].tree.placements()}
+    state.read_facts()
     for f in state.facts.values():
         if not f.occurrences:
             problems.append(f"fact {f.id} has no occurrence")

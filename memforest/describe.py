@@ -10,6 +10,7 @@ from memforest.timeutil import iso_date, iso_minute
 
 def describe(state: UserState, tree_id: str | None = None) -> dict[str, Any]:
     trees = [state.trees[t] for t in sorted(state.trees) if tree_id in (None, t)]
+    state.read_facts()
     return {
         "user": state.user,
         "version": state.version,

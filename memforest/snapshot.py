@@ -65,6 +65,7 @@ class Snapshot:
             if self._lexical is None and self._lexical_source is not None:
                 self._lexical = self._lexical_source(self.state)
             elif self._lexical is None:
+                self.state.read_facts()
                 self._lexical = VersionedLexical(_documents(self.state, self.state.cells, self.state.facts))
             return self._lexical
 

@@ -73,6 +73,8 @@ class TreeSource(Protocol):
 
     def ensure_all(self) -> None: ...
 
+    def read_facts(self, facts: Iterable[Fact]) -> None: ...
+
 
 class TreeInfo:
     """One tree of the forest. A tree of a loaded version is read from its `TreeSource` when first
@@ -338,6 +340,12 @@ class UserState:
             self.trees[tree_id] = info
         return info
 
+    def read_facts(self) -> None:
+        """Have every fact read in what it would read from the store when first needed (a loaded
+        version's: `Fact.unread`), in one pass over the store's rows; for what reads them all."""
+        if self.tree_source is not None:
+            self.tree_source.read_facts(self.facts.values())
+
     def writable_fact(self, fact_id: str) -> Fact:
         fact = self.facts[fact_id]
         if not self._owns("facts", fact_id):
@@ -448,15 +456,19 @@ class UserState:
             if not isinstance(m, LazyNodeMap):
                 setattr(self, name, CowMap.over(m if type(m) is dict else dict(m.items())))
         held: dict[str, frozenset[str]] = {}
+        hold = held.setdefault
         pool: dict[frozenset[str], frozenset[str]] = {}  # one object per distinct set of trees
         bulk = self.tree_source.bulk if self.tree_source is not None else None
         for tid, info in self.trees.items():
             if info.family != "session":  # a tree not read yet: its leaves as the open read them
                 items = bulk.leaf_items.get(tid, ()) if bulk is not None and not info.is_read \
                     else info.tree.placements()
+                alone = frozenset((tid,))  # shared by the items no other tree holds (most)
                 for item in items:
-                    trees = held.get(item, frozenset()) | {tid}
-                    held[item] = pool.setdefault(trees, trees)
+                    trees = hold(item, alone)
+                    if trees is not alone:
+                        trees = trees | alone
+                        held[item] = pool.setdefault(trees, trees)
         self.placements = CowMap.over(held)
         self.norms = CowMap.over(norms)
         if self.fact_table is None:

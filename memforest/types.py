@@ -154,21 +154,27 @@ class Occurrence(NamedTuple):
     event_end: float | None = None
 
 
-class OccurrenceSource(Protocol):
-    """Where the occurrences of a loaded version's facts are read the first time something needs
-    them (the store, in the snapshot the version was loaded from)."""
+class FactSource(Protocol):
+    """Where the fields and occurrences of a loaded version's facts are read the first time something
+    needs them (the store, in the snapshot the version was loaded from)."""
 
     def fact_occurrences(self, fact_id: str) -> list[Occurrence]: ...
+
+    def fact_detail(self, fact_id: str) -> tuple: ...  # the values of `FACT_DETAIL`, in order
 
 
 _FACT_FIELDS = ("id", "text", "norm", "origin", "role", "participants", "entities", "topics", "time_text",
                 "event_start", "event_end", "attribute", "domain", "collection")
+# what a loaded fact reads when first needed: every field but its id and normalised text
+FACT_DETAIL = tuple(name for name in _FACT_FIELDS if name not in ("id", "norm"))
+_DETAIL = frozenset(FACT_DETAIL)
 
 
 class Fact:
     """A canonical fact: the stable write unit. Merged duplicates add occurrences. A fact of a
-    loaded version reads its occurrences from its `source` when they are first needed (then keeps
-    them); a fact shared with older versions is replaced, never changed (`copy_for_write`)."""
+    loaded version may read its occurrences, and its fields but the id and normalised text
+    (`FACT_DETAIL`), from its `source` when they are first needed (then keeps them); a fact shared
+    with older versions is replaced, never changed (`copy_for_write`)."""
 
     __slots__ = (*_FACT_FIELDS, "_occ", "_source", "_implied")
     id: str
@@ -189,7 +195,7 @@ class Fact:
     def __init__(self, id: str, text: str, norm: str, origin: str, role: str, participants: list[str],
                  entities: list[str], topics: list[str], time_text: str, event_start: float | None,
                  event_end: float | None, attribute: str, domain: str, collection: str,
-                 occurrences: list[Occurrence] | None = None, source: OccurrenceSource | None = None) -> None:
+                 occurrences: list[Occurrence] | None = None, source: FactSource | None = None) -> None:
         self.id, self.text, self.norm, self.origin, self.role = id, text, norm, origin, role
         self.participants, self.entities, self.topics = participants, entities, topics
         self.time_text = time_text
@@ -200,22 +206,46 @@ class Fact:
         # what the occurrences imply (`_view`), kept with the list it was computed from
         self._implied: _Occurrences | None = None
 
+    @classmethod
+    def unread(cls, id: str, norm: str, source: FactSource) -> Fact:
+        """A fact of a loaded version known by its id and normalised text; the rest is read from
+        `source` when first needed."""
+        out = cls.__new__(cls)
+        out.id, out.norm, out._occ, out._source, out._implied = id, norm, None, source, None
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        """A field of `FACT_DETAIL` not read yet (its slot is empty): read with the others."""
+        if name not in _DETAIL or self._source is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.take_detail(self._source.fact_detail(self.id))
+        return object.__getattribute__(self, name)
+
+    def take_detail(self, values: tuple) -> None:
+        """Set the fields of `FACT_DETAIL` to `values` (read by a bulk reader)."""
+        for name, value in zip(FACT_DETAIL, values, strict=True):
+            setattr(self, name, value)
+
     @property
     def occurrences(self) -> list[Occurrence]:
         occ = self._occ
         if occ is None:
             assert self._source is not None
             occ = self._occ = self._source.fact_occurrences(self.id)
-            self._source = None
         return occ
 
     @occurrences.setter
     def occurrences(self, value: list[Occurrence]) -> None:
-        self._occ, self._source = value, None
+        self._occ = value
+
+    @property
+    def occurrences_read(self) -> bool:
+        return self._occ is not None
 
     @property
     def is_read(self) -> bool:
-        return self._occ is not None
+        """Whether its occurrences and every field are read (nothing left to read from the store)."""
+        return self._occ is not None and (self._source is None or _detail_read(self))
 
     def _fields(self) -> tuple:
         return tuple(getattr(self, name) for name in _FACT_FIELDS)
@@ -231,6 +261,8 @@ class Fact:
         return Fact, (*self._fields(), self.occurrences)
 
     def __repr__(self) -> str:
+        if self._source is not None and not _detail_read(self):
+            return f"Fact({self.id!r}, norm={self.norm!r}, not read)"
         occ = f"{len(self._occ)} occurrences" if self._occ is not None else "occurrences not read"
         return f"Fact({', '.join(map(repr, self._fields()))}, {occ})"
 
@@ -287,6 +319,18 @@ class Fact:
     @property
     def sorted_sessions(self) -> tuple[str, ...]:
         return self._view().sorted_sessions
+
+
+def _detail_read(fact: Fact) -> bool:
+    """Whether the fact's `FACT_DETAIL` fields are set (given when it was made, or read since)."""
+    try:
+        _TEXT_SLOT.__get__(fact, Fact)
+    except AttributeError:
+        return False
+    return True
+
+
+_TEXT_SLOT = Fact.__dict__["text"]
 
 
 _SESSION = attrgetter("session_id")

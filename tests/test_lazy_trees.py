@@ -93,11 +93,12 @@ def test_an_old_version_reads_the_turns_it_was_opened_with_after_a_correction(tm
         assert old.state.sessions["s005"] == was.sessions["s005"]  # read after the eager copy closed
 
 
-def test_facts_read_their_occurrences_on_demand_and_an_old_version_keeps_its_own(
+def test_facts_read_their_fields_and_occurrences_on_demand_and_an_old_version_keeps_its_own(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past the exact bound (lowered here) a reopened memory takes the fact table's rows from the
-    cache and reads no occurrence at the open; after writes that change and drop facts, the version
-    opened first still reads the occurrences it was opened with."""
+    cache and reads of its facts only their ids and normalised texts at the open; after writes that
+    change and drop facts, the version opened first still reads the fields and occurrences it was
+    opened with."""
     monkeypatch.setattr("memforest.vector_table.EXACT_ROWS", 12)
     monkeypatch.setattr("memforest.index.forest_index.ROOTS_EXACT_ROWS", 4)
     root, copy = _built_and_copied(tmp_path)
@@ -115,11 +116,16 @@ def test_facts_read_their_occurrences_on_demand_and_an_old_version_keeps_its_own
         assert changed & unread and any(f not in new.facts for f in changed)  # changed and dropped
         with _forest(copy, lazy=False) as eager:
             assert fingerprint(old) == fingerprint(eager.snapshot("u"))
+            assert dict(old.state.facts) == dict(eager.snapshot("u").state.facts)  # every field
         assert forest.check("u")["ok"]
     shutil.rmtree(copy)
     shutil.copytree(root, copy)
     with _forest(root) as forest, _forest(copy, lazy=False) as eager:
-        assert not any(f.is_read for f in forest.snapshot("u").state.facts.values())
+        facts = forest.snapshot("u").state.facts
+        assert not any(f.is_read for f in facts.values())
+        first = next(iter(facts.values()))
+        assert "not read" in repr(first) and first.occurrences and not first.is_read  # its fields not yet
+        assert first.text and first.is_read and first == eager.snapshot("u").state.facts[first.id]
         assert (forest.query("u", "Where do I live now?", answer=False).evidence
                 == eager.query("u", "Where do I live now?", answer=False).evidence)
         assert fingerprint(forest.snapshot("u")) == fingerprint(eager.snapshot("u"))

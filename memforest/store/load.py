@@ -24,10 +24,18 @@ from memforest.state import (
     TreeInfo,
     UserState,
 )
-from memforest.store.tree_source import StoreTreeSource, json_list, node_of_row, read_bulk, vec_of
+from memforest.store.tree_source import (
+    FACT_DETAIL_COLUMNS,
+    StoreTreeSource,
+    json_list,
+    node_of_row,
+    read_bulk,
+    read_facts,
+    vec_of,
+)
 from memforest.trees.memtree import MemTree
 from memforest.trees.node import Node
-from memforest.types import Cell, Fact, Occurrence, OccurrenceSource, Session, TextSource, Turn
+from memforest.types import Cell, Fact, FactSource, Occurrence, Session, TextSource, Turn
 from memforest.vector_table import SavedPartitions
 
 log = logging.getLogger(__name__)
@@ -63,7 +71,8 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     else from one pass over the nodes. The fact table takes the partitions `saved(version)` holds for
     it (`facts`), when they hold exactly its keys, and then their rows when they carry them: the facts'
     vectors and row meta are then not read from the store, and with `lazy` neither are the facts'
-    occurrences (each fact reads its own when first needed). A fact vector of another width read from
+    occurrences and fields but their ids and normalised texts (each fact reads its own when first
+    needed, `memforest.types.Fact.unread`). A fact vector of another width read from
     the store is a VectorWidthError."""
     meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
     st = UserState(user, version=int(meta["version"]), embedder=meta["embedder"], dim=int(meta["dim"]),
@@ -72,22 +81,27 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     tables = saved(st.version) if saved is not None else None
     saved_facts = tables.get("facts") if tables else None
     mapped = saved_facts is not None and saved_facts.vecs is not None  # the table takes the cache's rows
-    # the facts' occurrences: read now for the fact table's row meta, else when first needed
-    pool: dict[str, str] = {}  # one string object per distinct session id, cell id and fact label
-    same = pool.setdefault
-    occ = _read_occurrences(con, same) if lazy is None or not mapped else None
-    later = _Later() if occ is None else None
     facts: dict[str, Fact] = {}
     blobs: list[bytes] = []
-    lists = _Lists()
-    for row in con.execute(f"SELECT {_FACT_COLUMNS}{'' if mapped else ', embedding'} FROM facts"):
-        (fid, text, norm, origin, role, parts, ents, topics, time_text, es, ee, attr, domain, coll) = row[:14]
-        facts[fid] = Fact(fid, text, norm, same(origin, origin), same(role, role), lists(parts), lists(ents),
-                          lists(topics), time_text, es, ee, same(attr, attr), same(domain, domain),
-                          same(coll, coll), occ.get(fid, []) if occ is not None else None, later)
-        if not mapped:
-            blobs.append(row[14])
-    del pool
+    if lazy is not None and mapped:  # fields and occurrences read when first needed
+        later = _Later()
+        for fid, norm in con.execute("SELECT fact_id, norm FROM facts"):
+            facts[fid] = Fact.unread(fid, norm, later)
+    else:
+        later = None
+        pool: dict[str, str] = {}  # one string object per distinct session id, cell id and fact label
+        same = pool.setdefault
+        occ = _read_occurrences(con, same)
+        lists = _Lists()
+        columns = f"fact_id, norm, {FACT_DETAIL_COLUMNS}{'' if mapped else ', embedding'}"
+        for row in con.execute(f"SELECT {columns} FROM facts"):
+            fid, norm, text, origin, role, parts, ents, topics, time_text, es, ee, attr, dom, coll = row[:14]
+            facts[fid] = Fact(fid, text, norm, same(origin, origin), same(role, role), lists(parts),
+                              lists(ents), lists(topics), time_text, es, ee, same(attr, attr), same(dom, dom),
+                              same(coll, coll), occ.get(fid, []))
+            if not mapped:
+                blobs.append(row[14])
+        del pool
     ids = list(facts)
     st.fill_facts(ids, (lambda: _fact_vectors(con, ids, st.dim)) if mapped else _vectors(blobs, ids, st.dim),
                   saved_facts, lambda: _fact_meta(con, facts))
@@ -145,21 +159,21 @@ def _read_occurrences(con: sqlite3.Connection, same: Callable[[str, str], str]
 
 
 class _Later:
-    """The occurrence source of facts read before the tree source that reads their occurrences
+    """The source of facts read before the tree source that reads their fields and occurrences
     exists (`read_state` makes it after the fact table)."""
 
     __slots__ = ("source",)
 
     def __init__(self) -> None:
-        self.source: OccurrenceSource | None = None
+        self.source: FactSource | None = None
 
     def fact_occurrences(self, fact_id: str) -> list[Occurrence]:
         assert self.source is not None
         return self.source.fact_occurrences(fact_id)
 
-
-_FACT_COLUMNS = ("fact_id, text, norm, origin, role, participants, entities, topics, time_text, event_start, "
-                 "event_end, attribute, domain, collection")
+    def fact_detail(self, fact_id: str) -> tuple:
+        assert self.source is not None
+        return self.source.fact_detail(fact_id)
 
 
 def _vectors(blobs: list[bytes], ids: list[str], dim: int) -> np.ndarray:
@@ -182,12 +196,7 @@ def _fact_meta(con: sqlite3.Connection, facts: dict[str, Fact]) -> np.ndarray:
     """The row meta of `facts` in the fact index (`forest_index.fact_meta`), from their occurrences as
     read and the session trees' rows; each fact keeps its earliest occurrence (`Fact.knows_first`)."""
     earliest = attrgetter("source_time", "session_id")
-    if not all(fact.is_read for fact in facts.values()):  # in one pass, not one read per fact
-        pool: dict[str, str] = {}
-        occ = _read_occurrences(con, pool.setdefault)
-        for fact in facts.values():
-            if not fact.is_read:
-                fact.occurrences = occ.get(fact.id, [])
+    read_facts(con, list(facts.values()))  # in one pass, not one read per fact
     for fact in facts.values():
         fact.knows_first(min(fact.occurrences, key=earliest, default=None))
     rowids = dict(con.execute("SELECT tree_id, rowid_ FROM trees WHERE family = 'session'").fetchall())

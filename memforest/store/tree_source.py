@@ -1,24 +1,25 @@
-"""The trees, session turns, cell texts and entity members of a loaded version, read from the store
-when first needed.
+"""The trees, session turns, cell texts, entity members and fact fields of a loaded version, read
+from the store when first needed.
 
-Opening a memory reads its sessions' and cells' rows less their text, its facts, its entity labels
-less their members, its scenes, and of its trees only their rows and what the indexes need at once
-(the leaves' items, the session trees' leaf vectors and every root's vector, `BulkRows`); a tree's
+Opening a memory reads its sessions' and cells' rows less their text, its facts' ids and normalised
+texts (with the fact table's rows in the partitions cache; else whole facts), its entity labels less
+their members, its scenes, and of its trees only their rows and what the indexes need at once (the
+leaves' items, the session trees' leaf vectors and every root's vector, `BulkRows`); a tree's
 structure is read the first time something reaches the tree (from the `nodes_structure` index), a
 node's text and vector the first time something reads them (with its siblings'), a session's turns,
-a cell's text and a label's members likewise. Those reads must see the version that was
-loaded, so the source keeps a read transaction open on its own connection: SQLite (in WAL mode)
-shows it that snapshot however many commits follow.
+a cell's text, a label's members and a fact's other fields and occurrences likewise. Those reads
+must see the version that was loaded, so the source keeps a read transaction open on its own
+connection: SQLite (in WAL mode) shows it that snapshot however many commits follow.
 
 A snapshot held open keeps the write-ahead log from being checkpointed past it, so after each commit
 this process makes the source moves to the new version (`advance`). That is sound because a commit
 reads in, before it is written, every tree it changes or drops with the data of every node it
-changes or drops, the text of every session and cell it replaces or deletes and the members of
-every label it changes (`read_for_commit`): what is still unread is what no commit of this process
-changed, and its rows are the same in both versions (data read later are kept only for nodes the
-loaded version's structure holds, never a later commit's new ones). After
-another process's commit the source stays where it is (a reader reloads the new version into a new
-source); when no version uses it any more its connection is closed.
+changes or drops, the text of every session and cell it replaces or deletes, the members of every
+label and the fields and occurrences of every fact it changes or drops (`read_for_commit`): what is
+still unread is what no commit of this process changed, and its rows are the same in both versions
+(data read later are kept only for nodes the loaded version's structure holds, never a later
+commit's new ones). After another process's commit the source stays where it is (a reader reloads
+the new version into a new source); when no version uses it any more its connection is closed.
 
 Moving is not enough for the log to be restarted: a snapshot begun before the log was checkpointed
 reads frames of it, and the source always holds one begun right after a commit, so the log would
@@ -44,7 +45,7 @@ from memforest.state import BulkRows, NodeData, NodeKey, TreeInfo, Waiting
 from memforest.store.connection import open_reader, rollback
 from memforest.trees.memtree import MemTree
 from memforest.trees.node import Node
-from memforest.types import Occurrence, Turn
+from memforest.types import FACT_DETAIL, Fact, Occurrence, Turn
 
 RELEASE_LOG_EVERY = 16  # commits of this process between checkpoints that let the log restart
 
@@ -332,6 +333,23 @@ class StoreTreeSource:
                                   "ORDER BY seq", required=False)
         return [Occurrence(*row) for row in rows]
 
+    def fact_detail(self, fact_id: str) -> tuple:
+        """The fields of a fact of the loaded version but its id and normalised text, in the order of
+        `FACT_DETAIL` (`memforest.types.FactSource`)."""
+        (rows,) = self._read_rows("fact", fact_id, f"SELECT {FACT_DETAIL_COLUMNS} FROM facts WHERE fact_id=?")
+        return detail_of_row(rows[0])
+
+    def read_facts(self, facts: Iterable[Fact]) -> None:
+        """Read in the fields and occurrences of those of `facts` that have not read them, in one pass
+        over the store's rows rather than one read per fact."""
+        unread = [f for f in facts if not f.is_read]
+        if unread:
+            with self.waiting, self.lock:
+                if self._con is None:
+                    raise StoreError(f"{self.path}: the facts of version {self.version} can no longer be "
+                                     "read (the memory was closed); open it again")
+                read_facts(self._con, unread)
+
     def entity_members(self, label: str) -> tuple[list[str], dict[str, int]]:
         """The facts of an entity label of the loaded version and its per-session fact counts
         (`memforest.state.MemberSource`); a label may have none."""
@@ -441,6 +459,34 @@ def _close(cons: list[sqlite3.Connection]) -> None:
             con.close()
         except sqlite3.Error:
             pass
+
+
+FACT_DETAIL_COLUMNS = ", ".join(FACT_DETAIL)
+
+
+def detail_of_row(row: tuple) -> tuple:
+    """The values of `FACT_DETAIL` from a row of its columns (the JSON lists parsed)."""
+    text, origin, role, parts, ents, topics, *rest = row
+    return (text, origin, role, json_list(parts), json_list(ents), json_list(topics), *rest)
+
+
+def read_facts(con: sqlite3.Connection, facts: list[Fact]) -> None:
+    """Set the fields and occurrences `facts` have not read from the store's rows (a full pass over
+    each table: these are many facts)."""
+    wanted = {f.id: f for f in facts}
+    occ: dict[str, list[Occurrence]] = {fid: [] for fid, f in wanted.items() if not f.occurrences_read}
+    if occ:
+        for fid, *row in con.execute("SELECT fact_id, session_id, cell_id, turn_lo, turn_hi, source_time, "
+                                     "event_start, event_end FROM occurrences ORDER BY fact_id, seq"):
+            found = occ.get(fid)
+            if found is not None:
+                found.append(Occurrence(*row))
+        for fid, occurrences in occ.items():
+            wanted[fid].occurrences = occurrences
+    for fid, *row in con.execute(f"SELECT fact_id, {FACT_DETAIL_COLUMNS} FROM facts"):
+        fact = wanted.get(fid)
+        if fact is not None and not fact.is_read:
+            fact.take_detail(detail_of_row(row))
 
 
 def read_bulk(con: sqlite3.Connection, dim: int) -> BulkRows:
