@@ -165,15 +165,16 @@ class FactSource(Protocol):
 
 _FACT_FIELDS = ("id", "text", "norm", "origin", "role", "participants", "entities", "topics", "time_text",
                 "event_start", "event_end", "attribute", "domain", "collection")
-# what a loaded fact reads when first needed: every field but its id and normalised text
-FACT_DETAIL = tuple(name for name in _FACT_FIELDS if name not in ("id", "norm"))
+# what a loaded fact reads when first needed: every field but its id, normalised text and event start
+# (what dedup and a leaf's place in a tree need: `time`)
+FACT_DETAIL = tuple(name for name in _FACT_FIELDS if name not in ("id", "norm", "event_start"))
 _DETAIL = frozenset(FACT_DETAIL)
 
 
 class Fact:
     """A canonical fact: the stable write unit. Merged duplicates add occurrences. A fact of a
-    loaded version may read its occurrences, and its fields but the id and normalised text
-    (`FACT_DETAIL`), from its `source` when they are first needed (then keeps them); a fact shared
+    loaded version may read its occurrences, and its fields but the id, normalised text and event
+    start (`FACT_DETAIL`), from its `source` when they are first needed (then keeps them); a fact shared
     with older versions is replaced, never changed (`copy_for_write`)."""
 
     __slots__ = (*_FACT_FIELDS, "_occ", "_source", "_implied")
@@ -207,11 +208,12 @@ class Fact:
         self._implied: _Occurrences | None = None
 
     @classmethod
-    def unread(cls, id: str, norm: str, source: FactSource) -> Fact:
-        """A fact of a loaded version known by its id and normalised text; the rest is read from
-        `source` when first needed."""
+    def unread(cls, id: str, norm: str, event_start: float | None, source: FactSource) -> Fact:
+        """A fact of a loaded version known by its id, normalised text and event start; the rest is
+        read from `source` when first needed."""
         out = cls.__new__(cls)
-        out.id, out.norm, out._occ, out._source, out._implied = id, norm, None, source, None
+        out.id, out.norm, out.event_start = id, norm, event_start
+        out._occ, out._source, out._implied = None, source, None
         return out
 
     def __getattr__(self, name: str) -> Any:
@@ -262,7 +264,7 @@ class Fact:
 
     def __repr__(self) -> str:
         if self._source is not None and not _detail_read(self):
-            return f"Fact({self.id!r}, norm={self.norm!r}, not read)"
+            return f"Fact({self.id!r}, norm={self.norm!r}, event_start={self.event_start!r}, not read)"
         occ = f"{len(self._occ)} occurrences" if self._occ is not None else "occurrences not read"
         return f"Fact({', '.join(map(repr, self._fields()))}, {occ})"
 

@@ -71,8 +71,8 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     else from one pass over the nodes. The fact table takes the partitions `saved(version)` holds for
     it (`facts`), when they hold exactly its keys, and then their rows when they carry them: the facts'
     vectors and row meta are then not read from the store, and with `lazy` neither are the facts'
-    occurrences and fields but their ids and normalised texts (each fact reads its own when first
-    needed, `memforest.types.Fact.unread`). A fact vector of another width read from
+    occurrences and fields but their ids, normalised texts and event starts (each fact reads its own
+    when first needed, `memforest.types.Fact.unread`). A fact vector of another width read from
     the store is a VectorWidthError."""
     meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
     st = UserState(user, version=int(meta["version"]), embedder=meta["embedder"], dim=int(meta["dim"]),
@@ -85,17 +85,17 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     blobs: list[bytes] = []
     if lazy is not None and mapped:  # fields and occurrences read when first needed
         later = _Later()
-        for fid, norm in con.execute("SELECT fact_id, norm FROM facts"):
-            facts[fid] = Fact.unread(fid, norm, later)
+        for fid, norm, event_start in con.execute("SELECT fact_id, norm, event_start FROM facts"):
+            facts[fid] = Fact.unread(fid, norm, event_start, later)
     else:
         later = None
         pool: dict[str, str] = {}  # one string object per distinct session id, cell id and fact label
         same = pool.setdefault
         occ = _read_occurrences(con, same)
         lists = _Lists()
-        columns = f"fact_id, norm, {FACT_DETAIL_COLUMNS}{'' if mapped else ', embedding'}"
+        columns = f"fact_id, norm, event_start, {FACT_DETAIL_COLUMNS}{'' if mapped else ', embedding'}"
         for row in con.execute(f"SELECT {columns} FROM facts"):
-            fid, norm, text, origin, role, parts, ents, topics, time_text, es, ee, attr, dom, coll = row[:14]
+            fid, norm, es, text, origin, role, parts, ents, topics, time_text, ee, attr, dom, coll = row[:14]
             facts[fid] = Fact(fid, text, norm, same(origin, origin), same(role, role), lists(parts),
                               lists(ents), lists(topics), time_text, es, ee, same(attr, attr), same(dom, dom),
                               same(coll, coll), occ.get(fid, []))

@@ -1,15 +1,16 @@
 """The trees, session turns, cell texts, entity members and fact fields of a loaded version, read
 from the store when first needed.
 
-Opening a memory reads its sessions' and cells' rows less their text, its facts' ids and normalised
-texts (with the fact table's rows in the partitions cache; else whole facts), its entity labels less
-their members, its scenes, and of its trees only their rows and what the indexes need at once (the
-leaves' items, the session trees' leaf vectors and every root's vector, `BulkRows`); a tree's
-structure is read the first time something reaches the tree (from the `nodes_structure` index), a
-node's text and vector the first time something reads them (with its siblings'), a session's turns,
-a cell's text, a label's members and a fact's other fields and occurrences likewise. Those reads
-must see the version that was loaded, so the source keeps a read transaction open on its own
-connection: SQLite (in WAL mode) shows it that snapshot however many commits follow.
+Opening a memory reads its sessions' and cells' rows less their text, its facts' ids, normalised
+texts and event starts (with the fact table's rows in the partitions cache; else whole facts), its
+entity labels less their members, its scenes, and of its trees only their rows and what the indexes
+need at once (the leaves' items, the session trees' leaf vectors and every root's vector,
+`BulkRows`); a tree's structure is read the first time something reaches the tree (from the
+`nodes_structure` index), a node's text and vector the first time something reads them (with its
+siblings'), a session's turns, a cell's text, a label's members and a fact's other fields and
+occurrences likewise. Those reads must see the version that was loaded, so the source keeps a read
+transaction open on its own connection: SQLite (in WAL mode) shows it that snapshot however many
+commits follow.
 
 A snapshot held open keeps the write-ahead log from being checkpointed past it, so after each commit
 this process makes the source moves to the new version (`advance`). That is sound because a commit
