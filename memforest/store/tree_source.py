@@ -471,10 +471,12 @@ def detail_of_row(row: tuple) -> tuple:
     return (text, origin, role, json_list(parts), json_list(ents), json_list(topics), *rest)
 
 
-def read_facts(con: sqlite3.Connection, facts: list[Fact]) -> None:
+def read_facts(con: sqlite3.Connection, facts: Iterable[Fact]) -> None:
     """Set the fields and occurrences `facts` have not read from the store's rows (a full pass over
-    each table: these are many facts)."""
-    wanted = {f.id: f for f in facts}
+    each table that some fact needs: these are many facts)."""
+    wanted = {f.id: f for f in facts if not f.is_read}
+    if not wanted:
+        return
     occ: dict[str, list[Occurrence]] = {fid: [] for fid, f in wanted.items() if not f.occurrences_read}
     if occ:
         for fid, *row in con.execute("SELECT fact_id, session_id, cell_id, turn_lo, turn_hi, source_time, "
@@ -486,7 +488,7 @@ def read_facts(con: sqlite3.Connection, facts: list[Fact]) -> None:
             wanted[fid].occurrences = occurrences
     for fid, *row in con.execute(f"SELECT fact_id, {FACT_DETAIL_COLUMNS} FROM facts"):
         fact = wanted.get(fid)
-        if fact is not None and not fact.is_read:
+        if fact is not None and not fact.is_read:  # (its occurrences are read by now)
             fact.take_detail(detail_of_row(row))
 
 
