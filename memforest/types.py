@@ -196,14 +196,14 @@ class Fact:
     def __init__(self, id: str, text: str, norm: str, origin: str, role: str, participants: list[str],
                  entities: list[str], topics: list[str], time_text: str, event_start: float | None,
                  event_end: float | None, attribute: str, domain: str, collection: str,
-                 occurrences: list[Occurrence] | None = None, source: FactSource | None = None) -> None:
+                 occurrences: list[Occurrence] | None = None) -> None:
         self.id, self.text, self.norm, self.origin, self.role = id, text, norm, origin, role
         self.participants, self.entities, self.topics = participants, entities, topics
         self.time_text = time_text
         self.event_start, self.event_end, self.attribute = event_start, event_end, attribute
         self.domain, self.collection = domain, collection
-        self._occ = occurrences if occurrences is not None or source is not None else []
-        self._source = source if occurrences is None else None
+        self._occ: list[Occurrence] | None = occurrences if occurrences is not None else []
+        self._source: FactSource | None = None  # a loaded fact's (`unread`)
         # what the occurrences imply (`_view`), kept with the list it was computed from
         self._implied: _Occurrences | None = None
 

@@ -96,9 +96,9 @@ def test_an_old_version_reads_the_turns_it_was_opened_with_after_a_correction(tm
 def test_facts_read_their_fields_and_occurrences_on_demand_and_an_old_version_keeps_its_own(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past the exact bound (lowered here) a reopened memory takes the fact table's rows from the
-    cache and reads of its facts only their ids and normalised texts at the open; after writes that
-    change and drop facts, the version opened first still reads the fields and occurrences it was
-    opened with."""
+    cache and reads of its facts only their ids, normalised texts and event starts at the open;
+    after writes that change and drop facts, the version opened first still reads the fields and
+    occurrences it was opened with."""
     monkeypatch.setattr("memforest.vector_table.EXACT_ROWS", 12)
     monkeypatch.setattr("memforest.index.forest_index.ROOTS_EXACT_ROWS", 4)
     root, copy = _built_and_copied(tmp_path)

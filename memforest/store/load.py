@@ -31,6 +31,7 @@ from memforest.store.tree_source import (
     node_of_row,
     read_bulk,
     read_facts,
+    read_occurrences,
     vec_of,
 )
 from memforest.trees.memtree import MemTree
@@ -91,7 +92,7 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
         later = None
         pool: dict[str, str] = {}  # one string object per distinct session id, cell id and fact label
         same = pool.setdefault
-        occ = _read_occurrences(con, same)
+        occ = read_occurrences(con, same)
         lists = _Lists()
         columns = f"fact_id, norm, event_start, {FACT_DETAIL_COLUMNS}{'' if mapped else ', embedding'}"
         for row in con.execute(f"SELECT {columns} FROM facts"):
@@ -132,30 +133,6 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     st.trees, st.entities, st.scenes = trees, entities, scenes
     st.pending_cells = {row[0] for row in con.execute("SELECT cell_id FROM pending_cells")}
     return st
-
-
-def _read_occurrences(con: sqlite3.Connection, same: Callable[[str, str], str]
-                      ) -> dict[str, list[Occurrence]]:
-    """Every fact's occurrences in `seq` order, their session and cell ids shared through `same`."""
-    occ: dict[str, list[Occurrence]] = {}
-    unordered: set[str] = set()  # facts whose occurrences came out of `seq` order
-    last: dict[str, int] = {}
-    for fid, seq, sid, cid, lo, hi, t, es, ee in con.execute(
-            "SELECT fact_id, seq, session_id, cell_id, turn_lo, turn_hi, source_time, event_start, event_end "
-            "FROM occurrences"):  # table order: no sort by key
-        if last.get(fid, -1) > seq:
-            unordered.add(fid)
-        last[fid] = seq
-        occ.setdefault(fid, []).append(Occurrence(same(sid, sid), same(cid, cid), lo, hi, t, es, ee))
-    if unordered:  # as `ORDER BY fact_id, seq` gives them
-        ordered = con.execute("SELECT fact_id, session_id, cell_id, turn_lo, turn_hi, source_time, "
-                              "event_start, event_end FROM occurrences WHERE fact_id IN (SELECT value FROM "
-                              "json_each(?)) ORDER BY fact_id, seq", (json.dumps(sorted(unordered)),))
-        for fid in unordered:
-            occ[fid] = []
-        for row in ordered:
-            occ[row[0]].append(Occurrence(*row[1:]))
-    return occ
 
 
 class _Later:

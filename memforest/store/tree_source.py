@@ -36,7 +36,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -328,15 +328,15 @@ class StoreTreeSource:
 
     def fact_occurrences(self, fact_id: str) -> list[Occurrence]:
         """The occurrences of a fact of the loaded version, in order
-        (`memforest.types.OccurrenceSource`)."""
+        (`memforest.types.FactSource`)."""
         (rows,) = self._read_rows("fact", fact_id, "SELECT session_id, cell_id, turn_lo, turn_hi, "
                                   "source_time, event_start, event_end FROM occurrences WHERE fact_id=? "
                                   "ORDER BY seq", required=False)
         return [Occurrence(*row) for row in rows]
 
     def fact_detail(self, fact_id: str) -> tuple:
-        """The fields of a fact of the loaded version but its id and normalised text, in the order of
-        `FACT_DETAIL` (`memforest.types.FactSource`)."""
+        """The fields of a fact of the loaded version but its id, normalised text and event start, in
+        the order of `FACT_DETAIL` (`memforest.types.FactSource`)."""
         (rows,) = self._read_rows("fact", fact_id, f"SELECT {FACT_DETAIL_COLUMNS} FROM facts WHERE fact_id=?")
         return detail_of_row(rows[0])
 
@@ -477,19 +477,40 @@ def read_facts(con: sqlite3.Connection, facts: Iterable[Fact]) -> None:
     wanted = {f.id: f for f in facts if not f.is_read}
     if not wanted:
         return
-    occ: dict[str, list[Occurrence]] = {fid: [] for fid, f in wanted.items() if not f.occurrences_read}
-    if occ:
-        for fid, *row in con.execute("SELECT fact_id, session_id, cell_id, turn_lo, turn_hi, source_time, "
-                                     "event_start, event_end FROM occurrences ORDER BY fact_id, seq"):
-            found = occ.get(fid)
-            if found is not None:
-                found.append(Occurrence(*row))
-        for fid, occurrences in occ.items():
-            wanted[fid].occurrences = occurrences
+    if not all(f.occurrences_read for f in wanted.values()):
+        pool: dict[str, str] = {}
+        occ = read_occurrences(con, pool.setdefault)
+        for fid, unread in wanted.items():
+            if not unread.occurrences_read:
+                unread.occurrences = occ.get(fid, [])
     for fid, *row in con.execute(f"SELECT fact_id, {FACT_DETAIL_COLUMNS} FROM facts"):
         fact = wanted.get(fid)
         if fact is not None and not fact.is_read:  # (its occurrences are read by now)
             fact.take_detail(detail_of_row(row))
+
+
+def read_occurrences(con: sqlite3.Connection, same: Callable[[str, str], str]
+                     ) -> dict[str, list[Occurrence]]:
+    """Every fact's occurrences in `seq` order, their session and cell ids shared through `same`."""
+    occ: dict[str, list[Occurrence]] = {}
+    unordered: set[str] = set()  # facts whose occurrences came out of `seq` order
+    last: dict[str, int] = {}
+    for fid, seq, sid, cid, lo, hi, t, es, ee in con.execute(
+            "SELECT fact_id, seq, session_id, cell_id, turn_lo, turn_hi, source_time, event_start, event_end "
+            "FROM occurrences"):  # table order: no sort by key
+        if last.get(fid, -1) > seq:
+            unordered.add(fid)
+        last[fid] = seq
+        occ.setdefault(fid, []).append(Occurrence(same(sid, sid), same(cid, cid), lo, hi, t, es, ee))
+    if unordered:  # as `ORDER BY fact_id, seq` gives them
+        ordered = con.execute("SELECT fact_id, session_id, cell_id, turn_lo, turn_hi, source_time, "
+                              "event_start, event_end FROM occurrences WHERE fact_id IN (SELECT value FROM "
+                              "json_each(?)) ORDER BY fact_id, seq", (json.dumps(sorted(unordered)),))
+        for fid in unordered:
+            occ[fid] = []
+        for row in ordered:
+            occ[row[0]].append(Occurrence(*row[1:]))
+    return occ
 
 
 def read_bulk(con: sqlite3.Connection, dim: int) -> BulkRows:
