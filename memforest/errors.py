@@ -89,5 +89,28 @@ class ModelError(MemForestError):
     """A model call failed after its retries (timeout, server error, invalid output)."""
 
 
+class ModelBusyError(ModelError):
+    """A request failed through every retry with timeouts or server errors (an overloaded or restarting
+    server): the model lives, and the same request may succeed later."""
+
+
+class ModelUnavailableError(ModelError):
+    """The model answers no request any more: its engine died, or its server could not be reached
+    through every retry. An operation that meets it fails whole, never degrading around it, and a
+    caller counting answers stops rather than count the requests it could not send."""
+
+
+def unavailable_cause(exc: BaseException | None) -> ModelUnavailableError | None:
+    """The ModelUnavailableError that `exc` is, or was raised from or during (its cause and context
+    chain), or None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, ModelUnavailableError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 class ConfigError(MemForestError):
     """A configuration cannot be built (unknown backend, missing package, bad value)."""

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from memforest.config import TreeConfig
-from memforest.errors import ModelError
+from memforest.errors import ModelError, ModelUnavailableError
 from memforest.llm.base import ChatRequest, Embedder, normalize_rows
 from memforest.llm.scheduler import Scheduler, parse_json
 from memforest.prompts import summary as prompt
@@ -156,6 +156,8 @@ def _summaries(
     ]
     out: list[tuple[str, str]] = []
     for (info, nid), e, res in zip(nodes, entries, scheduler.run(requests, level=level, tags=tags)):
+        if isinstance(res, ModelUnavailableError):  # never summarised around a model that is gone
+            raise res
         if isinstance(res, ModelError):
             if not degraded_ok:
                 raise ModelError(f"summary of {info.tree_id} node {nid} failed: {res}")

@@ -34,3 +34,13 @@ def slow_harness_responder(request: ChatRequest) -> Any:
     """`harness_responder` after a pause, so that a run lasts long enough to be interrupted."""
     time.sleep(0.05)
     return harness_responder(request)
+
+
+BUSY = {"answers": False}  # set by a test: answers fail as an overloaded server fails them
+
+
+def busy_answer_responder(request: ChatRequest) -> Any:
+    """`harness_responder`, but answer requests time out while BUSY["answers"] is set."""
+    if BUSY["answers"] and request.prompt_id.startswith("answer."):
+        raise TimeoutError("the server took too long")
+    return harness_responder(request)

@@ -42,6 +42,7 @@ USAGE = "usage: memforest-bench judge RUN_DIR [judge=<name>] [llm=<judge model>]
 RUN_DIR_MARKER = "run_dir.txt"  # in each Hydra job directory: where that job's results are
 FAILED_RUNS: list[tuple[str, int]] = []  # (run directory, failed instances) of the jobs run in this process
 DATASET_ERRORS: list[str] = []  # dataset files that could not be read at all, in this process
+STOPPED_RUNS: list[tuple[str, str]] = []  # (run directory, why) of the jobs a lost model stopped
 log = logging.getLogger(__name__)
 schema.register()
 
@@ -51,6 +52,7 @@ def run_app(cfg: DictConfig) -> None:
     from benchmarks.datasets import DatasetError, DatasetUnavailableError
     from benchmarks.harness.report import failed_instances
     from benchmarks.harness.runner import run_benchmark
+    from memforest.errors import ModelUnavailableError, error_line
 
     resolved = schema.bench_config(cfg)  # the one conversion: the harness reads typed attributes
     job_dir = Path(HydraConfig.get().runtime.output_dir)
@@ -61,6 +63,10 @@ def run_app(cfg: DictConfig) -> None:
     except (DatasetError, DatasetUnavailableError) as exc:  # the file as a whole: one line, no traceback
         print(f"memforest-bench: {exc}", file=sys.stderr)
         DATASET_ERRORS.append(str(exc))
+        return
+    except ModelUnavailableError as exc:  # nothing recorded for what it was serving: a rerun resumes there
+        log.error("run %s stopped: the model is gone: %s", resolved.run_dir, error_line(exc))
+        STOPPED_RUNS.append((resolved.run_dir, error_line(exc, 300)))
         return
     if summary.get("failures"):
         FAILED_RUNS.append((resolved.run_dir, failed_instances(summary["failures"])))
@@ -262,11 +268,15 @@ def main() -> None:
     sys.argv[1:] = shown_multirun(sys.argv[1:])
     FAILED_RUNS.clear()  # what this invocation's jobs report, not an earlier one's in this process
     DATASET_ERRORS.clear()
+    STOPPED_RUNS.clear()
     run_app()
     for run_dir, failed in FAILED_RUNS:
         print(f"memforest-bench: {failed} instance(s) failed in {run_dir} (listed in its summary.md)",
               file=sys.stderr)
-    if FAILED_RUNS or DATASET_ERRORS:
+    for run_dir, why in STOPPED_RUNS:
+        print(f"memforest-bench: {run_dir} stopped, the model is gone ({why}); nothing was recorded for "
+              f"the questions left: the same command resumes it", file=sys.stderr)
+    if FAILED_RUNS or DATASET_ERRORS or STOPPED_RUNS:
         sys.exit(1)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.datasets import Instance
+from benchmarks.harness.infrastructure import failure_kind, stop_cause
 from benchmarks.harness.results import RunFiles
 from benchmarks.harness.simulation import is_simulated
 from benchmarks.harness.state import Harness
@@ -70,15 +71,20 @@ def build_memory(h: Harness, instance: Instance, workdir: Path) -> dict[str, Any
     h.system.reset(iid, workdir)
     cache_before = embed_cache_counts(h.embedder)
     start, cpu_start = time.perf_counter(), time.process_time()
-    error, stats = None, {}
+    error, failure, stats = None, None, {}
     try:
         stats = h.system.ingest(instance.sessions)
     except Exception as exc:  # recorded with the build; the instance's questions are then marked failed
-        error = failure_text(exc)
-        log.error("build of %s failed: %s", iid, error, exc_info=not isinstance(exc, MemForestError))
+        failure = exc
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     calls = [r for r in h.call_log.since(mark) if r.tags.get("instance") == iid]
     h.call_log.context = {}
+    stop = stop_cause(failure, calls)
+    if stop is not None:  # no build row: the store stays incomplete, and the next invocation rebuilds it
+        raise stop from failure
+    if failure is not None:
+        error = failure_text(failure)
+        log.error("build of %s failed: %s", iid, error, exc_info=not isinstance(failure, MemForestError))
     row: dict[str, Any] = {
         "build_id": uuid.uuid4().hex, "instance_id": iid, "method": h.cfg.method.name,
         "dataset": h.dataset.name, "sessions": len(instance.sessions), "turns": instance.num_turns,
@@ -86,6 +92,7 @@ def build_memory(h: Harness, instance: Instance, workdir: Path) -> dict[str, Any
         "turns_per_second": round(instance.num_turns / seconds, 3),
         "llm": summarize(calls), "call_waves": derived_waves(calls), "simulated": is_simulated(h.cfg),
         "system": stats, "error": error,
+        **({"error_kind": failure_kind(failure)} if failure is not None else {}),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     if h.embedder is not None:

@@ -3,7 +3,9 @@ answer `attempts` times and judge, writing every result the moment it exists.
 
 The runner takes the typed, resolved configuration (`schema.BenchConfig`, which the Hydra app converts
 the composed config into); it knows nothing of Hydra. Finished (question, attempt) pairs and completed
-builds are skipped on a rerun.
+builds are skipped on a rerun. A model that is gone (a dead engine, a server that stopped answering)
+stops the run with ModelUnavailableError before anything is recorded for the build or question it
+was serving (benchmarks.harness.infrastructure): the next invocation resumes there.
 """
 
 from __future__ import annotations
@@ -26,6 +28,14 @@ from benchmarks.harness.answering import answer_request, context_room
 from benchmarks.harness.building import ensure_memory, failure_text
 from benchmarks.harness.context_budget import cut_to_budget, fit_window
 from benchmarks.harness.evidence import retrieval_fields
+from benchmarks.harness.infrastructure import (
+    INFRASTRUCTURE,
+    SYSTEM,
+    ServerProbe,
+    failure_kind,
+    model_lost,
+    stop_cause,
+)
 from benchmarks.harness.inputs import dataset_metadata, load_benchmark_dataset
 from benchmarks.harness.metrics import dedupe
 from benchmarks.harness.models import library_config, scheduler
@@ -39,7 +49,7 @@ from benchmarks.harness.wandb_logger import WandbLogger
 from benchmarks.judging.grading import judge_rows, make_judge
 from benchmarks.judging.judges import Judge
 from memforest.config import LLMConfig
-from memforest.errors import MemForestError
+from memforest.errors import MemForestError, ModelBusyError, ModelUnavailableError, unavailable_cause
 from memforest.llm.base import ChatModel, ChatResponse, embedder_settings
 from memforest.llm.calllog import CallLog, summarize
 
@@ -112,12 +122,13 @@ def open_harness(cfg: BenchConfig, dataset: Dataset, files: RunFiles) -> Harness
         close_after_failure([system.close, *(obj.close for obj in closing)])
         raise
     h = Harness(cfg, files, dataset, system, answerer, judge, wandb, closing=closing, embedder=embedder,
-                simulation=sim)
+                simulation=sim, probe=ServerProbe.of(cfg.llm if wanted else None, cfg.embedder))
     try:
         h.tokens = token_counter(cfg.llm, source)
         files.note_invocation(embedder=embedder_settings(embedder),
                               system_runtime=dict(getattr(system, "runtime_settings", None) or {}),
-                              token_counter=h.tokens.describe())
+                              token_counter=h.tokens.describe(),
+                              llm_kv_cache=getattr(source, "kv_cache", None))
         restore(h)
     except BaseException:
         close_after_failure([h.close])
@@ -182,6 +193,9 @@ def run_benchmark(cfg: BenchConfig, run_dir: str | Path | None = None) -> dict[s
             try:
                 run_instance(h, instance)
             except Exception as exc:  # one bad instance never ends a run: recorded, and the run goes on
+                stop = unavailable_cause(exc)
+                if stop is not None:
+                    raise stop from exc
                 instance_failed(h, instance, exc)
         h.bar.close()
         summary = report.write_summary(files, report.RunLabels.of(cfg))
@@ -200,10 +214,8 @@ def instance_failed(h: Harness, instance: Instance, exc: Exception) -> None:
               exc_info=not isinstance(exc, MemForestError))
     build = h.builds.get(instance.instance_id) or {}
     for question, attempts in pending_pairs(h, instance):
-        for row in failed_rows(h, instance, question, attempts, error, build):
-            h.files.add_record(row)
-            h.records[(row["question_id"], row["attempt"])] = row
-            h.bar.update(1)
+        for row in failed_rows(h, instance, question, attempts, error, build, failure_kind(exc)):
+            keep_record(h, row)
     h.call_log.context = {}
     judge_instance(h, instance)  # failed records are judged wrong without a judge call, so they count
 
@@ -219,6 +231,15 @@ def skipped(files: RunFiles, cfg: BenchConfig, reason: str) -> dict[str, Any]:
     return {"skipped": reason, "markdown": text}
 
 
+def keep_record(h: Harness, row: dict[str, Any]) -> None:
+    """Write one record; an attempt redone after a failure is judged anew (its last verdict counts)."""
+    key = (str(row["question_id"]), int(row["attempt"]))
+    h.files.add_record(row)
+    h.records[key] = row
+    h.judged.discard(key)
+    h.bar.update(1)
+
+
 def pending_pairs(h: Harness, instance: Instance) -> list[tuple[Question, list[int]]]:
     out = []
     for question in instance.questions:
@@ -231,17 +252,18 @@ def pending_pairs(h: Harness, instance: Instance) -> list[tuple[Question, list[i
 def run_instance(h: Harness, instance: Instance) -> None:
     pending = pending_pairs(h, instance)
     if pending:
+        h.check_servers()
         build = ensure_memory(h, instance)
         try:
             for question, attempts in pending:
+                h.check_servers()
                 if build.get("error"):
-                    rows = failed_rows(h, instance, question, attempts, f"build: {build['error']}", build)
+                    rows = failed_rows(h, instance, question, attempts, f"build: {build['error']}", build,
+                                       build.get("error_kind", SYSTEM))
                 else:
                     rows = ask(h, instance, question, attempts, build)
                 for row in rows:
-                    h.files.add_record(row)
-                    h.records[(row["question_id"], row["attempt"])] = row
-                    h.bar.update(1)
+                    keep_record(h, row)
                 h.wandb.log_records(rows)
         finally:
             h.system.close()
@@ -271,10 +293,11 @@ def question_fields(h: Harness, instance: Instance, question: Question, build: R
 
 
 def failed_rows(h: Harness, instance: Instance, question: Question, attempts: Sequence[int], error: str,
-                build: Row) -> list[dict[str, Any]]:
+                build: Row, kind: str) -> list[dict[str, Any]]:
+    """Records of attempts that failed with `error`; `kind` is `infrastructure` or `system`."""
     base = question_fields(h, instance, question, build)
     extra = {"response": ""} if h.answerer is not None else {}
-    return [{**base, "attempt": a, **extra, "error": error} for a in attempts]
+    return [{**base, "attempt": a, **extra, "error": error, "error_kind": kind} for a in attempts]
 
 
 def ask(h: Harness, instance: Instance, question: Question, attempts: Sequence[int],
@@ -287,9 +310,16 @@ def ask(h: Harness, instance: Instance, question: Question, attempts: Sequence[i
     try:
         retrieval = h.system.retrieve(question.question, question.question_date)
     except Exception as exc:
+        stop = stop_cause(exc, h.call_log.since(mark))
+        if stop is not None:
+            raise stop from exc
         log.error("retrieval for %s failed: %s", question.question_id, failure_text(exc),
                   exc_info=not isinstance(exc, MemForestError))
-        return failed_rows(h, instance, question, attempts, f"retrieval: {failure_text(exc)}", build)
+        return failed_rows(h, instance, question, attempts, f"retrieval: {failure_text(exc)}", build,
+                           failure_kind(exc))
+    lost = model_lost(h.call_log.since(mark))
+    if lost is not None:  # the system answered around a model that is gone
+        raise lost
     seconds = time.perf_counter() - start
     cut: dict[str, Any] = {}
     if h.cfg.budget.mode == "tokens":
@@ -331,6 +361,9 @@ def answer_attempts(h: Harness, question: Question, base: dict[str, Any],
     start = time.perf_counter()
     results = h.answerer.run(requests, tags={"op": "answer"})
     seconds = time.perf_counter() - start
+    for result in results:
+        if isinstance(result, ModelUnavailableError):  # no attempt of this question is recorded
+            raise result
     rows = []
     for a, request, result in zip(attempts, requests, results, strict=True):
         row = {**base, "attempt": a, "answer_prompt_id": request.prompt_id,
@@ -340,7 +373,8 @@ def answer_attempts(h: Harness, question: Question, base: dict[str, Any],
         if isinstance(result, ChatResponse):
             row.update(response=result.text.strip(), answer_usage=asdict(result.usage), model=result.model)
         else:
-            row.update(response="", error=f"answer: {result}")
+            row.update(response="", error=f"answer: {result}",
+                       error_kind=INFRASTRUCTURE if isinstance(result, ModelBusyError) else SYSTEM)
         rows.append(row)
     return rows
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from baselines.base import MemorySystem
 from benchmarks.datasets import Dataset
+from benchmarks.harness.infrastructure import INFRASTRUCTURE, ServerProbe
 from benchmarks.harness.results import RunCallLog, RunFiles
 from benchmarks.harness.schema import BenchConfig
 from benchmarks.harness.simulation import Simulation
@@ -64,6 +65,12 @@ class Harness:
     simulation: Simulation | None = None  # the latency-model server of a simulated run
     # counts the context handed to the answer model (the token budget, the prompt's window)
     tokens: TokenCounter = field(default_factory=lambda: estimating_counter("no answer model"))
+    probe: ServerProbe | None = None  # the served models' servers, asked before each build and question
+
+    def check_servers(self) -> None:
+        """Raise ModelUnavailableError when a served model's server no longer answers."""
+        if self.probe is not None:
+            self.probe()
 
     @property
     def call_log(self) -> RunCallLog:
@@ -74,8 +81,11 @@ class Harness:
         return max(1, self.cfg.attempts) if self.answerer is not None else 1
 
     def finished(self, key: PairKey) -> bool:
+        """Whether an earlier invocation finished this pair: a record without error, or with the
+        system's own error unless `retry_errors` (an infrastructure failure is always redone)."""
         row = self.records.get(key)
-        if row is None or (row.get("error") and self.cfg.retry_errors):
+        if row is None or (row.get("error") and (self.cfg.retry_errors
+                                                  or row.get("error_kind") == INFRASTRUCTURE)):
             return False
         return self.answerer is None or "response" in row
 
@@ -85,5 +95,6 @@ class Harness:
         simulation = self.simulation
         notes = ([lambda: self.files.note_invocation(latency_model=simulation.summary())]
                  if simulation is not None else [])
-        close_all([*notes, self.system.close, *(obj.close for obj in self.closing), self.wandb.finish,
+        probe = [self.probe.close] if self.probe is not None else []
+        close_all([*notes, self.system.close, *(obj.close for obj in self.closing), *probe, self.wandb.finish,
                    self.files.close])

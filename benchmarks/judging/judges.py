@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from benchmarks.datasets.records import Question
+from memforest.errors import ModelUnavailableError
 from memforest.llm.base import ChatModel, ChatRequest, ChatResponse
 
 OutputFormat = Literal["yes_no", "contains_yes", "json_label"]
@@ -334,6 +335,9 @@ class Judge:
     def judge(self, items: Sequence[JudgeItem]) -> list[Verdict]:
         prepared = [self.prepare(item) for item in items]
         results = self._generate([p.request for p in prepared])
+        for result in results:
+            if isinstance(result, ModelUnavailableError):  # a verdict needs a judge that is there
+                raise result
         return [
             self._verdict(item, p, result) for item, p, result in zip(items, prepared, results, strict=True)
         ]

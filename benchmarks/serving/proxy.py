@@ -98,7 +98,7 @@ class LoggingProxy(LoopbackServer):
 
     def record(self, route: str, request: dict[str, Any], started: float, in_flight: int, status: int,
                usage: dict[str, Any] | None, finish: str | None, error: str | None,
-               tags: dict[str, Any]) -> None:
+               tags: dict[str, Any], error_kind: str | None = None) -> None:
         usage = usage or {}
         details = usage.get("prompt_tokens_details") or {}
         self.call_log.add(CallRecord(
@@ -107,7 +107,8 @@ class LoggingProxy(LoopbackServer):
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             cached_prompt_tokens=int(details.get("cached_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
-            error=error, finish_reason=finish, model=str(request.get("model") or ""),
+            error=error, error_kind=error_kind if error else None, finish_reason=finish,
+            model=str(request.get("model") or ""),
             tags={"system": self.system, **({"phase": self.phase} if self.phase is not None else {}),
                   "in_flight": in_flight, "endpoint": route,
                   "status": status, **({"usage": "absent"} if not usage else {}), **tags},
@@ -154,6 +155,7 @@ def _handler_for(proxy: LoggingProxy) -> type[BaseHTTPRequestHandler]:
                 tags["phase"] = proxy.phase
             in_flight, started = proxy.enter(), time.time()
             status, usage, finish, error = 502, None, None, None
+            kind: str | None = None  # "unreachable": nothing answered at the upstream's address
             logged = False
 
             def log() -> None:
@@ -164,7 +166,8 @@ def _handler_for(proxy: LoggingProxy) -> type[BaseHTTPRequestHandler]:
                 if not logged:
                     logged = True
                     proxy.leave()
-                    proxy.record(route, request, started, in_flight, status, usage, finish, error, tags)
+                    proxy.record(route, request, started, in_flight, status, usage, finish, error, tags,
+                                 kind)
 
             def streamed(found_usage: dict[str, Any] | None, found_finish: str | None) -> None:
                 nonlocal usage, finish, error
@@ -190,6 +193,7 @@ def _handler_for(proxy: LoggingProxy) -> type[BaseHTTPRequestHandler]:
             except (httpx.HTTPError, OSError) as exc:
                 if not logged:  # the upstream failed (a failed reply to the client is not the call's error)
                     error = f"{type(exc).__name__}: {exc}"
+                    kind = "unreachable" if isinstance(exc, httpx.ConnectError) else "failed"
                     log()
                     if status == 502:
                         failed = json.dumps({"error": {"message": error}}).encode()

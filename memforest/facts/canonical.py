@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from memforest.config import CanonConfig
-from memforest.errors import ModelError
+from memforest.errors import ModelError, ModelUnavailableError
 from memforest.facts.extraction import Candidate
 from memforest.llm.base import ChatRequest
 from memforest.llm.scheduler import Scheduler, parse_json
@@ -94,6 +94,8 @@ def canonicalize(
     results = scheduler.run(requests, level=0, tags=tags) if requests else []
     same: dict[int, list[str]] = {}
     for (i, other), res in zip(checks, results):
+        if isinstance(res, ModelUnavailableError):  # no verdict will come: the write fails whole
+            raise res
         if not isinstance(res, ModelError) and _is_same(res):
             same.setdefault(i, []).append(other)
 

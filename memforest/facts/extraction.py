@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memforest.config import ExtractionConfig
-from memforest.errors import ModelError
+from memforest.errors import ModelError, ModelUnavailableError
 from memforest.llm.base import ChatRequest, ChatResponse
 from memforest.llm.scheduler import Scheduler, parse_json
 from memforest.prompts import extraction as prompt
@@ -53,11 +53,14 @@ def extract(
     cells: list[Cell], scheduler: Scheduler, cfg: ExtractionConfig, degraded_ok: bool, tags: dict[str, Any]
 ) -> tuple[list[Candidate], list[str]]:
     """Candidates from every cell, in cell order, and the ids of cells whose extraction failed.
-    A failure raises ModelError unless `degraded_ok`, in which case the cell is kept without facts."""
+    A failure raises ModelError unless `degraded_ok`, in which case the cell is kept without facts; a
+    model that is gone (ModelUnavailableError) always raises."""
     results = scheduler.run([extraction_request(c, cfg) for c in cells], level=0, tags=tags)
     candidates: list[Candidate] = []
     failed: list[str] = []
     for cell, result in zip(cells, results):
+        if isinstance(result, ModelUnavailableError):
+            raise result
         if isinstance(result, ModelError):
             if not degraded_ok:
                 raise ModelError(f"extraction of cell {cell.id} failed: {result}")

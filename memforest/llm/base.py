@@ -78,6 +78,11 @@ class TransientModelError(Exception):
     """A failure worth retrying with backoff (timeout, connection reset, 5xx, overload)."""
 
 
+class UnreachableModelError(TransientModelError):
+    """The model's server could not be reached (connection refused, host unknown): worth retrying, and
+    when every retry fails the model is unavailable (`ModelUnavailableError`), not merely busy."""
+
+
 class RetryableModelError(ModelError, TransientModelError):
     """A request the engine failed and marks worth retrying: vLLM's finish_reason "error" (a
     request-level internal failure such as a KV-cache load, which its server answers with HTTP 500)."""

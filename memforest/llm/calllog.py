@@ -32,6 +32,10 @@ class CallRecord:
     completion_tokens: int = 0
     retries: int = 0
     error: str | None = None
+    # why a failed call failed: "unavailable" (the model is gone), "busy" (timeouts or server errors
+    # through every retry), "failed" (anything else), "unreachable" (a proxied request whose upstream
+    # could not be reached); None for a call that succeeded or was recorded without it
+    error_kind: str | None = None
     finish_reason: str | None = None
     model: str = ""
     tags: dict[str, Any] = field(default_factory=dict)

@@ -16,6 +16,7 @@ from memforest.llm.base import (
     ChatRequest,
     ChatResponse,
     TransientModelError,
+    UnreachableModelError,
     Usage,
     generate_each,
 )
@@ -39,9 +40,12 @@ def served_timeout(timeout_s: float, concurrency: int) -> float:
 
 
 def http_error(exc: Exception) -> Exception:
-    """Map an httpx failure to TransientModelError when retrying may help; otherwise keep it."""
+    """Map an httpx failure to TransientModelError when retrying may help (UnreachableModelError when
+    the server could not be reached at all); otherwise keep it."""
     import httpx
 
+    if isinstance(exc, httpx.ConnectError):  # refused, host unknown: nothing listens there
+        return UnreachableModelError(redact(f"{type(exc).__name__}: {exc}"))
     if isinstance(exc, (httpx.TimeoutException, httpx.TransportError)):
         return TransientModelError(redact(f"{type(exc).__name__}: {exc}"))
     if isinstance(exc, httpx.HTTPStatusError):

@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 
 from memforest.config import EmbedderConfig
-from memforest.errors import MemForestError, ModelError, error_line
+from memforest.errors import MemForestError, ModelError, ModelUnavailableError, error_line
 from memforest.llm.base import (
     Embedder,
     EmbedKind,
+    UnreachableModelError,
     backoff_delay,
     describe_model,
     embedder_settings,
@@ -68,7 +69,10 @@ class RetryingEmbedder:
     def _failure(self, exc: Exception, retries: int) -> ModelError:
         text = error_line(str(exc) if isinstance(exc, MemForestError) else exc, _MAX_ERROR_CHARS)
         tries = f" after {retries} retries" if retries else ""
-        return ModelError(f"embedder {describe_model(self)} failed{tries}: {text}")
+        gone = (isinstance(exc, (ModelUnavailableError, UnreachableModelError, ConnectionRefusedError))
+                or type(exc).__name__ == "EngineDeadError")  # vLLM's: its engine core process is gone
+        return (ModelUnavailableError if gone else ModelError)(
+            f"embedder {describe_model(self)} failed{tries}: {text}")
 
     def _checked(self, vectors: Any, rows: int) -> np.ndarray:
         """`vectors` as float32 rows of `dim` values, or a ModelError saying what came back instead."""

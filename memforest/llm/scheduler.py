@@ -15,12 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from memforest.errors import ModelError, error_line
+from memforest.errors import ModelBusyError, ModelError, ModelUnavailableError, error_line
 from memforest.llm.base import (
     ChatModel,
     ChatRequest,
     ChatResponse,
     InvalidOutputError,
+    UnreachableModelError,
     Usage,
     backoff_delay,
     check_response,
@@ -115,8 +116,10 @@ class Scheduler:
                 attempt = resample(request, invalid)
                 continue
             error = _error_text(result)
-            self._record(request, wave, level, tags, start, usage, transient + invalid, error, None)
-            return self._failure(request, transient + invalid, error)
+            failure = self._failure(request, transient + invalid, error, result)
+            self._record(request, wave, level, tags, start, usage, transient + invalid, error, None,
+                         error_kind(failure))
+            return failure
 
     def _run_batched(
         self, wave: Sequence[ChatRequest], wave_id: int, level: int, tags: dict[str, Any]
@@ -131,6 +134,11 @@ class Scheduler:
         while pending and attempt <= max(self.max_retries, self.json_retries):
             outs = _generate(self.model, [sent[i] for i in pending])
             retry = []
+            if any(isinstance(out, ModelUnavailableError) for out in outs):
+                # the engine is gone: no retry can succeed
+                for i, out in zip(pending, outs):
+                    results[i] = out
+                break
             for i, out in zip(pending, outs):
                 if isinstance(out, ChatResponse):
                     usages[i] += out.usage
@@ -152,14 +160,22 @@ class Scheduler:
                 final.append(res)
             else:
                 error = _error_text(res)
-                self._record(req, wave_id, level, tags, start, usages[i], tries[i], error, None)
-                final.append(self._failure(req, tries[i], error))
+                failure = self._failure(req, tries[i], error, res)
+                self._record(req, wave_id, level, tags, start, usages[i], tries[i], error, None,
+                             error_kind(failure))
+                final.append(failure)
         return final
 
-    def _failure(self, request: ChatRequest, retries: int, error: str) -> ModelError:
-        """One line naming the call, the model and its backend, and the last error (redacted)."""
-        return ModelError(f"{request.stage} call to {describe_model(self.model)} failed after {retries} "
-                          f"retries: {error}")
+    def _failure(self, request: ChatRequest, retries: int, error: str, cause: object) -> ModelError:
+        """One line naming the call, the model and its backend, and the last error (redacted), as a
+        ModelUnavailableError when the model is gone (a dead engine, a server unreachable through every
+        retry), a ModelBusyError when timeouts or server errors outlasted the retries."""
+        text = f"{request.stage} call to {describe_model(self.model)} failed after {retries} retries: {error}"
+        if isinstance(cause, (ModelUnavailableError, UnreachableModelError, ConnectionRefusedError)):
+            return ModelUnavailableError(text)
+        if _failure_kind(cause) == "transient":
+            return ModelBusyError(text)
+        return ModelError(text)
 
     def _record(
         self,
@@ -172,6 +188,7 @@ class Scheduler:
         retries: int,
         error: str | None,
         response: ChatResponse | None,
+        kind: str | None = None,
     ) -> None:
         self.log.add(
             CallRecord(
@@ -188,6 +205,7 @@ class Scheduler:
                 completion_tokens=usage.completion_tokens,
                 retries=retries,
                 error=error,
+                error_kind=kind,
                 finish_reason=response.finish_reason if response else None,
                 model=(response.model if response else "") or self.model.name,
                 tags=dict(tags),
@@ -219,9 +237,19 @@ def _generate(model: ChatModel, requests: Sequence[ChatRequest]) -> list[ChatRes
             RuntimeError(f"{model.name} returned {type(out).__name__}, not a response") for out in outs]
 
 
+def error_kind(failure: ModelError) -> str:
+    """How a failed call is recorded (`CallRecord.error_kind`): "unavailable" (the model is gone),
+    "busy" (timeouts or server errors through every retry), "failed" (anything else)."""
+    if isinstance(failure, ModelUnavailableError):
+        return "unavailable"
+    return "busy" if isinstance(failure, ModelBusyError) else "failed"
+
+
 def _failure_kind(result: object) -> str | None:
     if isinstance(result, ChatResponse):
         return None
+    if isinstance(result, ModelUnavailableError):
+        return "fatal"
     if isinstance(result, BaseException) and is_transient(result):
         return "transient"
     if isinstance(result, InvalidOutputError):

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memforest.config import LLMConfig
-from memforest.errors import ConfigError, ModelError, error_line
+from memforest.errors import ConfigError, ModelError, ModelUnavailableError, error_line
 from memforest.llm.base import (
     SUCCESS_FINISHES,
     ChatRequest,
@@ -114,17 +114,33 @@ def release_memory() -> None:
         torch.cuda.empty_cache()
 
 
+def kv_cache_capacity(llm: Any) -> dict[str, int] | None:
+    """The KV cache the engine allocated, as its client learnt it from the engine core at start-up
+    (`llm_engine.vllm_config.cache_config`: blocks and tokens per block, vLLM 0.11 and 0.33); None when
+    this vLLM does not say."""
+    engine = getattr(llm, "llm_engine", None)
+    cache = getattr(getattr(engine, "vllm_config", None), "cache_config", None)
+    blocks, block_size = getattr(cache, "num_gpu_blocks", None), getattr(cache, "block_size", None)
+    if not isinstance(blocks, int) or not isinstance(block_size, int) or blocks <= 0:
+        return None
+    return {"gpu_blocks": blocks, "block_size": block_size, "tokens": blocks * block_size}
+
+
 class EngineOwner:
     """Holds one offline `vllm.LLM` behind a lock; `close` stops it and returns its memory."""
 
     _lock: threading.Lock
     _llm: Any
+    kv_cache: dict[str, int] | None = None  # what the engine allocated (kv_cache_capacity)
 
     def close(self) -> None:
         with self._lock:
             llm, self._llm = self._llm, None
-        if llm is not None:
+        if llm is None:
+            return
+        try:
             shutdown_engine(llm)
+        finally:  # a core that fails to stop (or is already dead) still leaves memory to return
             del llm  # the last reference, so that release_memory can collect the engine
             release_memory()
 
@@ -138,8 +154,11 @@ def refusal_types(vllm: Any) -> tuple[type[Exception], ...]:
 
 
 def _failure(name: str, exc: Exception, refusals: tuple[type[Exception], ...]) -> Exception:
-    """A failed request's result: a refusal as a ModelError with vLLM's reason, a timeout or lost
-    connection as worth retrying, anything else as it is."""
+    """A failed request's result: a dead engine as a ModelUnavailableError (no request can succeed any
+    more), a refusal as a ModelError with vLLM's reason, a timeout or lost connection as worth
+    retrying, anything else as it is."""
+    if _engine_dead(exc):
+        return ModelUnavailableError(f"{name}: the vLLM engine is gone: {error_line(exc)}")
     if isinstance(exc, (TimeoutError, ConnectionError)):
         return TransientModelError(f"{type(exc).__name__}: {exc}")
     if isinstance(exc, refusals):
@@ -182,6 +201,7 @@ class VLLMChatModel(EngineOwner):
             "seed": ("seed", cfg.seed),
         }
         self._llm: Any = open_engine(vllm, engine_kwargs("llm", fields, cfg.engine_args))
+        self.kv_cache = kv_cache_capacity(self._llm)
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse | Exception]:
         if not requests:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from memforest.errors import ModelError
+from memforest.errors import ModelError, ModelUnavailableError
 from memforest.llm.base import ChatRequest
 from memforest.llm.scheduler import Scheduler, parse_json
 from memforest.prompts import browse as prompt
@@ -139,7 +139,9 @@ def _request(query: str, options: list[NodeKey], snap: Snapshot, beam: int) -> C
 
 def _chosen(res: Any, options: list[NodeKey], snap: Snapshot, qvec: np.ndarray, beam: int) -> list[NodeKey]:
     """The model's valid picks; on a failed call, the embedding ranking of the options (recorded in
-    the call log as a failure)."""
+    the call log as a failure); a model that is gone fails the query."""
+    if isinstance(res, ModelUnavailableError):
+        raise res
     if not isinstance(res, ModelError):
         payload = parse_json(res)
         picks = payload.get("selected", []) if isinstance(payload, dict) else []

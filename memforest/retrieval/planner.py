@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from memforest.errors import ModelError
+from memforest.errors import ModelError, ModelUnavailableError
 from memforest.llm.base import ChatRequest
 from memforest.llm.scheduler import Scheduler, parse_json
 from memforest.prompts import planner as prompt
@@ -55,6 +55,8 @@ def plan_query(
     req = ChatRequest(prompt.messages(question, date, [tree_card(snap, t) for t in ids]), "plan",
                       prompt.SPEC.id, prompt.SPEC.version, schema, max_tokens=token_bound(schema))
     (res,) = scheduler.run([req], level=0, tags=tags)
+    if isinstance(res, ModelUnavailableError):  # a plan around a model that is gone would hide it
+        raise res
     if isinstance(res, ModelError):
         return Plan(direction=question_direction(question), queries=[(t, question) for t in ids],
                     error=str(res))
