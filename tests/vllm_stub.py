@@ -16,6 +16,10 @@ checks that the device's free memory covers its `gpu_memory_utilization` share o
 share, weights, the profiled activation peak and the CUDA-graph estimate (none with `enforce_eager`)
 leave the KV cache, which must hold one request of `max_model_len` tokens. The process holds its share
 and its context until its engine core is shut down.
+The KV cache it allocated is on the client as vLLM 0.11 and 0.33 put it there
+(`llm_engine.vllm_config.cache_config.num_gpu_blocks` and `block_size`). `StubState.kill_engines` stands
+for an engine core process that died (preempted, killed): every later `chat` and `embed` raises
+`vllm.v1.engine.exceptions.EngineDeadError`, as vLLM's client does.
 
 Prompts are counted in whitespace words. A prompt longer than `max_model_len` (a chat prompt of exactly
 `max_model_len`, which leaves no room for output, too) is refused: with ValueError before 0.33, with
@@ -58,9 +62,11 @@ PROCESS_OVERHEAD_GIB = 0.7
 ACTIVATION_GIB = 0.5  # the profiled activation peak of a forward pass at max_num_batched_tokens
 CUDA_GRAPH_GIB = 0.5  # the CUDA-graph estimate (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on by default)
 # bf16 weights (parameters x 2 bytes) and KV cache per token (2 x layers x KV heads x head dim x 2 bytes)
-MODEL_WEIGHTS_GIB = {"Qwen/Qwen3-30B-A3B-Instruct-2507": 56.9, "Qwen/Qwen3-4B-Instruct-2507": 7.5,
+MODEL_WEIGHTS_GIB = {"Qwen/Qwen3-30B-A3B-Instruct-2507": 56.9, "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8": 30.5,
+                     "Qwen/Qwen3-4B-Instruct-2507": 7.5,
                      "google/gemma-4-12B-it": 22.4, "Qwen/Qwen3-Embedding-0.6B": 1.1}
 KV_BYTES_PER_TOKEN = {"Qwen/Qwen3-30B-A3B-Instruct-2507": 2 * 48 * 4 * 128 * 2,
+                      "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8": 2 * 48 * 4 * 128 * 2,  # FP8 weights, bf16 cache
                       "Qwen/Qwen3-4B-Instruct-2507": 2 * 36 * 8 * 128 * 2,
                       "Qwen/Qwen3-Embedding-0.6B": 2 * 28 * 8 * 128 * 2}
 SMALL_MODEL_GIB = 1.0  # any other model name
@@ -102,6 +108,12 @@ class StubState:
     cleanups: int = 0
     finish_reasons: dict[str, str] = field(default_factory=dict)  # last message -> finish reason
     embed_errors: dict[tuple[int, ...], RequestError] = field(default_factory=dict)  # token ids -> error
+    dead: bool = False  # the engine core process has gone: every call raises EngineDeadError
+
+    def kill_engines(self) -> None:
+        """The engine core processes die (a SIGTERM under preemption, an OOM kill): from now on every
+        `chat` and `embed` raises EngineDeadError, as vLLM's client does once its core is gone."""
+        self.dead = True
 
     def fail_embedding(self, text: str, message: str) -> None:
         """Have the embedding of `text` fail as vLLM 0.33 reports a failed pooling request."""
@@ -159,6 +171,15 @@ def _modules(state: StubState) -> dict[str, types.ModuleType]:
     modules = {"vllm": vllm, "vllm.sampling_params": sp, "vllm.engine": engine,
                "vllm.engine.arg_utils": arg_utils, "vllm.distributed": distributed,
                "vllm.distributed.parallel_state": parallel_state}
+    v1 = types.ModuleType("vllm.v1")
+    v1_engine = types.ModuleType("vllm.v1.engine")
+    v1_exceptions = types.ModuleType("vllm.v1.engine.exceptions")
+    v1_exceptions.EngineDeadError = EngineDeadError  # type: ignore[attr-defined]
+    v1_exceptions.EngineGenerateError = EngineGenerateError  # type: ignore[attr-defined]
+    v1_engine.exceptions = v1_exceptions  # type: ignore[attr-defined]
+    v1.engine = v1_engine  # type: ignore[attr-defined]
+    vllm.v1 = v1  # type: ignore[attr-defined]
+    modules.update({"vllm.v1": v1, "vllm.v1.engine": v1_engine, "vllm.v1.engine.exceptions": v1_exceptions})
     if gen == "0.33.0":
         exceptions = types.ModuleType("vllm.exceptions")
         for cls in (VLLMError, VLLMClientError, VLLMServerError, VLLMValidationError):
@@ -194,6 +215,27 @@ class VLLMValidationError(VLLMClientError):
 
 for _cls in (VLLMError, VLLMClientError, VLLMServerError, VLLMValidationError):
     _cls.__module__ = "vllm.exceptions"
+
+
+# ---------------------------------------------------------------- engine death (vllm/v1/engine/exceptions.py)
+
+ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+
+
+class EngineGenerateError(Exception):
+    """A request failed; the engine lives on."""
+
+
+class EngineDeadError(Exception):
+    """The engine core process is gone: no later request can succeed."""
+
+    def __init__(self, *args: Any, suppress_context: bool = False, **kwargs: Any) -> None:
+        super().__init__(ENGINE_DEAD_MESSAGE, *args, **kwargs)
+        self.__suppress_context__ = suppress_context
+
+
+for _cls in (EngineGenerateError, EngineDeadError):
+    _cls.__module__ = "vllm.v1.engine.exceptions"
 
 
 # ---------------------------------------------------------------- parameters and outputs, as vllm has them
@@ -271,9 +313,12 @@ class EngineCore:
         self.state.device.held.pop(self.key, None)
 
 
-def start_engine(state: StubState, key: int, args: Any) -> None:
+BLOCK_SIZE = 16  # tokens per KV-cache block (vLLM's default for CUDA)
+
+
+def start_engine(state: StubState, key: int, args: Any) -> int:
     """vLLM 0.33's start-up memory steps for one engine process; raises what vLLM raises, holding
-    nothing then (the process is gone)."""
+    nothing then (the process is gone). Returns the KV-cache blocks the engine allocated."""
     device = state.device
     device.held[key] = PROCESS_OVERHEAD_GIB  # the CUDA context comes first
     try:
@@ -300,6 +345,8 @@ def start_engine(state: StubState, key: int, args: Any) -> None:
         device.held.pop(key, None)
         raise
     device.held[key] = PROCESS_OVERHEAD_GIB + requested
+    per_block = BLOCK_SIZE * KV_BYTES_PER_TOKEN.get(args.model, SMALL_MODEL_KV_BYTES)
+    return int(available * GIB // per_block)
 
 
 def _too_long(state: StubState, length: int, limit: int, generating: bool) -> Exception | None:
@@ -320,9 +367,11 @@ def _llm_class(state: StubState, engine_args_cls: Any) -> type:
         def __init__(self, model: str, **kwargs: Any) -> None:
             self.kwargs = {"model": model, **kwargs}
             args = engine_args_cls(**self.kwargs)  # unknown arguments: TypeError, as in vLLM
-            start_engine(state, id(self), args)
+            blocks = start_engine(state, id(self), args)
             self.max_model_len = args.max_model_len or NATIVE_CONTEXT
-            self.llm_engine = types.SimpleNamespace(engine_core=EngineCore(state, id(self)))
+            cache_config = types.SimpleNamespace(num_gpu_blocks=blocks, block_size=BLOCK_SIZE)
+            self.llm_engine = types.SimpleNamespace(engine_core=EngineCore(state, id(self)),
+                                                    vllm_config=types.SimpleNamespace(cache_config=cache_config))
             state.engines.append(self)
             self.chat_calls: list[int] = []  # conversations per call
             self.embed_calls: list[list[Any]] = []
@@ -363,6 +412,8 @@ def _llm_class(state: StubState, engine_args_cls: Any) -> type:
 
         @contextlib.contextmanager
         def _inside(self) -> Iterator[None]:
+            if state.dead:
+                raise EngineDeadError()
             if not self._busy.acquire(blocking=False):
                 raise RuntimeError("two threads inside one engine")
             try:
