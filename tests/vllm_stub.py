@@ -234,8 +234,7 @@ class EngineDeadError(Exception):
         self.__suppress_context__ = suppress_context
 
 
-for _cls in (EngineGenerateError, EngineDeadError):
-    _cls.__module__ = "vllm.v1.engine.exceptions"
+EngineGenerateError.__module__ = EngineDeadError.__module__ = "vllm.v1.engine.exceptions"
 
 
 # ---------------------------------------------------------------- parameters and outputs, as vllm has them
