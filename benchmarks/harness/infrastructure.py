@@ -10,6 +10,7 @@ run keeps it unless `retry_errors=true`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from memforest.errors import ModelBusyError, ModelUnavailableError, unavailable_cause
 from memforest.llm.calllog import CallRecord
@@ -65,13 +66,13 @@ class ServerProbe:
                          for url, env in zip(urls, key_envs, strict=True)]
 
     @classmethod
-    def of(cls, *nodes: object) -> ServerProbe | None:
-        """A probe of the served `llm` and `embedder` nodes among `nodes`; None when none is served."""
-        served = [n for n in nodes if getattr(n, "backend", None) == "openai" and getattr(n, "base_url", None)]
+    def of(cls, *nodes: Any) -> ServerProbe | None:
+        """A probe of the served `llm` and `embedder` nodes among `nodes` (None entries are skipped);
+        None when none is served."""
+        served = [n for n in nodes if n is not None and n.backend == "openai" and n.base_url]
         if not served:
             return None
-        return cls([str(n.base_url) for n in served],
-                   [str(getattr(n, "api_key_env", "OPENAI_API_KEY")) for n in served])
+        return cls([str(n.base_url) for n in served], [str(n.api_key_env) for n in served])
 
     def __call__(self) -> None:
         import httpx
