@@ -166,3 +166,39 @@ def test_close_returns_the_memory_when_the_engine_cannot_be_stopped(monkeypatch:
     assert stub.cleanups == 1  # release_memory ran all the same
     assert isinstance(model.generate([request()])[0], ModelError)
     assert not isinstance(model.generate([request()])[0], ChatResponse)
+
+
+def test_the_probe_stops_a_run_whose_server_is_gone_and_passes_one_that_answers() -> None:
+    import socket
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from benchmarks.harness.infrastructure import ServerProbe
+
+    class NotFound(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(404)  # a server without /models is still there
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        gone_port = free.getsockname()[1]  # closed again before the probe asks it
+    try:
+        live = ServerProbe([f"http://127.0.0.1:{server.server_port}/v1"], ["MEMFOREST_TEST_NO_KEY"])
+        live()
+        live.close()
+        gone = ServerProbe([f"http://127.0.0.1:{gone_port}/v1"], ["MEMFOREST_TEST_NO_KEY"])
+        with pytest.raises(ModelUnavailableError, match="does not answer"):
+            gone()
+        gone.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
