@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
-import httpx
 import pytest
 
 from benchmarks.datasets import DatasetUnavailableError, load_dataset, resolve_file, sha256_file
-from benchmarks.datasets import download as download_module
 from benchmarks.datasets.locomo import extract_dia_ids
 from benchmarks.datasets.locomo import format_date as locomo_format
 from benchmarks.datasets.locomo import parse_date as locomo_date
@@ -194,51 +191,6 @@ def test_resolve_prefers_path_then_cache(tmp_path: Path) -> None:
     cached = tmp_path / "locomo10.json"
     cached.write_text("[]")
     assert resolve_file("locomo", cache_dir=tmp_path) == cached
-
-
-def test_downloads_are_pinned_to_a_revision_and_a_checksum(tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_ENDPOINT", "https://mirror.example")
-    files = download_module.remote_files()
-    assert files["locomo"].sha256 == "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4"
-    for name in ("longmemeval_s", "longmemeval_oracle", "longmemeval_m"):
-        assert files[name].url.startswith("https://mirror.example/datasets/xiaowu0162/longmemeval-cleaned/resolve/")
-        assert download_module.LONGMEMEVAL_REVISION in files[name].url and len(files[name].sha256 or "") == 64
-    body = LME.read_bytes()
-    seen: list[str] = []
-
-    def serve(request: httpx.Request) -> httpx.Response:
-        seen.append(str(request.url))
-        return httpx.Response(200, content=body)
-
-    matching = download_module.RemoteFile("longmemeval_oracle.json", files["longmemeval_oracle"].url,
-                                          hashlib.sha256(body).hexdigest())
-    monkeypatch.setattr(download_module, "remote_files", lambda: {"longmemeval_oracle": matching})
-    path = resolve_file("longmemeval_oracle", cache_dir=tmp_path, transport=httpx.MockTransport(serve))
-    assert path == tmp_path / "longmemeval_oracle.json" and path.read_bytes() == body
-    assert seen == [matching.url] and [p.name for p in tmp_path.iterdir()] == ["longmemeval_oracle.json"]
-
-
-def test_download_checksum_mismatch_names_both_values(tmp_path: Path) -> None:
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=b"[]"))
-    with pytest.raises(DatasetUnavailableError) as failure:
-        resolve_file("locomo", cache_dir=tmp_path, transport=transport)
-    message = str(failure.value)
-    assert "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4" in message
-    assert hashlib.sha256(b"[]").hexdigest() in message and "dataset.path=" in message
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_download_failure_names_the_override(tmp_path: Path) -> None:
-    def refuse(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("no network", request=request)
-
-    with pytest.raises(DatasetUnavailableError, match=r"dataset\.path=/path/to/locomo10\.json"):
-        resolve_file("locomo", cache_dir=tmp_path, transport=httpx.MockTransport(refuse))
-    assert list(tmp_path.iterdir()) == []
-    not_found = httpx.MockTransport(lambda request: httpx.Response(404))
-    with pytest.raises(DatasetUnavailableError, match="dataset.path"):
-        resolve_file("longmemeval_s", cache_dir=tmp_path, transport=not_found)
 
 
 def test_answer_messages() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .download import DatasetUnavailableError, remote_files, resolve_file
 from .locomo import load_locomo
 from .longmemeval import load_longmemeval
 from .records import (
@@ -19,6 +19,22 @@ from .records import (
     sanitize_text,
     sha256_file,
 )
+
+if TYPE_CHECKING:
+    from .download import DatasetUnavailableError, remote_files, resolve_file
+
+# The download module is imported on first use, not with the package: `python -m
+# benchmarks.datasets.download` then runs it once, as the command, and not a second time.
+_FROM_DOWNLOAD = frozenset({"DatasetUnavailableError", "remote_files", "resolve_file"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _FROM_DOWNLOAD:
+        from . import download
+
+        return getattr(download, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 DATASET_NAMES: tuple[str, ...] = ("sample", "longmemeval_s", "longmemeval_oracle", "longmemeval_m", "locomo")
 
@@ -46,6 +62,8 @@ def load_dataset(
 
         source = Path(path) if path is not None else SAMPLE_PATH
     else:
+        from .download import resolve_file
+
         source = resolve_file(name, path=path, cache_dir=cache_dir)
     if kind == "locomo":
         return load_locomo(source, name, limit, instance_ids, include_adversarial)
