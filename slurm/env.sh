@@ -6,6 +6,19 @@ if [ ! -x "$venv/bin/memforest-bench" ]; then
   exit 2
 fi
 export TOKENIZERS_PARALLELISM=false
+# torch counts GPUs through NVML, leaving CUDA uninitialised: a process that counted them through CUDA
+# could not fork a child that uses CUDA, and vLLM forks its engine core (the preflight asks torch in a
+# child of its own either way).
+export PYTORCH_NVML_BASED_CUDA_CHECK=1
+# Behind a proxy, health checks of this node's servers and clients of servers on other nodes of the
+# cluster must go around it: this node's names and, for a host name with a domain, that domain.
+if [ -n "${http_proxy:-}${https_proxy:-}${HTTP_PROXY:-}${HTTPS_PROXY:-}" ]; then
+  proxy_bypass="localhost,127.0.0.1,::1,$(hostname)"
+  case "$(hostname)" in *.*) proxy_bypass="$proxy_bypass,.$(hostname | cut -d. -f2-)";; esac
+  no_proxy="${no_proxy:-${NO_PROXY:-}}"
+  NO_PROXY="${NO_PROXY:-$no_proxy}"
+  export no_proxy="${no_proxy:+$no_proxy,}$proxy_bypass" NO_PROXY="${NO_PROXY:+$NO_PROXY,}$proxy_bypass"
+fi
 # Weights come from the hub cache under their hub ids: setup_env.sh downloaded every id the shipped
 # configs and scripts name (python -m benchmarks.harness.hub_models). Set HF_HUB_OFFLINE=0 for others.
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"

@@ -7,7 +7,8 @@
 #SBATCH --output=slurm-%x-%j.out
 # A GPU check that needs no vLLM, no Hydra and no hub: the retrieval experiment (method
 # memforest_sessions, no chat model) with a sentence-transformers embedder on CUDA over a LongMemEval
-# file; prints wall time, build seconds per instance and recall (python -m benchmarks.harness.gpu_check).
+# file; prints wall time, build seconds per instance and recall (python -m benchmarks.harness.gpu_check),
+# after the GPU preflight and a check that a child forked after it can still initialise CUDA.
 # Needs only a Python with torch, transformers and sentence-transformers; this checkout goes on
 # PYTHONPATH (no pip install). Sized to end within 5 minutes on one GPU for the 100-instance slice.
 #   bash slurm/gpu_check.sh [DATA] [--model DIR] [--device cuda|cpu] [--limit N]
@@ -27,4 +28,5 @@ fi
 python="${PYTHON:-python3}"
 export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false  # the model comes from a directory
+export PYTORCH_NVML_BASED_CUDA_CHECK=1  # as slurm/env.sh: torch counts GPUs without initialising CUDA
 exec "$python" -m benchmarks.harness.gpu_check "$data" "$@"

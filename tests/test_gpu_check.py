@@ -1,5 +1,6 @@
 """slurm/gpu_check.sh, the retrieval experiment without Hydra, vLLM or the hub, run on the CPU over the
-tiny LongMemEval file in an interpreter that cannot import Hydra, OmegaConf or vLLM."""
+tiny LongMemEval file in an interpreter that cannot import Hydra, OmegaConf or vLLM; its GPU preflight on
+a made-up node (the fork check after it: tests/test_preflight_fork.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from benchmarks.harness.gpu_check import preflight
+from benchmarks.harness.gpu_node import Node, TorchFacts
+from benchmarks.harness.nvidia_smi import parse_nvidia_smi
+from memforest.config import EmbedderConfig
+from memforest.llm.embedders import PACKAGED_MINILM
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "fixtures" / "longmemeval_tiny.json"
@@ -41,6 +48,7 @@ def test_the_gpu_check_runs_the_retrieval_experiment_on_the_cpu_without_hydra(tm
     # the two questions with gold evidence find their session first (the third is an abstention)
     assert "session R@1 100.0  R@5 100.0  R@10 100.0 (2 questions with gold)" in out
     assert re.search(r"turn recall_any@10 \d+\.\d  recall_all@10 \d+\.\d \(2 questions with gold\)", out)
+    assert "fork check: skipped on --device cpu" in out
 
 
 def test_the_gpu_check_says_what_is_missing(tmp_path: Path) -> None:
@@ -56,3 +64,19 @@ def test_the_gpu_check_says_what_is_missing(tmp_path: Path) -> None:
     cpu_torch = {**env, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], str(tmp_path)])}
     on_cuda = gpu_check(cpu_torch, str(TINY), "--device", "cuda")
     assert on_cuda.returncode == 1 and "preflight: the installed torch is a CPU build" in on_cuda.stderr
+
+
+def test_the_gpu_checks_preflight_passes_on_a_fresh_home_offline(tmp_path: Path) -> None:
+    """gpu_check.sh sets HF_HUB_OFFLINE=1 and loads its model from a directory: no hub cache needed."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "HF_HUB_OFFLINE": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    smi = parse_nvidia_smi("0, GPU-aaaa, NVIDIA H100 80GB HBM3, 580.65.06, 81559, 81000\n")
+    fresh = Node(smi, TorchFacts(True, "13.0", True, 1), env)
+    for model in (str(tmp_path / "all-MiniLM-L6-v2"), PACKAGED_MINILM):
+        cfg = EmbedderConfig(backend="sentence_transformers", model=model, device="cuda")
+        assert preflight(fresh, cfg) == []
+    assert not (home / ".cache" / "huggingface").exists()
+    on_second = EmbedderConfig(backend="sentence_transformers", model=PACKAGED_MINILM, device="cuda:1")
+    [line] = preflight(fresh, on_second)
+    assert line.startswith("the run needs 2 GPUs (embedder.device=cuda:1) but 1 is visible")

