@@ -20,7 +20,8 @@ if [ -n "${http_proxy:-}${https_proxy:-}${HTTP_PROXY:-}${HTTPS_PROXY:-}" ]; then
   export no_proxy="${no_proxy:+$no_proxy,}$proxy_bypass" NO_PROXY="${NO_PROXY:+$NO_PROXY,}$proxy_bypass"
 fi
 # Weights come from the hub cache under their hub ids: setup_env.sh downloaded every id the shipped
-# configs and scripts name (python -m benchmarks.harness.hub_models). Set HF_HUB_OFFLINE=0 for others.
+# configs and scripts name that the wheel set's vLLM runs (python -m benchmarks.harness.hub_models --vllm
+# VERSION). Set HF_HUB_OFFLINE=0 for others.
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
 # Compile caches on the node's own disk, one set per job: array tasks starting together would otherwise
 # JIT-compile into the same ~/.cache/vllm, Triton and Inductor caches on a shared filesystem.

@@ -11,7 +11,8 @@
 # process (vLLM) on one GPU, then the comparison table. Each run builds and releases both engines in the
 # same process, so this also checks that the memory shares fit and that a closed engine gives its memory
 # back. Sized to end within 10 minutes on one H100 with the weights already in the hub cache
-# (slurm/setup_env.sh downloads every model the shipped configs name); it prints its wall time.
+# (slurm/setup_env.sh downloads every model the shipped configs name that its vLLM runs, these among
+# them); it prints its wall time. The contract test knows vLLM 0.11 and 0.33, the two wheel sets.
 #   sbatch slurm/gpu_smoke.sh              or, on an interactive GPU node:  bash slurm/gpu_smoke.sh
 # Any argument is one more override, e.g. llm=qwen3_4b. Results: results/gpu_smoke/ (a second start
 # only prints the table: remove that folder to run again).

@@ -21,18 +21,19 @@ The KV cache it allocated is on the client as vLLM 0.11 and 0.33 put it there
 for an engine core process that died (preempted, killed): every later `chat` and `embed` raises
 `vllm.v1.engine.exceptions.EngineDeadError`, as vLLM's client does.
 
-Prompts are counted in whitespace words. A prompt longer than `max_model_len` (a chat prompt of exactly
-`max_model_len`, which leaves no room for output, too) is refused: with ValueError before 0.33, with
-`vllm.exceptions.VLLMValidationError` (a VLLMClientError, not a ValueError) from 0.33 on. Requests named in
-`StubState.finish_reasons` finish with that reason (vLLM's "error", "abort", "repetition"), empty;
-embedding prompts named in `StubState.embed_errors` come back as vLLM 0.33 returns a failed pooling
-request: an empty embedding with `error` set. Two threads inside one engine (chat or embed) raise, as the
-real engine is not thread-safe. Answers echo the last message, so that tests can see which request an
-answer belongs to; embeddings are a hash of the token ids.
+Prompts are counted in whitespace words. A prompt longer than `max_model_len` is refused: with ValueError
+before 0.33, with `vllm.exceptions.VLLMValidationError` (a VLLMClientError, not a ValueError) from 0.33
+on, where a chat prompt of exactly `max_model_len`, which leaves no room for output, is refused too.
+Requests named in `StubState.finish_reasons` finish with that reason (vLLM's "error", "abort",
+"repetition"), empty; embedding prompts named in `StubState.embed_errors` come back as vLLM 0.33 returns
+a failed pooling request: an empty embedding with `error` set. Two threads inside one engine (chat or
+embed) raise, as the real engine is not thread-safe. Answers echo the last message, so that tests can see
+which request an answer belongs to; embeddings are a hash of the token ids.
 
 The field lists below (SAMPLING_FIELDS, ENGINE_FIELDS, the output dataclasses, the exception classes) are
-the stub's claims about vLLM 0.33; tests/test_vllm_contract.py checks each against the real package where
-it is installed.
+the stub's claims about vLLM 0.11 and 0.33 (the "0.11.0" and "0.33.0" generations); tests/
+test_vllm_contract.py checks each generation against its version's row, and against the real package
+where it is installed.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ SMALL_MODEL_KV_BYTES = 2 * 24 * 8 * 128 * 2
 NATIVE_CONTEXT = 32768  # max_model_len when none is given
 GIB = 1 << 30
 
-# (name, default) of the SamplingParams fields the stub has; the contract test checks them against 0.33
+# (name, default) of the SamplingParams fields the stub has (0.11 and 0.33 alike; the contract test checks)
 SAMPLING_FIELDS: tuple[tuple[str, Any], ...] = (
     ("n", 1), ("presence_penalty", 0.0), ("frequency_penalty", 0.0), ("repetition_penalty", 1.0),
     ("temperature", 1.0), ("top_p", 1.0), ("top_k", 0), ("min_p", 0.0), ("seed", None),
@@ -174,7 +175,8 @@ def _modules(state: StubState) -> dict[str, types.ModuleType]:
     v1 = types.ModuleType("vllm.v1")
     v1_engine = types.ModuleType("vllm.v1.engine")
     v1_exceptions = types.ModuleType("vllm.v1.engine.exceptions")
-    v1_exceptions.EngineDeadError = EngineDeadError  # type: ignore[attr-defined]
+    v1_exceptions.EngineDeadError = (  # type: ignore[attr-defined]
+        EngineDeadServerError if gen == "0.33.0" else EngineDeadError)
     v1_exceptions.EngineGenerateError = EngineGenerateError  # type: ignore[attr-defined]
     v1_engine.exceptions = v1_exceptions  # type: ignore[attr-defined]
     v1.engine = v1_engine  # type: ignore[attr-defined]
@@ -234,7 +236,17 @@ class EngineDeadError(Exception):
         self.__suppress_context__ = suppress_context
 
 
-EngineGenerateError.__module__ = EngineDeadError.__module__ = "vllm.v1.engine.exceptions"
+class EngineDeadServerError(VLLMServerError):
+    """0.33's EngineDeadError, one of vLLM's server errors (named as vLLM names it)."""
+
+    def __init__(self, *args: Any, suppress_context: bool = False, **kwargs: Any) -> None:
+        super().__init__(ENGINE_DEAD_MESSAGE, *args, **kwargs)
+        self.__suppress_context__ = suppress_context
+
+
+EngineDeadServerError.__name__ = EngineDeadServerError.__qualname__ = "EngineDeadError"
+for _dead in (EngineGenerateError, EngineDeadError, EngineDeadServerError):
+    _dead.__module__ = "vllm.v1.engine.exceptions"
 
 
 # ---------------------------------------------------------------- parameters and outputs, as vllm has them
@@ -349,9 +361,9 @@ def start_engine(state: StubState, key: int, args: Any) -> int:
 
 
 def _too_long(state: StubState, length: int, limit: int, generating: bool) -> Exception | None:
-    """What vLLM raises for a prompt of `length` tokens against `max_model_len` = `limit` (a generating
-    model needs room for one output token), or None."""
-    if length < limit or (length == limit and not generating):
+    """What vLLM raises for a prompt of `length` tokens against `max_model_len` = `limit`, or None: from
+    0.33 on a generating model needs room for one output token; before, only a longer prompt is refused."""
+    if length < limit or (length == limit and not (generating and state.generation == "0.33.0")):
         return None
     if length == limit:
         message = (f"The decoder prompt (length {length}) plus the number of requested output tokens (at "
@@ -412,7 +424,7 @@ def _llm_class(state: StubState, engine_args_cls: Any) -> type:
         @contextlib.contextmanager
         def _inside(self) -> Iterator[None]:
             if state.dead:
-                raise EngineDeadError()
+                raise sys.modules["vllm.v1.engine.exceptions"].EngineDeadError()
             if not self._busy.acquire(blocking=False):
                 raise RuntimeError("two threads inside one engine")
             try:

@@ -1,9 +1,14 @@
-"""`vllm serve` arguments for a model option of the harness's configs, one per line, so that a served
-model runs with the model id, context length, memory share and engine arguments of its in-process
-config (slurm/vllm_server.sbatch reads them):
+"""`vllm serve` arguments for a model option of the harness's configs, one per line, the model id
+first, so that a served model runs with the model id, context length, memory share and engine arguments
+of its in-process config:
 
     python -m benchmarks.harness.vllm_args llm=qwen3_30b_a3b
-    python -m benchmarks.harness.vllm_args embedder=qwen3_embedding_0p6b
+    python -m benchmarks.harness.vllm_args --out FILE embedder=qwen3_embedding_0p6b
+
+With `--out FILE` the arguments go to FILE, written whole or not at all (slurm/vllm_server.sbatch reads
+them from there); otherwise to stdout. Either way nothing else reaches them: the embedder's arguments
+import vLLM, which may log to stdout as it loads (0.11 does), and what the imports print goes to stderr
+instead; native code writing to the stdout descriptor itself would still reach stdout, not the file.
 
 The backbone gets prefix caching as configured and `--enable-prompt-tokens-details`, without which
 vLLM's server reports no cached prompt tokens.
@@ -11,9 +16,13 @@ vLLM's server reports no cached prompt tokens.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.app import compose_config
@@ -22,7 +31,8 @@ from benchmarks.harness.schema import bench_config
 from memforest.config import EmbedderConfig, LLMConfig
 from memforest.errors import ConfigError
 
-USAGE = "usage: python -m benchmarks.harness.vllm_args llm=<option> | embedder=<option> [overrides...]"
+USAGE = ("usage: python -m benchmarks.harness.vllm_args [--out FILE] llm=<option> | embedder=<option> "
+         "[overrides...]")
 
 
 def flags(engine_args: Mapping[str, Any]) -> list[str]:
@@ -68,13 +78,42 @@ def serve_args(overrides: Sequence[str]) -> list[str]:
     return embedder_args(library_config(EmbedderConfig, cfg.embedder))
 
 
+def write_lines(path: Path, lines: Sequence[str]) -> None:
+    """`lines` into `path`, one a line, replacing it at once: a reader finds the old file or the new one,
+    never a part."""
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
+                                     delete=False) as tmp:
+        try:
+            tmp.write("".join(f"{line}\n" for line in lines))
+        except BaseException:
+            os.unlink(tmp.name)
+            raise
+    os.replace(tmp.name, path)
+
+
+def split_out(argv: Sequence[str]) -> tuple[Path | None, list[str]]:
+    """(`--out` FILE or None, the overrides)."""
+    args = list(argv)
+    if "--out" not in args:
+        return None, args
+    at = args.index("--out")
+    if at + 1 == len(args):
+        raise ValueError(USAGE)
+    return Path(args[at + 1]), args[:at] + args[at + 2:]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = serve_args(list(sys.argv[1:] if argv is None else argv))
+        out, overrides = split_out(sys.argv[1:] if argv is None else argv)
+        with contextlib.redirect_stdout(sys.stderr):  # vLLM's log lines at import are not arguments
+            args = serve_args(overrides)
     except (ValueError, ConfigError) as exc:
         print(exc, file=sys.stderr)
         return 2
-    print("\n".join(args))
+    if out is None:
+        print("\n".join(args))
+    else:
+        write_lines(out, args)
     return 0
 
 
