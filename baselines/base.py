@@ -62,13 +62,48 @@ class SystemUnavailable(RuntimeError):
 
 @dataclass
 class EvidenceItem:
-    """One retrieved unit, with its provenance in dataset ids when the system exposes it."""
+    """One retrieved unit, with its provenance in dataset ids when the system exposes it. `section`: the
+    part of the system's own context it belongs to (a speaker's memories, a profile, facts or entities),
+    which the system's `render` lays out; `rank`: its place in the system's ranking (0 first) when that
+    differs from its place in the list (a context laid out by section, not by rank)."""
 
     text: str
     time: str | None = None
     session_ids: list[str] = field(default_factory=list)
     turn_ids: list[str] = field(default_factory=list)
     score: float | None = None
+    section: str | None = None
+    rank: int | None = None
+
+
+@dataclass
+class InputKept:
+    """What a system holds of the turns it was given, counted after its build: `kept` of `given` turns
+    reached its store as `stored` of its own units (`unit`: pages, memories, episodes, documents...;
+    None when the system does not say), and the turns it lost, by reason. `upstream`: the losses are the
+    system's own behaviour as its authors run it, matched on purpose (their pairing, their filters)."""
+
+    given: int
+    kept: int
+    unit: str = "turns"
+    stored: int | None = None
+    lost: dict[str, int] = field(default_factory=dict)
+    upstream: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.kept <= self.given or sum(self.lost.values()) != self.given - self.kept:
+            raise ValueError(f"input kept {self.kept} of {self.given} turns, lost {self.lost}: the counts "
+                             f"disagree")
+
+    @classmethod
+    def everything(cls, sessions: Sequence[Session], unit: str = "turns",
+                   stored: int | None = None) -> InputKept:
+        """Every turn of `sessions` kept."""
+        given = sum(len(s.turns) for s in sessions)
+        return cls(given, given, unit, stored)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass
@@ -90,7 +125,9 @@ class Retrieval:
 class MemorySystem(Protocol):
     """A system may also offer `attach(instance_id, workdir, sessions)`: open the memory that an earlier
     `reset` + `ingest` left under `workdir`, so that a resumed run skips its build (the harness looks
-    for the method and rebuilds when there is none)."""
+    for the method and rebuilds when there is none), and `render(items)`: its own context for a subset
+    of its evidence items (in their list order, sections and headers as its retrieval lays them out),
+    which the token budget uses after cutting the items in rank order (default `render_evidence`)."""
 
     name: str
 
@@ -98,7 +135,8 @@ class MemorySystem(Protocol):
         """Start a fresh, empty memory for one instance; state lives under `workdir`."""
 
     def ingest(self, sessions: Sequence[Session]) -> dict[str, Any]:
-        """Write all sessions (time-ordered) into memory; return build statistics."""
+        """Write all sessions (time-ordered) into memory; return build statistics, with `input`: what
+        the system holds of the turns it was given (`InputKept.to_dict()`)."""
 
     def retrieve(self, question: str, when: datetime | None) -> Retrieval:
         """Evidence for `question` asked at reference time `when`."""
