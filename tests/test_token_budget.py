@@ -36,6 +36,38 @@ def items() -> list[EvidenceItem]:
 # ---------------------------------------------------------------- the budget cut
 
 
+def sectioned(items: list[EvidenceItem]) -> str:
+    """A system's own layout: one header per section, in the order sections first appear."""
+    out: list[str] = []
+    for section in dict.fromkeys(e.section for e in items):
+        out += [f"== {section} ==", *(e.text for e in items if e.section == section)]
+    return "\n".join(out)
+
+
+def test_the_cut_follows_the_systems_rank_and_keeps_its_layout() -> None:
+    """Laid out by section, ranked across them: the cut keeps the best-ranked items whole, then part of
+    the next, and the system renders what is kept with its headers, in its own order."""
+    laid_out = [EvidenceItem("a1 a1", section="Alice", rank=0),
+                EvidenceItem("a2 a2", section="Alice", rank=3),
+                EvidenceItem("b1 b1", section="Bob", rank=1),
+                EvidenceItem("b2 b2 b2", section="Bob", rank=2)]
+    retrieval = Retrieval(sectioned(laid_out), laid_out)
+    cut, fields = cut_to_budget(retrieval, 12, words, sectioned)  # a header counts 3
+    assert [e.rank for e in cut.evidence] == [0, 1, 2]  # a2 (rank 3) dropped though it comes second
+    assert cut.context == "== Alice ==\na1 a1\n== Bob ==\nb1 b1\nb2 b2"
+    assert cut.evidence[2].text == "b2 b2" and fields["evidence_budget"]["truncated"] == 1
+    assert words(cut.context) == 12
+    whole, _ = cut_to_budget(retrieval, 100, words, sectioned)
+    assert whole.context == retrieval.context and whole.evidence == laid_out
+
+
+def test_the_window_drops_the_oldest_items_and_the_system_renders_the_rest() -> None:
+    timed = [EvidenceItem("old old", "2023-01-01", section="Alice"),
+             EvidenceItem("new new", "2023-03-01", section="Bob")]
+    context, details = fit_window(sectioned(timed), timed, 5, words, sectioned)
+    assert context == "== Bob ==\nnew new" and details is not None and details["dropped"] == 1
+
+
 def test_the_cut_keeps_the_systems_order_and_the_budget() -> None:
     retrieval = Retrieval("the system's own layout", items())
     cut, fields = cut_to_budget(retrieval, 9, words)

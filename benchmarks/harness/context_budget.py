@@ -1,16 +1,16 @@
 """The context the answer model is handed: the retrieval within the token evidence budget
 (`budget=tokens`) and within the answer prompt's window (every budget mode). The same code cuts every
-system's retrieval; adapters know nothing of it.
+system's retrieval; each system lays out what is kept in its own way.
 
-- Token budget: the evidence items, rendered by the harness the same way for every system
-  (`render_evidence`, one line each), in the adapter's order: the first items that fit whole, then as
-  much of the next as fits. A system's own layout of its context (headers, templates) is not used, so
-  it neither counts against the budget nor differs between systems. Unranked evidence (the whole
-  history, in time order) keeps its newest items instead. Without evidence items, the context's start.
-  Recall is then scored on the evidence the answer model is handed.
+- Token budget: the evidence items, in the system's rank order (`EvidenceItem.rank`, else their list
+  order): the most that fit whole, then as much of the next as fits, rendered by the system itself
+  (its `render`, default `render_evidence`: one line each) in their list order, so its sections,
+  headers and dates stay as its retrieval lays them out and count against the budget. Unranked evidence
+  (the whole history, in time order) keeps its newest items instead. Without evidence items, the
+  context's start. Recall is then scored on the evidence the answer model is handed.
 - Window: a context too long for the prompt loses its oldest evidence items (by `EvidenceItem.time`;
-  items without a readable time from the end of the list, after the timed ones) until it fits; the
-  question is still answered, and its record says `prompt_cut: true`.
+  items without a readable time from the end of the list, after the timed ones) until it fits, rendered
+  the same way; the question is still answered, and its record says `prompt_cut: true`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 from baselines.base import EvidenceItem, Retrieval, render_evidence
 
 Count = Callable[[str], int]
+Render = Callable[[Sequence[EvidenceItem]], str]  # a system's context for a subset of its evidence
 TIME_FORMATS = ("%Y/%m/%d (%a) %H:%M", "%Y/%m/%d", "%I:%M %p on %d %B, %Y", "%d %B %Y")
 
 
@@ -39,57 +40,70 @@ def longest_prefix(text: str, limit: int, count: Count, at_least: int = 0) -> in
     return lo
 
 
-def _whole_items(items: Sequence[EvidenceItem], budget: int, count: Count, newest: bool) -> int:
-    """How many items, from the start (or from the end when `newest`), fit whole in `budget` tokens."""
-    lo, hi = 0, len(items)
+def rank_order(items: Sequence[EvidenceItem]) -> list[int]:
+    """Indices of `items` in the system's rank order: ranked items by rank, then the others in list order."""
+    return sorted(range(len(items)), key=lambda i: (items[i].rank is None, items[i].rank or 0, i))
+
+
+def _subset(items: Sequence[EvidenceItem], chosen: Sequence[int]) -> list[EvidenceItem]:
+    return [items[i] for i in sorted(chosen)]
+
+
+def _most_that_fit(size: int, fits: Callable[[int], bool]) -> int:
+    """The largest n in 0..size with fits(n), for `fits` true up to some n and false after."""
+    lo, hi = 0, size
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        part = items[len(items) - mid:] if newest else items[:mid]
-        if count(render_evidence(part)) <= budget:
+        if fits(mid):
             lo = mid
         else:
             hi = mid - 1
     return lo
 
 
-def _partial_item(kept: list[EvidenceItem], item: EvidenceItem, budget: int,
-                  count: Count) -> EvidenceItem | None:
-    """`item` with as much of its text as fits after `kept` in `budget` tokens, behind its time tag;
-    None if none of its text does."""
-    head = render_evidence(kept)
-    text = render_evidence([*kept, item])
-    start = len(text) - len(" ".join(item.text.split()))  # where its text begins, after its time tag
-    keep = longest_prefix(text, budget, count, at_least=len(head))
-    piece = text[start:keep].strip() if keep > start else ""
-    return replace(item, text=piece) if piece else None
+def _partial_item(items: Sequence[EvidenceItem], kept: list[int], nxt: int, budget: int, count: Count,
+                  render: Render) -> EvidenceItem | None:
+    """Item `nxt` with as much of its text as fits beside `kept` in `budget` tokens; None if none does."""
+    words = items[nxt].text.split()
+    cut = list(items)
+
+    def with_words(n: int) -> str:
+        cut[nxt] = replace(items[nxt], text=" ".join(words[:n]))
+        return render(_subset(cut, [*kept, nxt]))
+
+    n = _most_that_fit(len(words), lambda n: count(with_words(n)) <= budget)
+    return replace(items[nxt], text=" ".join(words[:n])) if n else None
 
 
-def cut_to_budget(retrieval: Retrieval, budget: int, count: Count) -> tuple[Retrieval, dict[str, Any]]:
-    """The retrieval as the answer model sees it under a token budget (its context and the evidence
-    that recall is scored on), and the record's fields about the cut."""
+def cut_to_budget(retrieval: Retrieval, budget: int, count: Count,
+                  render: Render = render_evidence) -> tuple[Retrieval, dict[str, Any]]:
+    """The retrieval as the answer model sees it under a token budget (its context, rendered by `render`,
+    and the evidence that recall is scored on), and the record's fields about the cut."""
     items = list(retrieval.evidence)
     if not items:
         before = count(retrieval.context)
         context = retrieval.context[:longest_prefix(retrieval.context, budget, count)].rstrip()
-        kept, partial = [], 0
+        kept_items: list[EvidenceItem] = []
+        partial = 0
     else:
-        before = count(render_evidence(items))
-        whole = _whole_items(items, budget, count, newest=not retrieval.ranked)
-        if not retrieval.ranked:  # a history: its newest whole items
-            kept, partial = items[len(items) - whole:], 0
-        else:
-            kept, partial = items[:whole], 0
-            if whole < len(items):
-                piece = _partial_item(kept, items[whole], budget, count)
-                if piece is not None and count(render_evidence([*kept, piece])) <= budget:
-                    kept, partial = [*kept, piece], 1
-        context = render_evidence(kept)
+        before = count(render(items))
+        order = rank_order(items) if retrieval.ranked else list(reversed(range(len(items))))  # newest first
+        whole = _most_that_fit(len(order), lambda n: count(render(_subset(items, order[:n]))) <= budget)
+        kept, partial = list(order[:whole]), 0
+        cut = list(items)
+        if retrieval.ranked and whole < len(order):
+            piece = _partial_item(items, kept, order[whole], budget, count, render)
+            if piece is not None:
+                cut[order[whole]] = piece
+                kept, partial = [*kept, order[whole]], 1
+        kept_items = _subset(cut, kept)
+        context = render(kept_items)
     after = count(context)
-    fields = {"evidence_cut": after < before or len(kept) < len(items),
+    fields = {"evidence_cut": after < before or len(kept_items) < len(items),
               "evidence_budget": {"tokens": budget, "tokens_before": before, "tokens_after": after,
-                                  "items": len(items), "kept": len(kept) - partial, "truncated": partial,
-                                  "dropped": len(items) - len(kept)}}
-    return replace(retrieval, context=context, evidence=kept), fields
+                                  "items": len(items), "kept": len(kept_items) - partial,
+                                  "truncated": partial, "dropped": len(items) - len(kept_items)}}
+    return replace(retrieval, context=context, evidence=kept_items), fields
 
 
 def item_time(item: EvidenceItem) -> datetime | None:
@@ -117,11 +131,11 @@ def drop_order(items: Sequence[EvidenceItem]) -> list[int]:
     return timed + [i for i in reversed(range(len(items))) if times[i] is None]
 
 
-def fit_window(context: str, evidence: Sequence[EvidenceItem], limit: int,
-               count: Count) -> tuple[str, dict[str, Any] | None]:
+def fit_window(context: str, evidence: Sequence[EvidenceItem], limit: int, count: Count,
+               render: Render = render_evidence) -> tuple[str, dict[str, Any] | None]:
     """The context, if it fits in `limit` tokens (then no details); otherwise the evidence without its
-    oldest items, rendered by the harness (without evidence items, the context's start), and the
-    record's details of the cut."""
+    oldest items, rendered by `render` (without evidence items, the context's start), and the record's
+    details of the cut."""
     limit = max(0, limit)
     before = count(context)
     if before <= limit:
@@ -131,13 +145,13 @@ def fit_window(context: str, evidence: Sequence[EvidenceItem], limit: int,
     while lo < hi:
         mid = (lo + hi) // 2
         gone = set(order[:mid])
-        if count(render_evidence([e for i, e in enumerate(evidence) if i not in gone])) <= limit:
+        if count(render([e for i, e in enumerate(evidence) if i not in gone])) <= limit:
             hi = mid
         else:
             lo = mid + 1
     if evidence:
         gone = set(order[:lo])
-        fitted = render_evidence([e for i, e in enumerate(evidence) if i not in gone])
+        fitted = render([e for i, e in enumerate(evidence) if i not in gone])
     else:
         fitted = context[:longest_prefix(context, limit, count)].rstrip()
     return fitted, {"window_tokens": limit, "tokens_before": before, "tokens_after": count(fitted),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 from hydra.utils import instantiate
 from tqdm import tqdm
 
-from baselines.base import Retrieval, SystemUnavailable
+from baselines.base import EvidenceItem, Retrieval, SystemUnavailable, render_evidence
 from benchmarks.datasets import Dataset, Instance, Question
 from benchmarks.harness import report
 from benchmarks.harness import simulation as simulated
@@ -323,7 +323,8 @@ def ask(h: Harness, instance: Instance, question: Question, attempts: Sequence[i
     seconds = time.perf_counter() - start
     cut: dict[str, Any] = {}
     if h.cfg.budget.mode == "tokens":
-        retrieval, cut = cut_to_budget(retrieval, h.cfg.budget.evidence_tokens, h.tokens.count)
+        retrieval, cut = cut_to_budget(retrieval, h.cfg.budget.evidence_tokens, h.tokens.count,
+                                       system_render(h))
     base = {**question_fields(h, instance, question, build), **retrieval_fields(retrieval, instance),
             **cut, **answer_context(h, question, retrieval),
             "latency": {**retrieval.latency, "retrieve": round(seconds, 6)},
@@ -334,6 +335,12 @@ def ask(h: Harness, instance: Instance, question: Question, attempts: Sequence[i
     return answer_attempts(h, question, base, attempts)
 
 
+def system_render(h: Harness) -> Callable[[Sequence[EvidenceItem]], str]:
+    """The system's own layout of a subset of its evidence items (`render_evidence` when it has none)."""
+    render = getattr(h.system, "render", None)
+    return render if callable(render) else render_evidence
+
+
 def answer_context(h: Harness, question: Question, retrieval: Retrieval) -> dict[str, Any]:
     """The context handed to the answer model and its size in tokens: the retrieval's, cut from its
     oldest evidence when the answer prompt would not fit in the served window (`prompt_cut`)."""
@@ -342,7 +349,7 @@ def answer_context(h: Harness, question: Question, retrieval: Retrieval) -> dict
     if h.answerer is not None:
         room = context_room(h.dataset.kind, question.question, question.question_date,
                             h.cfg.llm.context_tokens, h.cfg.answer.max_tokens, h.tokens.count)
-        context, details = fit_window(context, retrieval.evidence, room, h.tokens.count)
+        context, details = fit_window(context, retrieval.evidence, room, h.tokens.count, system_render(h))
         out = {"prompt_cut": details is not None, **({"prompt_window": details} if details else {})}
     return {"context": context, "evidence_tokens": h.tokens.count(context), **out}
 
