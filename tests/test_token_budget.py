@@ -4,6 +4,7 @@ configuration that asks for it, and runs on the sample with the scripted model a
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ def items() -> list[EvidenceItem]:
 # ---------------------------------------------------------------- the budget cut
 
 
-def sectioned(items: list[EvidenceItem]) -> str:
+def sectioned(items: Sequence[EvidenceItem]) -> str:
     """A system's own layout: one header per section, in the order sections first appear."""
     out: list[str] = []
     for section in dict.fromkeys(e.section for e in items):
