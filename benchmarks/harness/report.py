@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.rows import mean
+from benchmarks.harness.input_kept import input_cell, input_figures, input_line
 from benchmarks.harness.metrics import summarize
 from benchmarks.harness.results import RunFiles
 from benchmarks.harness.schema import BenchConfig
@@ -57,6 +58,7 @@ def build_figures(builds: Sequence[Row]) -> dict[str, Any]:
     systems = [b.get("system") or {} for b in done]
     out["degraded_total"] = sum(int(x.get("degraded", 0)) for x in systems)
     out["failed_cells_total"] = sum(len(x.get("failed_cells") or ()) for x in systems)
+    out["input"] = input_figures(builds)
     return out
 
 
@@ -319,7 +321,8 @@ def markdown(block: Mapping[str, Any]) -> str:
         title += f" at budget {block['budget']}"
     if block.get("simulated"):
         title += " [simulated: latency-model server, not a real GPU run]"
-    rows = [["questions", str(block["questions"])]]
+    rows = [["questions", str(block["questions"])],
+            ["input kept (turns)", input_cell(block["build"].get("input"))]]
     rows += _accuracy_rows(block["judges"])
     rows += _recall_rows(block["retrieval"], str(block["dataset"]))
     rows += _served_recall_rows(block["retrieval"], block.get("retrieval_served") or {})
@@ -333,6 +336,8 @@ def markdown(block: Mapping[str, Any]) -> str:
     if not_loaded:
         rows.append(["source entries not loaded", str(failed_instances(not_loaded))])
     lines = [title, "", *_table(["metric", "value"], rows), *_category_table(block["judges"])]
+    lost = input_line(block["build"].get("input"))
+    lines += ["", lost] if lost else []
     lines += _failure_lines(failed)
     return "\n".join(lines) + "\n"
 
@@ -349,8 +354,8 @@ def _failure_lines(failed: Sequence[Row]) -> list[str]:
 
 # ---------------------------------------------------------------- several runs side by side
 
-COMPARISON_HEAD = ("method", "backbone", "seed", "questions", "accuracy", "recall@5", "recall@10",
-                   "build s / inst", "write LLM calls / inst",
+COMPARISON_HEAD = ("method", "backbone", "seed", "questions", "input kept", "accuracy", "recall@5",
+                   "recall@10", "build s / inst", "write LLM calls / inst",
                    "write tokens / inst (prompt / cached / completion)", "query s", "query LLM calls / q",
                    "evidence tokens / q", "budget")
 
@@ -373,7 +378,8 @@ def comparison_row(files: RunFiles, labels: RunLabels) -> list[str]:
     else:
         recall = [session.get(f"recall_any@{k}") for k in (5, 10)]
     build, query = block["build"], block["query"]
-    return [*names, str(block["questions"]), accuracy, _pct(recall[0]), _pct(recall[1]),
+    return [*names, str(block["questions"]), input_cell(build.get("input")), accuracy, _pct(recall[0]),
+            _pct(recall[1]),
             _num(build["build_seconds_mean"]), _num(build["llm_calls_mean"], 1),
             " / ".join(_num(build[f"{k}_mean"], 0) for k in TOKENS),
             _num(query["query_seconds_mean"], 3), _num(query["llm_calls_per_question"], 1),

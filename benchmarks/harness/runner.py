@@ -36,6 +36,7 @@ from benchmarks.harness.infrastructure import (
     model_lost,
     stop_cause,
 )
+from benchmarks.harness.input_kept import reported_input
 from benchmarks.harness.inputs import dataset_metadata, load_benchmark_dataset
 from benchmarks.harness.metrics import dedupe
 from benchmarks.harness.models import library_config, scheduler
@@ -199,6 +200,7 @@ def run_benchmark(cfg: BenchConfig, run_dir: str | Path | None = None) -> dict[s
                 instance_failed(h, instance, exc)
         h.bar.close()
         summary = report.write_summary(files, report.RunLabels.of(cfg))
+        files.note_invocation(input_kept=summary["build"].get("input"))
         h.wandb.log_summary(summary)
     finally:
         h.close()
@@ -285,6 +287,7 @@ def question_fields(h: Harness, instance: Instance, question: Question, build: R
         "evidence_sessions": list(question.evidence_sessions),
         "evidence_turns": dedupe(instance.source_turn(t) for t in question.evidence_turns),
         "build_id": build.get("build_id"), "simulated": simulated.is_simulated(h.cfg),
+        "input": reported_input(build),
     }
     if instance.session_aliases:
         out.update(session_aliases=dict(instance.session_aliases),
