@@ -36,13 +36,16 @@ from memforest.llm.testing import HashEmbedder
 
 @pytest.mark.parametrize("kind", ALL_KINDS)
 def test_memoryos_pages_carry_their_session_time(kind: str, tmp_path: Path, memoryos_stub: None) -> None:
-    """`get_timestamp` is the dataset's clock: each page's timestamp is its session's time."""
+    """`get_timestamp` is the dataset's clock: each page's timestamp is its session's time (a page
+    answered in a later session, as upstream pairs it, keeps its opening turn's)."""
     sessions = dataset_sessions(kind, tmp_path)
     session = session_of_text(sessions)
     mos, _ = run_memoryos(sessions, tmp_path, None)
     for page in mos.added:
-        texts = [t for t in (page["user_input"], page["agent_response"]) if t]
-        assert {page["timestamp"]} == {session[t].timestamp.strftime("%Y-%m-%d %H:%M:%S") for t in texts}
+        opening = page["user_input"].split("\n")[0]
+        assert page["timestamp"] == session[opening].timestamp.strftime("%Y-%m-%d %H:%M:%S")
+        assert all(session[t].timestamp >= session[opening].timestamp
+                   for side in ("user_input", "agent_response") for t in page[side].split("\n"))
 
 
 @pytest.mark.parametrize("kind", ALL_KINDS)

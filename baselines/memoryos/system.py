@@ -1,26 +1,29 @@
 """MemoryOS (PyPI `memoryos-pro` 0.1.0) driven as MemoryOS's own evaluation drives it (github
-BAI-LAB/MemoryOS `eval/main_loco_parse.py`): QA pages paired by speaker (speaker_a opens), the paper's
-settings (short-term queue 7, top-m segments 5, top-k pages 10, knowledge top-k 20; see
-`protocol.PAPER_SETTINGS`; the authors' script sets short-term 1 and knowledge top-k 10,
+BAI-LAB/MemoryOS `eval/main_loco_parse.py`): QA pages paired as its script pairs them, no page one-sided
+(`protocol.pair_pages`), the paper's settings (short-term queue 7, top-m segments 5, top-k pages 10,
+knowledge top-k 10; see `protocol.PAPER_SETTINGS`; the authors' script sets a short-term queue of 1,
 `protocol.EVAL_SCRIPT_SETTINGS`), the evaluation's retrieval thresholds (0.1), and its answer context with
-each page's `meta_info` (`protocol.render_context`).
+each page's `meta_info` (`protocol.render_items`).
 
 Installed without its pins (faiss-gpu, numpy==1.24); it runs on faiss-cpu. The adapter patches three
 things inside the library, and nothing else:
 - embeddings: `get_embedding` (which would load a sentence-transformers model by hub name) calls our
   Embedder over the served endpoint; the question is embedded as a query (with `query_prefix`, the
   run's embedder instruction, as every system's questions are), everything else as passages;
-- time: `get_timestamp` returns the session being ingested (the question date at query time), so
-  heat, recency and knowledge stamps follow the dataset's clock, not the wall clock;
+- time: `get_timestamp` returns the time of the page being written (the question date at query time),
+  so heat, recency and knowledge stamps follow the dataset's clock, not the wall clock;
 - model name: every chat call uses the configured model (the library sends some with a hard-coded
   "gpt-4o-mini", which a real server would reject).
 The pending short-term queue is flushed into mid-term memory at the end of `ingest`, inside the timed
 build (upstream answers with the queue's last pages as "recent conversation"; here they are retrievable).
+The build's `input` counts the turns in the pages mid-term memory holds after that flush, and the turns
+lost by reason (`protocol.NO_OPENER`, `NO_REPLY`, `EMPTY`: as upstream loses them; `MISSING`: not).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -28,18 +31,25 @@ from typing import Any
 
 import numpy as np
 
-from baselines.base import Endpoints, EvidenceItem, Retrieval, Session
+from baselines.base import Endpoints, EvidenceItem, InputKept, Retrieval, Session
 from baselines.common import PhaseClock, quiet_environment, require, safe_id
 from baselines.memoryos.protocol import (
+    MISSING,
     PAPER_SETTINGS,
+    PROFILE,
     SHORT_TERM,
     TOP_K_KNOWLEDGE,
     TOP_K_PAGES,
     TOP_M_SEGMENTS,
+    UPSTREAM_REASONS,
+    Page,
+    Pairing,
     Parties,
-    pages_of,
+    evidence_items,
+    page_text,
+    pair_pages,
     parties,
-    render_context,
+    render_items,
 )
 from memforest.config import EmbedderConfig
 from memforest.llm.base import Embedder, EmbedKind
@@ -86,7 +96,9 @@ class MemoryOSSystem:
         self.mos: Any = None
         self.log_path: Path | None = None
         self.who = Parties("user", "Assistant", "User", False)
-        self.pages: dict[tuple[str, str, str], tuple[str, list[str]]] = {}
+        # each page sent, by what the library keeps of it (input, response, time); a list, since two
+        # pages of one session may read the same
+        self.pages: dict[tuple[str, str, str], list[Page]] = {}
         self._vectors: dict[str, np.ndarray] = {}
         self._kind: EmbedKind = "passage"
 
@@ -141,21 +153,18 @@ class MemoryOSSystem:
     def ingest(self, sessions: Sequence[Session]) -> dict[str, Any]:
         assert self.mos is not None, "reset() first"
         self.who = parties(sessions)
-        count = 0
+        pairing = pair_pages(sessions, self.who)
         with self.clock.measure("ingest"), self._inside():
-            for session in sorted(sessions, key=lambda s: s.timestamp):
-                self.now = session.timestamp
-                for page in pages_of(session, self.who):
-                    stamp = self._timestamp()
-                    self.pages[(page.user_input, page.agent_response, stamp)] = (session.session_id,
-                                                                                 page.turn_ids)
-                    self.mos.add_memory(page.user_input, page.agent_response, timestamp=stamp)
-                    count += 1
+            for page in pairing.pages:
+                self.now = page.time
+                key = (page.user_input, page.agent_response, self._timestamp())
+                self.pages.setdefault(key, []).append(page)
+                self.mos.add_memory(page.user_input, page.agent_response, timestamp=key[2])
             self._flush()
-        return {"qa_pairs": count, "paired_by": "speaker" if self.who.by_speaker else "role",
+        return {"qa_pairs": len(pairing.pages), "paired_by": "speaker" if self.who.by_speaker else "role",
                 "mid_term_sessions": len(self.mos.mid_term_memory.sessions),
                 "user_knowledge": len(self.mos.user_long_term_memory.get_user_knowledge()),
-                **self.clock.of("ingest")}
+                "input": self._input_kept(pairing).to_dict(), **self.clock.of("ingest")}
 
     def _flush(self) -> None:
         """Move the pending short-term pages into mid-term memory (the library only does this when the
@@ -170,6 +179,27 @@ class MemoryOSSystem:
             del short.is_full
         self.mos._trigger_profile_and_knowledge_update_if_needed()
 
+    def _input_kept(self, pairing: Pairing) -> InputKept:
+        """The turns in the pages mid-term memory holds (one page may sit in several of its segments),
+        counted against what was given; a page sent and not held loses its turns as `MISSING`."""
+        held: Counter[tuple[str, str, str]] = Counter()
+        seen: set[str] = set()
+        for segment in self.mos.mid_term_memory.sessions.values():
+            for page in segment.get("details", []):
+                if page.get("page_id") not in seen:
+                    seen.add(page.get("page_id"))
+                    held[(page.get("user_input", ""), page.get("agent_response", ""),
+                          page.get("timestamp", ""))] += 1
+        lost = {reason: len(turns) for reason, turns in pairing.lost.items()}
+        kept = 0
+        for key, pages in self.pages.items():
+            kept += sum(len(p.turn_ids) for p in pages[:held[key]])
+            missing = sum(len(p.turn_ids) for p in pages[held[key]:])
+            if missing:
+                lost[MISSING] = lost.get(MISSING, 0) + missing
+        return InputKept(pairing.given, kept, "pages", len(seen), lost,
+                         upstream=set(lost) <= UPSTREAM_REASONS)
+
     def retrieve(self, question: str, when: datetime | None) -> Retrieval:
         assert self.mos is not None, "reset() first"
         self.now = when or self.now
@@ -182,20 +212,26 @@ class MemoryOSSystem:
                 self._kind = "passage"
             profile = self.mos.user_long_term_memory.get_raw_user_profile(self.mos.user_id)
             assistant = list(self.mos.assistant_long_term_memory.get_assistant_knowledge())
-        evidence = []
-        for page in found["retrieved_pages"]:
-            key = (page.get("user_input", ""), page.get("agent_response", ""), page.get("timestamp", ""))
-            session, turns = self.pages.get(key, (None, []))
-            text = f"{self.who.first_label}: {key[0]}\n{self.who.second_label}: {key[1]}"
-            evidence.append(EvidenceItem(text, page.get("timestamp"), [session] if session else [], turns))
-        evidence += [EvidenceItem(k["knowledge"], k.get("timestamp"))
-                     for k in found["retrieved_user_knowledge"]]
-        context = render_context(self.who, profile if profile and profile.lower() != "none" else None,
-                                 found["retrieved_user_knowledge"], assistant, found["retrieved_pages"])
-        return Retrieval(context, evidence, trace={
-            **self.clock.of("query"), "pages": len(found["retrieved_pages"]),
+        pages = [self._page_item(page) for page in found["retrieved_pages"]]
+        evidence = evidence_items(self.who, pages, profile if profile and profile.lower() != "none" else None,
+                                  found["retrieved_user_knowledge"], assistant)
+        return Retrieval(self.render(evidence), evidence, trace={
+            **self.clock.of("query"), "pages": len(pages),
             "pages_with_meta_info": sum(1 for p in found["retrieved_pages"] if p.get("meta_info")),
+            "profile": any(e.section == PROFILE for e in evidence),
             "user_knowledge": len(found["retrieved_user_knowledge"]), "assistant_knowledge": len(assistant)})
+
+    def _page_item(self, page: dict[str, Any]) -> EvidenceItem:
+        """A retrieved page with the sessions and turns of the pages sent that read as it does."""
+        key = (page.get("user_input", ""), page.get("agent_response", ""), page.get("timestamp", ""))
+        sent = self.pages.get(key, [])
+        sessions = list(dict.fromkeys(s for p in sent for s in p.session_ids))
+        turns = list(dict.fromkeys(t for p in sent for t in p.turn_ids))
+        return EvidenceItem(page_text(self.who, page), page.get("timestamp"), sessions, turns)
+
+    def render(self, items: Sequence[EvidenceItem]) -> str:
+        """MemoryOS's context for a subset of its evidence items (`protocol.render_items`)."""
+        return render_items(self.who, items)
 
     def close(self) -> None:
         mos, self.mos = self.mos, None
