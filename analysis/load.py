@@ -112,6 +112,8 @@ def build_row(build: Mapping[str, Any]) -> dict[str, Any]:
         "critical_path_seconds": llm.get("critical_path_seconds", 0.0),
         "call_seconds": llm.get("call_seconds", 0.0),
         "facts": system.get("new_facts"), "trees": system.get("trees_touched"),
+        "memories_stored": (system.get("input") or {}).get("stored"),
+        "update_calls": system.get("update_calls"),
         "error": build.get("error"),
     }
     for stage, seconds in (system.get("timings") or {}).items():

@@ -11,7 +11,9 @@ fallback), serves it through a LatencyModelServer, and gives
   the run's llm_calls.jsonl too).
 Each answer is charged at most its prompt kind's output cap (`llm.latency_model.output_caps`); with
 `llm.latency_model.source_max_items` / `source_max_chars`, the content source decodes JSON schemas with
-their unbounded arrays / strings bounded to that many items / characters.
+their unbounded arrays / strings bounded to that many items / characters; a schema-less JSON request whose
+prompt is one the server knows (`benchmarks.serving.reply_shapes`: Mem0's) is decoded under the reply
+shape that prompt asks for, bounded alike (the content source only: a served backbone gets it as sent).
 Results are labelled `simulated: true` (run.json, builds, records, summary)."""
 
 from __future__ import annotations

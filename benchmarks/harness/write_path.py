@@ -13,15 +13,24 @@ latency-model time: robust to a content source slower than the model), `modelled
 by the modelled one, the rest of the build as measured), `overrun_calls`, `served_calls`, `capped_calls`
 (answers longer than their prompt kind's output cap, charged at the cap), `output_caps`, `bounded_calls`
 (answers the source decoded with the schema's unbounded arrays / strings bounded, at most
-`source_bounds`, lowered to fit the cap), `content_source`
-(`model:<chat model>` or `replay`) and `latency_model`.
+`source_bounds`, lowered to fit the cap), `reply_shapes` (schema-less JSON answers by the reply shape the
+source decoded them under, `unknown` where none was known: benchmarks/serving/reply_shapes.py),
+`content_source` (`model:<chat model>` or `replay`) and `latency_model`.
+What each system built: `memories_stored` (mean per build of what its adapter reports, the build's
+`system.input.stored`; None where a build does not say) and `update_calls` (mean per build: the
+adapter's own `update_calls`, else, in a simulated run, its served calls of an update reply shape, such
+as Mem0's memory actions; None where neither tells), with `stored_unit` (the adapter's unit: memories,
+cells...). A run whose builds stored nothing is not `comparable`: its build seconds bought no memory, so
+it gets no speedup or ratio and is no other run's reference.
 `turns_per_second` is the write rate, all source turns over all build seconds (`analysis.rows.write_rate`,
 as the paper's table and `analysis/` compute it), not a mean of per-build rates. Across runs:
 `speedup_vs_slowest` = this write rate / the lowest one, and `ratio_to_mem0` = this write rate / mem0's
 (when a run of a system named mem0 is among them); the same on modelled_build_seconds as
 `modelled_speedup_vs_slowest` and `modelled_ratio_to_mem0`, and on the modelled critical path alone as
 `llm_path_speedup_vs_slowest` and `llm_path_ratio_to_mem0`: these depend on the served calls only, so
-replaying a recorded served_calls.jsonl of calls made one at a time reproduces them exactly.
+replaying a recorded served_calls.jsonl of calls made one at a time reproduces them exactly. Only
+`comparable` runs take part: a run that stored nothing has none of these, and without a comparable mem0
+run there is no ratio to mem0.
 `simulated` marks runs on the latency-model server; the table's title names what its rows share (simulated
 latency, content source, instance, caps)."""
 
@@ -34,9 +43,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from analysis.rows import build_figures, mean, write_rate
+from analysis.rows import build_figures, build_spans, mean, served_by_build, write_rate
 from benchmarks.harness.results import RunFiles, read_jsonl, write_json_atomic
 from benchmarks.harness.simulation import CLIENT_LOG, SERVED_LOG
+from benchmarks.serving.reply_shapes import BY_NAME, update_shapes
 from memforest.llm.calllog import CallRecord, summarize
 
 
@@ -98,6 +108,34 @@ def _within(start: float, window: tuple[float, float] | None) -> bool:
     return window is None or window[0] <= start <= window[1]
 
 
+def stored_memories(builds: Sequence[Mapping[str, Any]]) -> tuple[float | None, int | None, str | None]:
+    """The mean and total units the builds stored (`system.input.stored`) and their unit (None where the
+    builds name different ones), or None for all three where any build does not say."""
+    inputs = [(b.get("system") or {}).get("input") or {} for b in builds]
+    counts = [int(i["stored"]) for i in inputs if i.get("stored") is not None]
+    if not inputs or len(counts) < len(inputs):
+        return None, None, None
+    units = {str(i.get("unit")) for i in inputs}
+    return _mean([float(v) for v in counts]), sum(counts), units.pop() if len(units) == 1 else None
+
+
+def update_calls(run_dir: Path, builds: Sequence[Mapping[str, Any]],
+                 served: Sequence[Mapping[str, Any]]) -> float | None:
+    """Mean update calls per build: the adapter's own count (`system.update_calls`) where every build
+    has it, else the build's served calls of an update reply shape (a simulated run whose served calls
+    carry known shapes); None where neither tells."""
+    own = [(b.get("system") or {}).get("update_calls") for b in builds]
+    counts = [float(v) for v in own if v is not None]
+    if own and len(counts) == len(own):
+        return _mean(counts)
+    if not any(r.get("shape") in BY_NAME for r in served):
+        return None
+    per = served_by_build(served, build_spans(read_jsonl(run_dir / "llm_calls.jsonl")))
+    updates = update_shapes()
+    return _mean([float(sum(r.get("shape") in updates for r in per.get(str(b["instance_id"]), ())))
+                  for b in builds])
+
+
 def run_row(run_dir: str | Path) -> dict[str, Any] | None:
     """One run's write-path figures; None when it has no completed build."""
     files = RunFiles(run_dir, create=False)
@@ -127,11 +165,14 @@ def run_row(run_dir: str | Path) -> dict[str, Any] | None:
     cp = row["modelled_critical_path_seconds"]
     row["modelled_build_seconds"] = round(row["build_seconds"] - (row["busy_seconds"] or 0.0) + cp, 3) \
         if cp is not None and row["build_seconds"] is not None else None
+    served = read_jsonl(files.dir / SERVED_LOG) if row["simulated"] else []
     if row["simulated"]:  # calls whose content came later than the model says (the CPU's time shows)
-        served = read_jsonl(files.dir / SERVED_LOG)
         row["overrun_calls"] = sum(float(r.get("overrun_s") or 0) > 0 for r in served)
         row["served_calls"] = len(served)
         row.update(_simulation_labels(run, served))
+    row["memories_stored"], stored, row["stored_unit"] = stored_memories(builds)
+    row["comparable"] = stored is None or stored > 0
+    row["update_calls"] = update_calls(files.dir, builds, served)
     return row
 
 
@@ -147,7 +188,15 @@ def _simulation_labels(run: Mapping[str, Any], served: Sequence[Mapping[str, Any
             "source_bounds": {k: node.get(f"source_max_{k}") for k in ("items", "chars")
                               if node.get(f"source_max_{k}") is not None},
             "capped_calls": sum(bool(r.get("capped")) for r in served),
-            "bounded_calls": sum(bool(r.get("bounded")) for r in served)}
+            "bounded_calls": sum(bool(r.get("bounded")) for r in served),
+            "reply_shapes": _counts(str(r["shape"]) for r in served if r.get("shape"))}
+
+
+def _counts(names: Iterable[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name in names:
+        out[name] = out.get(name, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def _rate(value: float | None) -> float | None:
@@ -156,13 +205,14 @@ def _rate(value: float | None) -> float | None:
 
 def table(run_dirs: Iterable[str | Path]) -> dict[str, Any]:
     """The rows of `run_dirs`, each with its write-rate speedup over the slowest system and its ratio to
-    mem0's, measured and (simulated runs) modelled."""
+    mem0's, measured and (simulated runs) modelled; comparable rows only (see the module doc)."""
     rows = [r for r in (run_row(d) for d in run_dirs) if r is not None]
     slowest = None
     pairs = (("build_seconds", ""), ("modelled_build_seconds", "modelled_"),
              ("modelled_critical_path_seconds", "llm_path_"))
     for key, prefix in pairs:
-        rates = [write_rate([r["turns"]], [r[key]]) if r.get(key) else None for r in rows]
+        rates = [write_rate([r["turns"]], [r[key]]) if r.get(key) and r["comparable"] else None
+                 for r in rows]
         timed = [(rate, r) for rate, r in zip(rates, rows) if rate]
         low = min(timed, key=lambda pair: pair[0]) if timed else None
         mem0 = next((rate for rate, r in timed if r["system"] == "mem0"), None)
@@ -172,7 +222,8 @@ def table(run_dirs: Iterable[str | Path]) -> dict[str, Any]:
             r[f"{prefix}speedup_vs_slowest"] = round(rate / low[0], 3) if low is not None and rate else None
             r[f"{prefix}ratio_to_mem0"] = round(rate / mem0, 3) if mem0 and rate else None
     return {"rows": rows, "slowest": slowest["system"] if slowest else None,
-            "simulated": any(r["simulated"] for r in rows)}
+            "simulated": any(r["simulated"] for r in rows),
+            "not_comparable": [r["system"] for r in rows if not r["comparable"]]}
 
 
 def title(data: Mapping[str, Any]) -> str:
@@ -200,12 +251,33 @@ def _label(value: Any) -> str:
     return "–" if value is None else str(value)
 
 
+NOT_COMPARABLE = "not comparable"
+
+
+def _versus(data: Mapping[str, Any], r: Mapping[str, Any]) -> list[Any]:
+    """A row's speedup and ratio cells: `not comparable` for a run that stored nothing, and for the
+    ratios to mem0 when mem0's run stored nothing."""
+    mem0_off = "mem0" in data.get("not_comparable", ())
+    out = []
+    for prefix in ("modelled_", "llm_path_", ""):
+        out.append(NOT_COMPARABLE if not r["comparable"] else r[f"{prefix}speedup_vs_slowest"])
+        out.append(NOT_COMPARABLE if not r["comparable"] or mem0_off else r[f"{prefix}ratio_to_mem0"])
+    return out
+
+
+def _stored(r: Mapping[str, Any]) -> str | None:
+    if r.get("memories_stored") is None:
+        return None
+    return f"{r['memories_stored']} {r.get('stored_unit') or ''}".strip()
+
+
 def markdown(data: Mapping[str, Any]) -> str:
     head = ["system", "build s", "turns/s", "LLM calls", "waves", "critical path s", "max in flight",
             "prompt tokens uncached / cached", "output tokens", "recorded waves (critical path s)",
+            "memories stored", "update calls",
             "modelled critical path s", "modelled build s", "modelled speedup vs slowest", "modelled vs mem0",
             "modelled LLM path speedup vs slowest", "modelled LLM path vs mem0", "speedup vs slowest",
-            "vs mem0", "capped answers", "bounded answers"]
+            "vs mem0", "capped answers", "bounded answers", "reply shapes"]
     lines = [title(data), "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in data["rows"]:
         recorded = (f"{r['recorded_waves']} ({r['recorded_critical_path_seconds']})" if r["recorded_waves"]
@@ -213,12 +285,11 @@ def markdown(data: Mapping[str, Any]) -> str:
         cells = [r["system"] + (" (sim)" if r["simulated"] else ""), r["build_seconds"],
                  r["turns_per_second"], r["llm_calls"], r["waves"], r["critical_path_seconds"],
                  r["max_in_flight"], f"{r['uncached_prompt_tokens']} / {r['cached_prompt_tokens']}",
-                 r["output_tokens"], recorded, r["modelled_critical_path_seconds"],
-                 r["modelled_build_seconds"], r["modelled_speedup_vs_slowest"],
-                 r["modelled_ratio_to_mem0"], r["llm_path_speedup_vs_slowest"], r["llm_path_ratio_to_mem0"],
-                 r["speedup_vs_slowest"], r["ratio_to_mem0"],
+                 r["output_tokens"], recorded, _stored(r), r.get("update_calls"),
+                 r["modelled_critical_path_seconds"], r["modelled_build_seconds"], *_versus(data, r),
                  f"{r['capped_calls']}/{r['served_calls']}" if r.get("served_calls") else None,
-                 f"{r.get('bounded_calls') or 0}/{r['served_calls']}" if r.get("served_calls") else None]
+                 f"{r.get('bounded_calls') or 0}/{r['served_calls']}" if r.get("served_calls") else None,
+                 _label(r.get("reply_shapes")) if r.get("reply_shapes") else None]
         lines.append("| " + " | ".join("–" if c is None else str(c) for c in cells) + " |")
     lines += ["", "Waves and critical path from the proxy's call timestamps (overlapping calls = one wave; "
               "critical path = sum over waves of the longest call). Modelled critical path (simulated runs): "
@@ -226,6 +297,16 @@ def markdown(data: Mapping[str, Any]) -> str:
     if data["simulated"]:
         lines.append("Simulated latency: times are a latency model's (assumptions stated in the llm config), "
                      "not a GPU's; output tokens are the charged ones (capped answers count at their cap).")
+    if any(r.get("reply_shapes") for r in data["rows"]):
+        lines.append("Reply shapes (simulated runs): schema-less JSON requests whose prompt asks for a "
+                     "reply shape the server knows (benchmarks/serving/reply_shapes.py: Mem0's fact list and "
+                     "memory actions) were decoded by the content source under that shape, bounded as any "
+                     "schema; `unknown`: schema-less JSON requests decoded as sent. A served backbone gets "
+                     "every request as sent.")
+    if data.get("not_comparable"):
+        lines.append(f"{NOT_COMPARABLE}: {', '.join(data['not_comparable'])} stored nothing, so its build "
+                     "seconds bought no memory; it gets no speedup or ratio and is no other system's "
+                     "reference.")
     lines += closing_note(data)
     over = [r for r in data["rows"] if r.get("overrun_calls")]
     if over:
@@ -249,6 +330,8 @@ def closing_note(data: Mapping[str, Any]) -> list[str]:
             out.append(f"{r['system']} writes at {', '.join(p for p in parts if p)} rate, measured"
                        + (f"; on modelled build seconds {', '.join(m for m in modelled if m)}"
                           if any(modelled) else "") + ".")
+    if "mem0" in data.get("not_comparable", ()):
+        out.append("No ratio to Mem0: its run stored no memories.")
     return out
 
 

@@ -11,16 +11,20 @@ output caps (`benchmarks.serving.output_caps`), the model source is asked for at
 back as vLLM returns an answer cut at max_tokens: the text so far, finish_reason "length" (`capped`).
 With `bounds` (`output_caps.SourceBounds`), the model source decodes a request's JSON schema with its
 unbounded arrays and strings bounded, sized to the source's token limit (`bounded`, `source_bounds`);
-the request's key stays that of the request as sent. The source's answers are served as generated,
-never checked against the request's schema (a server does not check; the client does). A recorded
-answer longer than its cap is charged (decoded and reported in the usage) at the cap, its text whole.
+a request for a JSON object with no schema whose prompt asks for a reply shape the server knows
+(`benchmarks.serving.reply_shapes`: Mem0's fact list and memory actions) is decoded by the model source
+under that shape's schema, bounded alike (`shape`). The request's key stays that of the request as
+sent. The source's answers are served as generated, never checked against the request's schema (a
+server does not check; the client does). A recorded answer longer than its cap is charged (decoded and
+reported in the usage) at the cap, its text whole.
 
 Every request served is one line of `served_calls.jsonl` (when a path is given):
     key, arrival, admitted, queue_s, running, ttft_s, decode_s, service_s, compute_s, overrun_s,
     prompt_tokens, cached_tokens, completion_tokens (charged), source_completion_tokens, kind, cap,
     capped, max_tokens (the request's), source_max_tokens (asked of the source), bounded and
-    source_bounds (the items / chars the source decoded the schema's arrays and strings under), source
-    (model | replay | fallback), finish_reason, text, error
+    source_bounds (the items / chars the source decoded the schema's arrays and strings under), shape
+    (the reply shape recognised in a schema-less JSON request, `unknown` for one none recognises, else
+    null), source (model | replay | fallback), finish_reason, text, error
 `compute_s` is how long the content source took; `overrun_s > 0` means the content was ready later
 than the modelled finish, so that request took longer than simulated (reported, never hidden). A
 `served_calls.jsonl` is also what `source: replay` reads.
@@ -41,6 +45,7 @@ from benchmarks.jsonl import JsonlWriter
 from benchmarks.serving.latency_model import Clock, LatencyModel, LatencyParams
 from benchmarks.serving.model_server import ModelServer, served_answers
 from benchmarks.serving.output_caps import OutputCaps, SourceBounds, request_kind
+from benchmarks.serving.reply_shapes import SHAPES, reply_shape, shape_label
 from memforest.llm.base import ChatModel, ChatRequest, ChatResponse, Embedder, Usage
 
 SOURCES = ("model", "replay")
@@ -103,6 +108,7 @@ class LatencyModelServer(ModelServer):
         self.capped: dict[str, int] = defaultdict(int)  # of which stopped at (or longer than) the cap
         self.truncated: dict[str, int] = defaultdict(int)  # of which finished "length" (any max_tokens)
         self.bounded: dict[str, int] = defaultdict(int)  # of which the source decoded under bounds
+        self.shapes: dict[str, int] = defaultdict(int)  # schema-less JSON requests by reply shape
         self.model = LatencyModel(params, clock)
         self._log = JsonlWriter(Path(log_path)) if log_path else None
         self.counts: dict[str, int] = defaultdict(int)
@@ -119,7 +125,8 @@ class LatencyModelServer(ModelServer):
     def generate(self, request: ChatRequest) -> ChatResponse | Exception:
         key, kind = request_key(request), request_kind(request)
         limit = self.caps.limit(kind, request.max_tokens)
-        schema, bounds = request.json_schema, None
+        shape, label = reply_shape(request), shape_label(request)
+        schema, bounds = (shape.schema if shape is not None else request.json_schema), None
         if schema is not None:
             schema, bounds = self.bounds.fit(schema, limit)
         timing = self.model.admit()
@@ -129,7 +136,7 @@ class LatencyModelServer(ModelServer):
             bounds = bounds if source != "replay" else None
             compute = self.model.clock.now() - start
             if isinstance(result, Exception):
-                failed = Charge(kind, 0, None, False, request.max_tokens, limit, bounds)
+                failed = Charge(kind, 0, None, False, request.max_tokens, limit, bounds, label)
                 self._record(key, timing, compute, 0.0, source, None, str(result), failed)
                 return result
             own = result.usage.completion_tokens
@@ -139,7 +146,7 @@ class LatencyModelServer(ModelServer):
             self.model.serve(timing, result.usage.prompt_tokens, cached, charged)
             left = self.model.wait_until_done(timing)
             result.usage = Usage(result.usage.prompt_tokens, cached, charged)
-            charge = Charge(kind, own, cap, hit, request.max_tokens, limit, bounds)
+            charge = Charge(kind, own, cap, hit, request.max_tokens, limit, bounds, label)
             self._record(key, timing, compute, max(0.0, -left), source, result, None, charge)
             return result
         finally:
@@ -170,6 +177,8 @@ class LatencyModelServer(ModelServer):
             self.capped[charge.kind] += charge.capped
             self.truncated[charge.kind] += result is not None and result.finish_reason == "length"
             self.bounded[charge.kind] += charge.bounds is not None
+            if charge.shape is not None:
+                self.shapes[charge.shape] += 1
         if self._log is None:
             return
         usage = result.usage if result is not None else Usage()
@@ -183,7 +192,7 @@ class LatencyModelServer(ModelServer):
             "kind": charge.kind, "cap": charge.cap, "capped": charge.capped, "max_tokens": charge.max_tokens,
             "source_max_tokens": charge.source_max_tokens, "bounded": charge.bounds is not None,
             "source_bounds": asdict(charge.bounds) if charge.bounds is not None else None,
-            "source": source,
+            "shape": charge.shape, "source": source,
             "finish_reason": result.finish_reason if result is not None else None,
             "text": result.text if result is not None else None, "error": error,
         })
@@ -192,20 +201,22 @@ class LatencyModelServer(ModelServer):
         """What run.json records about the simulation."""
         with self._counts_lock:
             counts, kinds, capped = dict(self.counts), dict(self.kinds), dict(self.capped)
-            truncated, bounded = dict(self.truncated), dict(self.bounded)
+            truncated, bounded, shapes = dict(self.truncated), dict(self.bounded), dict(self.shapes)
         return {"params": asdict(self.params), "served": counts, "peak_running": self.model.peak_running,
                 "replay_answers": len(self.replay) if self.replay is not None else None,
                 "output_caps": dict(self.caps.caps), "kinds": kinds, "capped": capped,
                 "truncated": truncated, "source_bounds": asdict(self.bounds),
-                "bounded": bounded}
+                "bounded": bounded, "shapes": shapes,
+                "reply_shapes": {shape.name: shape.describe() for shape in SHAPES}}
 
 
 @dataclass(frozen=True)
 class Charge:
     """What one answer was charged: its prompt kind, the source's completion tokens, the cap applied
     (None: uncapped), whether the answer hit it (stopped at the cap, or recorded longer than it), the
-    request's max_tokens, the max_tokens the source was asked for (the lower of it and the cap), and
-    the bounds the source decoded the schema's arrays and strings under (None: the schema as sent)."""
+    request's max_tokens, the max_tokens the source was asked for (the lower of it and the cap), the
+    bounds the source decoded the schema's arrays and strings under (None: the schema as sent), and the
+    reply shape of a schema-less JSON request (`reply_shapes.shape_label`)."""
 
     kind: str
     source_tokens: int
@@ -214,6 +225,7 @@ class Charge:
     max_tokens: int
     source_max_tokens: int
     bounds: SourceBounds | None = None
+    shape: str | None = None
 
 
 class _NoBatch:

@@ -24,7 +24,9 @@ array of a request's schema that sets no `maxItems`, and every free-text string 
 schema's worst case fits the answer's token limit (the cap), as MemForest sizes its own schemas: the
 answer then ends inside its budget and still fits the request's schema. A bound of the schema's own is
 kept: schemas that bound their arrays and strings (MemForest's) are unchanged. A bounded request is
-recorded with the bounds used, as a capped one is."""
+recorded with the bounds used, as a capped one is. A request for a JSON object with no schema has nothing
+to bound, unless its prompt asks for a reply shape the server knows (`reply_shapes`: Mem0's), whose
+schema is then bounded the same way."""
 
 from __future__ import annotations
 

@@ -1,0 +1,126 @@
+"""Reply shapes of schema-less JSON requests: what a library's own prompt asks the model to return, for
+the content source of a simulated backbone only.
+
+Some libraries ask for `response_format: {"type": "json_object"}` with no schema and describe the reply
+they parse in the prompt (Mem0: a list of facts, then a list of memory actions). A served target model
+follows that description; the simulated backbone's content source (a small CPU model) decoding a free
+JSON object writes whatever object it likes until its token budget, which the library cannot parse, so
+the library's write path stops after its first call. The source is therefore given, for each request
+this table recognises, the JSON schema of the reply the prompt describes; the source bounds
+(`output_caps.SourceBounds`) then hold its arrays and strings as they hold any request's schema. A
+served backbone (vLLM) never sees this table: requests reach it as sent.
+
+A shape is recognised by a distinctive phrase of the library's prompt (case-insensitive) in the first
+message of a request whose schema is a free object (`{"type": "object"}`: a `json_object` request with
+no schema of its own). A free JSON request that no shape recognises is decoded as before and counted as
+`unknown`. Each shape names the library version and prompt it was read from, and what the call does in
+the library's write path (`role`: `extract` or `update`), so that the write-path table can count a
+library's update calls. Schemas keep the prompt's field names and value sets; ids, which the libraries
+number 0, 1, ... in the prompt, are held to 8 characters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from memforest.llm.base import ChatRequest
+
+FREE_OBJECT: dict[str, Any] = {"type": "object"}
+UNKNOWN = "unknown"  # a free JSON request that no shape recognises
+ROLES = ("extract", "update")
+
+
+@dataclass(frozen=True)
+class ReplyShape:
+    """The reply a library's prompt asks for: `name` (as calls record it), `library` and `prompt` (where
+    the phrase and the shape were read), `role` in the write path, `phrases` (any one recognises the
+    request) and the reply's JSON `schema` (arrays and strings unbounded unless the prompt bounds them)."""
+
+    name: str
+    library: str
+    prompt: str
+    role: str
+    phrases: tuple[str, ...]
+    schema: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"reply shape {self.name}: role {self.role!r} is not one of {ROLES}")
+
+    def matches(self, text: str) -> bool:
+        folded = text.casefold()
+        return any(phrase.casefold() in folded for phrase in self.phrases)
+
+    def describe(self) -> dict[str, Any]:
+        """What run.json records of the shape."""
+        return {"library": self.library, "prompt": self.prompt, "role": self.role,
+                "phrases": list(self.phrases)}
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def _list(items: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": items}
+
+
+TEXT: dict[str, Any] = {"type": "string"}
+ID: dict[str, Any] = {"type": "string", "maxLength": 8}
+
+MEM0_FACTS = ReplyShape(
+    name="mem0.facts", library="mem0ai 1.0.11 (also 2.x)",
+    prompt="mem0/configs/prompts.py FACT_RETRIEVAL_PROMPT, USER_ and AGENT_MEMORY_EXTRACTION_PROMPT; "
+           "mem0/memory/utils.py ensure_json_instruction (custom prompts); parsed as reply['facts']",
+    role="extract",
+    phrases=('in json with a key as "facts"', "with a 'facts' key containing an array of strings"),
+    schema=_object({"facts": _list(TEXT)}, ["facts"]))
+
+MEM0_UPDATE = ReplyShape(
+    name="mem0.update", library="mem0ai 1.0.11",
+    prompt="mem0/configs/prompts.py get_update_memory_messages (around DEFAULT_UPDATE_MEMORY_PROMPT or a "
+           "custom update prompt); parsed as reply['memory'], each with id, text, event, old_memory",
+    role="update",
+    phrases=("determine whether these facts should be added, updated, or deleted in the memory",),
+    schema=_object({"memory": _list(_object(
+        {"id": ID, "text": TEXT, "event": {"type": "string", "enum": ["ADD", "UPDATE", "DELETE", "NONE"]},
+         "old_memory": TEXT}, ["id", "text", "event"]))}, ["memory"]))
+
+MEM0_ADDITIVE = ReplyShape(
+    name="mem0.additive", library="mem0ai 2.2.1",
+    prompt="mem0/configs/prompts.py ADDITIVE_EXTRACTION_PROMPT (its OUTPUT FORMAT); parsed as "
+           "reply['memory'], each with id, text, attributed_to, linked_memory_ids",
+    role="extract",
+    phrases=("your sole operation is add",),
+    schema=_object({"memory": _list(_object(
+        {"id": ID, "text": TEXT, "attributed_to": {"type": "string", "enum": ["user", "assistant"]},
+         "linked_memory_ids": _list(ID)}, ["id", "text", "attributed_to"]))}, ["memory"]))
+
+SHAPES: tuple[ReplyShape, ...] = (MEM0_FACTS, MEM0_UPDATE, MEM0_ADDITIVE)
+BY_NAME = {shape.name: shape for shape in SHAPES}
+
+
+def is_free_json(request: ChatRequest) -> bool:
+    """Whether `request` asks for a JSON object with no schema of its own."""
+    return request.json_schema == FREE_OBJECT
+
+
+def reply_shape(request: ChatRequest) -> ReplyShape | None:
+    """The known shape of a free JSON request's reply (None: not a free JSON request, or no shape known)."""
+    if not is_free_json(request) or not request.messages:
+        return None
+    first = request.messages[0].get("content") or ""
+    return next((shape for shape in SHAPES if shape.matches(first)), None)
+
+
+def shape_label(request: ChatRequest) -> str | None:
+    """What a call records as its `shape`: the known shape's name, `unknown` for a free JSON request no
+    shape recognises, None for any other request (its own schema, or text)."""
+    shape = reply_shape(request)
+    if shape is not None:
+        return shape.name
+    return UNKNOWN if is_free_json(request) else None
+
+
+def update_shapes() -> frozenset[str]:
+    return frozenset(shape.name for shape in SHAPES if shape.role == "update")
