@@ -3,16 +3,20 @@ the Mem0 1.x of this project's environment, and answers the protocol of baseline
 the standard library and mem0 only.
 
 hello options: `llm_base_url`, `llm_model`, `embed_base_url`, `embed_model`, `embed_dims`, `api_key`,
-`temperature`, `max_tokens`, `top_k`, `speaker_top_k`, `batch_turns`, `threshold`, `speaker_stores`,
-`instruction`, `evidence_limit` (all sent by `mem0_additive_system`).
+`temperature`, `max_tokens`, `top_k`, `speaker_top_k`, `batch_turns`, `speaker_batch_turns`,
+`threshold`, `speaker_stores`, `instruction`, `evidence_limit` (all sent by `mem0_additive_system`).
 
-As for the 1.x adapter: Mem0's evaluation protocol (baselines/mem0/protocol.py: one store per speaker
-of a two-person conversation, roles reversed, the name-people instruction as the add's `prompt`, both
-stores searched with `speaker_top_k` each; user/assistant data in one store searched with `top_k`);
-embedded Qdrant (and Mem0's SQLite history) under each instance's workdir; chat and embeddings through
-the OpenAI-compatible endpoints given (the harness's logging proxy), questions embedded in the served
-endpoint's query form; sessions added `batch_turns` turns at a time with metadata {session_id,
-session_date, turn_ids}.
+Mem0's evaluation layouts (baselines/mem0/protocol.py): a two-person conversation (its speakers in the
+order the sessions declare them, speaker_a first) gets one store per speaker, roles reversed, the
+`instruction` as each add's `prompt` (`speaker_stores`, Mem0's 1.x scripts), or one store with
+speaker_a as the user (memory-benchmarks); its adds carry `speaker_batch_turns` turns and each store is
+searched with `speaker_top_k`. User/assistant data: one store, the dataset's roles, `batch_turns` turns
+per add, searched with `top_k`. Embedded Qdrant (and Mem0's SQLite history) under each instance's
+workdir; chat and embeddings through the OpenAI-compatible endpoints given (the harness's logging
+proxy), questions embedded in the served endpoint's query form; adds carry metadata {session_id,
+session_date, turn_ids}. Evidence records carry their store's `section` and their `rank` over all
+stores; `retrieve` returns the stores' `sections` in order instead of a context, and the harness side
+lays the evidence out (`Mem0AdditiveSystem.render`, protocol.render_sections).
 Mem0 2.x's extraction prompt has an "Observation Date" and a "Current Date", both the wall-clock day
 unless the caller gives them (its own `timestamp` argument is refused outside the hosted platform);
 each add runs with the session's day in both, and the session time is each new memory's `created_at`.
@@ -22,9 +26,12 @@ boosts when spaCy's `en_core_web_sm` is installed; `hello` reports whether those
 the harness warns and records it when either ranking signal is off.
 When that spaCy model is absent the worker tells Mem0 so up front, so that Mem0 does not try to
 download it.
-Build statistics carry the mem0ai version, which this project's own package list cannot see.
+Build statistics carry the mem0ai version, which this project's own package list cannot see, `input`
+(baselines.base.InputKept's fields: turns given, kept, lost by reason, and the memories the stores hold
+at the end, listed through Mem0's `get_all`) and the chat calls counted per add (protocol.CallCount).
 One add whose model output Mem0 cannot use (an exception other than Mem0's own errors or the
-endpoint's) is counted in `failed_adds`, with the first such error, and the ingest goes on.
+endpoint's) is counted in `failed_adds`, with the first such error, its turns as lost, and the ingest
+goes on.
 """
 
 from __future__ import annotations
@@ -107,7 +114,8 @@ def query_embeddings(client: Any) -> Iterator[None]:
 
 
 def speakers_of(sessions: list[dict[str, Any]]) -> list[str]:
-    return list(dict.fromkeys(t["speaker"] for s in sessions for t in s["turns"] if t.get("speaker")))
+    return mem0_protocol.conversation_speakers((s.get("speakers") or [] for s in sessions),
+                                               (t.get("speaker") for s in sessions for t in s["turns"]))
 
 
 def hit_item(hit: dict[str, Any]) -> dict[str, Any]:
@@ -128,6 +136,7 @@ class Mem0Worker:
         self.user, self.version = "user", ""
         self.stores: list[Any] = []
         self.passed_through: tuple[type[BaseException], ...] = ()
+        self.calls: Any = mem0_protocol.CallCount()
 
     def hello(self, options: dict[str, Any]) -> dict[str, Any]:
         import mem0  # fails here when the environment has no mem0ai
@@ -182,12 +191,14 @@ class Mem0Worker:
                 "history_db_path": str(root / "history.db"),
             }
         )
+        self.calls = mem0_protocol.CallCount()
+        self.calls.wrap(self.memory.llm)
         return {}
 
     def _stores(self, sessions: list[dict[str, Any]]) -> list[Any]:
-        speakers = speakers_of(sessions) if self.options.get("speaker_stores", True) else []
-        return mem0_protocol.speaker_stores(self.user, speakers,
-                                            lambda s: protocol.UNSAFE_ID.sub("_", s) or "x")
+        return mem0_protocol.speaker_stores(self.user, speakers_of(sessions),
+                                            lambda s: protocol.UNSAFE_ID.sub("_", s) or "x",
+                                            bool(self.options.get("speaker_stores", True)))
 
     def add_batch(self, session: dict[str, Any], turns: list[dict[str, Any]],
                   store: Any) -> list[dict[str, Any]]:
@@ -198,7 +209,8 @@ class Mem0Worker:
             "turn_ids": [t["turn_id"] for t in turns],
             "created_at": when.isoformat(),
         }
-        prompt = self.options.get("instruction") if store.speaker is not None else None
+        prompt = (self.options.get("instruction") or None) if store.section is not None else None
+        self.calls.start_add()
         with observation_day(when.strftime("%Y-%m-%d")):
             result = self.memory.add([message(t, store) for t in turns], user_id=store.user_id,
                                      metadata=metadata, prompt=prompt)
@@ -207,12 +219,15 @@ class Mem0Worker:
     def ingest(self, sessions: list[dict[str, Any]]) -> dict[str, Any]:
         assert self.memory is not None, "reset first"
         self.stores = self._stores(sessions)
+        conversation = self.stores[0].speaker is not None
+        size = int(self.options.get("speaker_batch_turns" if conversation else "batch_turns", 2))
         wall, cpu = time.perf_counter(), time.process_time()
         adds, failed, memories, first_error = 0, 0, 0, None
+        lost: set[str] = set()  # turns carried by an add that raised
         for session in sessions:
             turns = [t for t in session["turns"] if t["content"].strip()]
             for store in self.stores:
-                for batch in batches(turns, int(self.options.get("batch_turns", 2))):
+                for batch in batches(turns, size):
                     adds += 1
                     try:
                         memories += len(self.add_batch(session, batch, store))
@@ -221,16 +236,29 @@ class Mem0Worker:
                     except Exception as exc:  # model output that Mem0 does not guard against
                         failed += 1
                         first_error = first_error or f"{type(exc).__name__}: {exc}"
+                        lost.update(t["turn_id"] for t in batch)
+        given = sum(len(s["turns"]) for s in sessions)
+        empty = sum(1 for s in sessions for t in s["turns"] if not t["content"].strip())
         stats = {
             "mem0ai": self.version,
+            "input": mem0_protocol.input_kept(given, empty, len(lost), self.stored()),
             "stores": len(self.stores),
             "adds": adds,
             "failed_adds": failed,
             "memories_added": memories,
+            **self.calls.to_dict(),
             "ingest_wall_seconds": round(time.perf_counter() - wall, 4),
             "ingest_cpu_seconds": round(time.process_time() - cpu, 4),
         }
         return {**stats, "first_add_error": first_error} if first_error else stats
+
+    def stored(self) -> int:
+        """The memories the stores hold, listed through Mem0 (`get_all`)."""
+
+        def listing(user_id: str) -> Any:
+            return lambda n: self.memory.get_all(filters={"user_id": user_id}, top_k=n)["results"]
+
+        return sum(mem0_protocol.count_all(listing(store.user_id)) for store in self.stores)
 
     def retrieve(self, question: str, when: str | None) -> dict[str, Any]:
         assert self.memory is not None, "reset first"
@@ -244,13 +272,14 @@ class Mem0Worker:
                                           filters={"user_id": store.user_id},
                                           threshold=float(self.options.get("threshold", 0.1)))
                 found.append((store, [hit_item(h) for h in hits.get("results", [])]))
-        context, kept = mem0_protocol.render_stores(found, self.options.get("evidence_limit"))
+        evidence = mem0_protocol.ranked_hits(found, self.options.get("evidence_limit"))
         trace = {
             "query_wall_seconds": round(time.perf_counter() - wall, 4),
             "query_cpu_seconds": round(time.process_time() - cpu, 4),
             "per_store": {s.user_id: len(items) for s, items in found},
         }
-        return {"context": context, "evidence": kept, "trace": trace}
+        # no context: the harness side renders the evidence in the stores' sections (`render`)
+        return {"evidence": evidence, "sections": [s.section for s in stores], "trace": trace}
 
     def close(self) -> dict[str, Any]:
         memory, self.memory = self.memory, None

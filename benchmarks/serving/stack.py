@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from baselines.base import MemorySystem, Retrieval, Session
+from baselines.base import EvidenceItem, MemorySystem, Retrieval, Session, render_evidence
 from benchmarks.serving.llama_server import LlamaCppServer
 from benchmarks.serving.model_server import ModelServer
 from benchmarks.serving.proxy import LoggingProxy
@@ -128,6 +128,11 @@ class ProxiedSystem:
         assert self.inner is not None, "reset() first"
         self._phase(RETRIEVE_PHASE)
         return self._guard(lambda: self.inner.retrieve(question, when))  # type: ignore[union-attr]
+
+    def render(self, items: Sequence[EvidenceItem]) -> str:
+        """The baseline's own layout of `items` (`render_evidence` when it has none)."""
+        render = getattr(self.inner, "render", None)
+        return str(render(items)) if callable(render) else render_evidence(items)
 
     def close(self) -> None:
         inner, self.inner = self.inner, None
