@@ -6,14 +6,23 @@ The protocol is JSON lines over the worker's stdin/stdout, one request then one 
               {"id": 4, "op": "reset",    "instance_id": "...", "workdir": "/abs/path"}
               {"id": 5, "op": "ingest",   "sessions": [SESSION, ...]} -> build statistics (a dict)
               {"id": 6, "op": "retrieve", "question": "...", "when": "2023-05-30T23:40:00" | null}
-                  -> {"context", "evidence", "latency", "trace"}
+                  -> {"context", "evidence", "latency", "trace", "layout"}
               {"id": 7, "op": "close"}                                 (the worker then exits)
     response  {"id": 5, "ok": true, "result": ...}
               or  {"id": 5, "ok": false, "error": "...", "traceback": "..."}
 
     SESSION   {"session_id", "timestamp" (ISO),
                "turns": [{"role", "content", "timestamp", "turn_id", "speaker"}]}
-    evidence  [{"text", "time", "session_ids", "turn_ids", "score"}]   (ids as given in SESSION)
+    evidence  [{"text", "time", "session_ids", "turn_ids", "score", "section", "rank"}]
+              (ids as given in SESSION; `section` and `rank` as `baselines.base.EvidenceItem` has them)
+
+Build statistics may hold `input`: what of the turns sent reached the system's store, with the fields
+of `baselines.base.InputKept` (`given`, `kept`, `unit`, `stored`, `lost`, `upstream`); the harness checks
+that the counts add up and that `given` is the number of turns it sent. A retrieval may hold `layout`
+(the keys of `LAYOUT`): how the system lays out its evidence items. The harness then renders the
+context from the items with it (`render_layout`), and so any subset of them that a token budget keeps,
+so a worker that sends a layout need not send `context`. A worker that sends neither (written before
+these fields) still works: its `context` as sent, else one line per item, and no input account.
 
 Gold labels (`has_answer`) are never sent. A worker script implements a handler object with methods
 `hello(options)`, `reset(instance_id, workdir)`, `ingest(sessions)`, `retrieve(question, when)`,
@@ -40,7 +49,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from baselines.base import Retrieval, Session
+    from baselines.base import EvidenceItem, Retrieval, Session
 
 OPS = ("hello", "reset", "ingest", "retrieve", "close")
 # What a baseline's library may not take in an id (a user, store or group id): anything but letters,
@@ -65,6 +74,35 @@ QUIET_ENV = {
     "TRANSFORMERS_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
+
+
+# How a system lays out its evidence items as the answer model reads them: `head`, then the items grouped
+# by their `section` in order of first appearance, each group under `section` (a template of
+# `{section}`; None: no headers and one group), its items written by `item` (a template of `{text}`,
+# `{time}`, `{section}`) and joined by `join`, the groups joined by `sections_join`, then `tail`;
+# `empty` (when not None) is the whole context of no items.
+LAYOUT: dict[str, str | None] = {"head": "", "item": "{text}", "join": "\n", "section": None,
+                                 "sections_join": "\n\n", "tail": "", "empty": None}
+
+
+def render_layout(layout: Mapping[str, Any], items: Sequence[Mapping[str, Any]]) -> str:
+    """The context of evidence `items` (dicts with `text`, `time`, `section`, in list order) laid out
+    by `layout` (LAYOUT's keys, its values where absent)."""
+    unknown = sorted(set(layout) - set(LAYOUT))
+    if unknown:
+        raise ValueError(f"unknown layout keys {unknown}; a layout has {sorted(LAYOUT)}")
+    spec = {**LAYOUT, **layout}
+    if not items and spec["empty"] is not None:
+        return str(spec["empty"])
+    header, template = spec["section"], str(spec["item"])
+    groups: dict[str | None, list[str]] = {}
+    for item in items:
+        fields = {key: str(item.get(key) or "") for key in ("text", "time", "section")}
+        groups.setdefault(fields["section"] if header is not None else None, []).append(
+            template.format(**fields))
+    parts = [(header.format(section=name) if header is not None else "") + str(spec["join"]).join(lines)
+             for name, lines in groups.items()]
+    return str(spec["head"]) + str(spec["sections_join"]).join(parts) + str(spec["tail"])
 
 
 # ---------------------------------------------------------------- the worker side
@@ -168,6 +206,7 @@ class WorkerSystem:
         self._ids = 0
         self.info: Any = None
         self.runtime_settings: dict[str, Any] = {}  # what the worker's environment turned out to allow
+        self.layout: dict[str, Any] | None = None  # the last retrieval's layout (`LAYOUT`), if it sent one
         try:
             self._start()
         except WorkerError as exc:
@@ -244,7 +283,23 @@ class WorkerSystem:
         after = process_cpu_seconds(self._proc.pid)
         if cpu is not None and after is not None:
             stats["worker_cpu_seconds"] = round(after - cpu, 3)
+        if "input" in stats:
+            stats["input"] = self._input(stats["input"], sum(len(s.turns) for s in sessions))
         return stats
+
+    def _input(self, reported: Any, sent: int) -> dict[str, Any]:
+        """The worker's account of its input, checked: its counts add up and it was given what was sent."""
+        from baselines.base import InputKept
+
+        try:
+            account = InputKept(**reported)
+        except (TypeError, ValueError) as exc:
+            raise WorkerError(f"{self.name}: the worker's input account {reported!r} is malformed: {exc}") \
+                from exc
+        if account.given != sent:
+            raise WorkerError(f"{self.name}: the worker reports {account.given} turns given, {sent} were "
+                              "sent")
+        return account.to_dict()
 
     def retrieve(self, question: str, when: datetime | None) -> Retrieval:
         from baselines.base import EvidenceItem, Retrieval
@@ -255,17 +310,27 @@ class WorkerSystem:
         after = process_cpu_seconds(self._proc.pid)
         evidence = [EvidenceItem(text=str(e.get("text", "")), time=e.get("time"),
                                  session_ids=[str(s) for s in e.get("session_ids") or []],
-                                 turn_ids=[str(t) for t in e.get("turn_ids") or []], score=e.get("score"))
+                                 turn_ids=[str(t) for t in e.get("turn_ids") or []], score=e.get("score"),
+                                 section=e.get("section"), rank=e.get("rank"))
                     for e in out.get("evidence") or []]
         trace = dict(out.get("trace") or {})
         if cpu is not None and after is not None:
             trace["worker_cpu_seconds"] = round(after - cpu, 3)
-        context = out.get("context")
-        if context is None:
-            from baselines.base import render_evidence
+        layout = out.get("layout")
+        self.layout = dict(layout) if isinstance(layout, Mapping) else None
+        context = out.get("context") if self.layout is None else None
+        return Retrieval(self.render(evidence) if context is None else context, evidence,
+                         dict(out.get("latency") or {}), trace)
 
-            context = render_evidence(evidence)
-        return Retrieval(context, evidence, dict(out.get("latency") or {}), trace)
+    def render(self, items: Sequence[EvidenceItem]) -> str:
+        """The context of `items` (a subset of the last retrieval's evidence) in the layout the worker
+        sent with that retrieval; one line per item when it sent none."""
+        from baselines.base import render_evidence
+
+        if self.layout is None:
+            return render_evidence(items)
+        return render_layout(self.layout, [{"text": e.text, "time": e.time, "section": e.section}
+                                           for e in items])
 
     def close(self) -> None:
         proc, self._proc = self._proc, None

@@ -1,3 +1,5 @@
+import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -7,6 +9,21 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _import_with_telemetry_off(*modules: str) -> None:
+    """Tests import some libraries' modules directly (Mem0's prompts and parsers); those libraries read
+    their telemetry switch once, at first import, so the first import happens here with telemetry off,
+    as the adapters' own imports do (baselines.common.quiet_environment)."""
+    from baselines.common import quiet_environment
+
+    with quiet_environment():
+        for name in modules:
+            if importlib.util.find_spec(name) is not None:
+                importlib.import_module(name)
+
+
+_import_with_telemetry_off("mem0")
 
 
 @pytest.fixture(autouse=True)

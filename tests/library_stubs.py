@@ -26,6 +26,7 @@ class Recorder:
     searches: list[dict[str, Any]] = field(default_factory=list)  # mem0 search / graphiti search_
     episodes: list[dict[str, Any]] = field(default_factory=list)  # graphiti add_episode
     embeddings: list[dict[str, Any]] = field(default_factory=list)  # every embeddings.create request
+    mem0_fail_on: str | None = None  # mem0 add raises (as on unusable model output) for a message with this
 
 
 class EmbeddingsResource:
@@ -63,11 +64,13 @@ def mem0_modules(recorder: Recorder) -> dict[str, types.ModuleType]:
                     FACT_RETRIEVAL_PROMPT=f"Extract facts. {TODAY}")
 
     class Memory:
-        """mem0.Memory: `from_config`, `add(messages, user_id=, metadata=)`,
-        `search(query, user_id=, limit=)`."""
+        """mem0.Memory: `from_config`, `add(messages, user_id=, metadata=)` (an extraction call, then an
+        update call, as 1.x makes them when it extracts facts), `search(query, user_id=, limit=)`,
+        `get_all(user_id=, limit=)`."""
 
         def __init__(self, config: dict[str, Any]) -> None:
             self.config = config
+            self.llm = types.SimpleNamespace(generate_response=lambda messages, **kwargs: "{}")
             self.embedding_model = types.SimpleNamespace(client=types.SimpleNamespace(
                 embeddings=EmbeddingsResource(recorder)))
             self.vector_store = types.SimpleNamespace(client=types.SimpleNamespace(close=lambda: None))
@@ -82,6 +85,10 @@ def mem0_modules(recorder: Recorder) -> dict[str, types.ModuleType]:
                 metadata: dict[str, Any]) -> dict[str, Any]:
             recorder.adds.append({"messages": messages, "user_id": user_id, "metadata": metadata,
                                   "prompt": utils.USER_MEMORY_EXTRACTION_PROMPT})
+            self.llm.generate_response(messages=[{"role": "system", "content": "extract"}])
+            if recorder.mem0_fail_on and any(recorder.mem0_fail_on in m["content"] for m in messages):
+                raise ValueError("unusable model output")
+            self.llm.generate_response(messages=[{"role": "user", "content": "update"}])
             self.embedding_model.client.embeddings.create(input=[m["content"] for m in messages], model="m")
             memory = {"id": str(uuid.uuid4()), "memory": messages[0]["content"], "metadata": metadata,
                       "user_id": user_id, "score": 1.0 / (1 + len(self.stored))}
@@ -93,9 +100,14 @@ def mem0_modules(recorder: Recorder) -> dict[str, types.ModuleType]:
             recorder.searches.append({"query": query, "user_id": user_id, "limit": limit})
             return {"results": [m for m in self.stored if m["user_id"] == user_id][:limit]}
 
+        def get_all(self, *, user_id: str, limit: int = 100) -> dict[str, Any]:
+            return {"results": [m for m in self.stored if m["user_id"] == user_id][:limit]}
+
     memory = _module("mem0.memory", utils=utils)
-    return {"mem0": _module("mem0", Memory=Memory, memory=memory, __version__="1.0.11"),
-            "mem0.memory": memory, "mem0.memory.utils": utils}
+    exceptions = _module("mem0.exceptions", MemoryError=type("MemoryError", (Exception,), {}))
+    return {"mem0": _module("mem0", Memory=Memory, memory=memory, exceptions=exceptions,
+                            __version__="1.0.11"),
+            "mem0.memory": memory, "mem0.memory.utils": utils, "mem0.exceptions": exceptions}
 
 
 # ---------------------------------------------------------------- graphiti-core 0.31.2
@@ -122,7 +134,7 @@ def graphiti_modules(recorder: Recorder) -> dict[str, types.ModuleType]:
 
     class Graphiti:
         def __init__(self, *, llm_client: Any, embedder: Any, cross_encoder: Any, graph_driver: Any) -> None:
-            self.embedder, self.cross_encoder = embedder, cross_encoder
+            self.embedder, self.cross_encoder, self.driver = embedder, cross_encoder, graph_driver
             self.edges: list[Any] = []
 
         async def add_episode(self, **kwargs: Any) -> Any:
@@ -157,6 +169,11 @@ def graphiti_modules(recorder: Recorder) -> dict[str, types.ModuleType]:
     class ModelError(Exception):
         pass
 
+    class EpisodicNode:
+        @classmethod
+        async def get_by_group_ids(cls, driver: Any, group_ids: list[str]) -> list[dict[str, Any]]:
+            return [e for e in recorder.episodes if e["group_id"] in group_ids]
+
     recipes = _module("graphiti_core.search.search_config_recipes",
                       EDGE_HYBRID_SEARCH_RRF=SearchConfig("edges", "rrf"),
                       NODE_HYBRID_SEARCH_RRF=SearchConfig("nodes", "rrf"))
@@ -172,7 +189,8 @@ def graphiti_modules(recorder: Recorder) -> dict[str, types.ModuleType]:
         "graphiti_core.driver.kuzu_driver": {"KuzuDriver": KuzuDriver},
         "graphiti_core.cross_encoder": {},
         "graphiti_core.cross_encoder.client": {"CrossEncoderClient": CrossEncoderClient},
-        "graphiti_core.nodes": {"EpisodeType": types.SimpleNamespace(message="message")},
+        "graphiti_core.nodes": {"EpisodeType": types.SimpleNamespace(message="message"),
+                                "EpisodicNode": EpisodicNode},
         "graphiti_core.search": {},
         "kuzu": {},
     }

@@ -121,7 +121,7 @@ def memoryos_stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 
 
 def run_memoryos(sessions: list[Session], tmp_path: Path,
-                 **settings: object) -> tuple[object, object, RecordingEmbedder]:
+                 **settings: object) -> tuple[object, object, RecordingEmbedder, dict]:
     from baselines.memoryos import MemoryOSSystem
 
     system = MemoryOSSystem(endpoints(), query_prefix=PREFIX, **settings)  # type: ignore[arg-type]
@@ -129,14 +129,15 @@ def run_memoryos(sessions: list[Session], tmp_path: Path,
     system.embedder = embedder
     system.reset("instance-1", tmp_path)
     mos = system.mos
-    system.ingest(sessions)
+    stats = system.ingest(sessions)
     result = system.retrieve("Where did I move?", datetime(2023, 5, 1))
+    assert result.context == system.render(result.evidence)  # one rendering path
     system.close()
-    return mos, result, embedder
+    return mos, result, embedder, stats
 
 
 def test_memoryos_pairs_by_role_with_the_paper_settings(memoryos_stub: object, tmp_path: Path) -> None:
-    mos, result, embedder = run_memoryos(chat(), tmp_path)
+    mos, result, embedder, stats = run_memoryos(chat(), tmp_path)
     assert mos.settings["short_term_capacity"] == 7 and mos.settings["retrieval_queue_capacity"] == 10  # type: ignore[attr-defined]
     search = mos.retriever.calls[0]  # type: ignore[attr-defined]
     assert search["top_k_sessions"] == 5
@@ -144,30 +145,36 @@ def test_memoryos_pairs_by_role_with_the_paper_settings(memoryos_stub: object, t
             for k in ("segment_similarity_threshold", "page_similarity_threshold",
                       "knowledge_threshold")} == {0.1}
     pages = [(p["user_input"], p["agent_response"]) for p in mos.added]  # type: ignore[attr-defined]
+    # a session opened by a reply: the reply joins the last page, as upstream pairs it across sessions
     assert pages == [("I adopted a grey cat called Miso.", "Miso is a lovely name."),
-                     ("She needs a vet.", "Try the clinic on Main Street."),
-                     ("", "Welcome back!"),  # a reply with no open page keeps its own page
+                     ("She needs a vet.", "Try the clinic on Main Street.\nWelcome back!"),
                      ("I moved to Lisbon for a new job.", "Lisbon is sunny.")]
-    assert [p["timestamp"] for p in mos.added] == ["2023-03-01 09:00:00"] * 2 + ["2023-04-02 09:00:00"] * 2  # type: ignore[attr-defined]
+    assert [p["timestamp"] for p in mos.added] == ["2023-03-01 09:00:00"] * 2 + ["2023-04-02 09:00:00"]  # type: ignore[attr-defined]
+    assert stats["input"] == {"given": 7, "kept": 7, "unit": "pages", "stored": 3, "lost": {},
+                              "upstream": True}
     # The question alone is embedded as a query (with the run's instruction); pages as passages.
     assert [c for c in embedder.calls if c[1] == "query"] == [(["Where did I move?"], "query")]
     assert all("Where did I move?" not in c[0] for c in embedder.calls if c[1] == "passage")
     # The answer context keeps every retrieved page's meta_info, and all pages were flushed to mid-term.
-    assert result.trace["pages"] == 4 and result.trace["pages_with_meta_info"] == 4  # type: ignore[attr-defined]
+    assert result.trace["pages"] == 3 and result.trace["pages_with_meta_info"] == 3  # type: ignore[attr-defined]
     assert "Conversation chain overview:(chain 0)" in result.context  # type: ignore[attr-defined]
     assert result.evidence[0].session_ids == ["s1"] and result.evidence[0].turn_ids == ["s1:0", "s1:1"]  # type: ignore[attr-defined]
 
 
 def test_memoryos_pairs_locomo_speakers_and_names_them_once(memoryos_stub: object, tmp_path: Path) -> None:
-    mos, result, _ = run_memoryos(conversation(), tmp_path)
+    from baselines.memoryos.protocol import NO_REPLY
+
+    mos, result, _, stats = run_memoryos(conversation(), tmp_path)
     pages = [(p["user_input"], p["agent_response"]) for p in mos.added]  # type: ignore[attr-defined]
-    # Ana (speaker_a) opens, Bo replies
-    assert pages[0] == ("My cat Miso turned two.", "Happy birthday to Miso!")
-    assert pages[1] == ("", "I got a job in Lisbon.") and pages[2] == ("", "I start next week.")
-    assert pages[3] == ("Congratulations!", "")  # Ana twice in a row: two pages
-    texts = [t for p in pages for t in p if t]
-    assert sorted(texts) == sorted(all_texts(conversation()))  # every turn exactly once, no name prefix
+    # Ana (speaker_a) opens, Bo replies; Bo's two turns opening the next session join the last page
+    assert pages[0] == ("My cat Miso turned two.",
+                        "Happy birthday to Miso!\nI got a job in Lisbon.\nI start next week.")
+    assert pages[1] == ("Congratulations!\nSend photos.", "I will.")  # Ana twice in a row: one input
+    assert all(ui and reply for ui, reply in pages)  # no one-sided page
+    texts = [t for p in pages for side in p for t in side.split("\n")]
+    assert sorted(texts) == sorted(all_texts(conversation())[:-1])  # all once but Ana's last, no prefix
     assert all(not t.startswith(("Ana:", "Bo:")) for t in texts)
+    assert stats["input"]["lost"] == {NO_REPLY: 1} and stats["input"]["kept"] == 11  # unanswered "z"
     context = result.context  # type: ignore[attr-defined]
     assert "Ana: My cat Miso turned two.\nBo: Happy birthday to Miso!" in context
     assert "Characteristics of Ana" in context and "Ana: Ana:" not in context
@@ -175,25 +182,32 @@ def test_memoryos_pairs_locomo_speakers_and_names_them_once(memoryos_stub: objec
 
 def test_memoryos_speaker_a_opens_pages_when_speaker_b_speaks_first(memoryos_stub: object,
                                                                    tmp_path: Path) -> None:
-    mos, result, _ = run_memoryos(b_first(), tmp_path)
+    from baselines.memoryos.protocol import NO_OPENER
+
+    mos, result, _, stats = run_memoryos(b_first(), tmp_path)
     pages = [(p["user_input"], p["agent_response"]) for p in mos.added]  # type: ignore[attr-defined]
-    assert pages == [("", "I got a job in Lisbon."),  # Bo's opening reply has a page of its own
-                     ("Congratulations!", "I start on Monday."), ("How is Lisbon?", "Sunny.")]
+    # Bo's opening turn could only make a page without an input, which memoryos-pro drops: never sent
+    assert pages == [("Congratulations!", "I start on Monday."), ("How is Lisbon?", "Sunny.")]
+    assert stats["input"] == {"given": 5, "kept": 4, "unit": "pages", "stored": 2,
+                              "lost": {NO_OPENER: 1}, "upstream": True}
     context = result.context  # type: ignore[attr-defined]
     assert "Ana: Congratulations!\nBo: I start on Monday." in context
     assert "Characteristics of Ana:" in context and "Characteristics of Bo" not in context
     assert "The Ana is a cat owner." in context  # the profile's "user" is speaker_a
+    assert "- Bo recommended a vet (t)" in context  # the assistant knowledge's "I" is speaker_b
 
 
 def test_memoryos_eval_script_settings(memoryos_stub: object, tmp_path: Path) -> None:
     from baselines.memoryos.protocol import EVAL_SCRIPT_SETTINGS
     from benchmarks.harness.app import compose_config
 
-    mos, _, _ = run_memoryos(chat(), tmp_path / "paper")
-    assert mos.retriever.calls[0]["top_k_knowledge"] == 20  # type: ignore[attr-defined]
+    mos, _, _, _ = run_memoryos(chat(), tmp_path / "paper")
+    assert mos.retriever.calls[0]["top_k_knowledge"] == 10  # type: ignore[attr-defined]
+    paper = compose_config(["method=memoryos"]).method.system
     system = compose_config(["method=memoryos_eval"]).method.system
-    assert system.short_term_capacity == 1 and system.top_k_knowledge == 10
-    mos, _, _ = run_memoryos(chat(), tmp_path / "eval", **EVAL_SCRIPT_SETTINGS)
+    assert {k for k in system if system[k] != paper.get(k)} == {"short_term_capacity"}  # the queue alone
+    assert system.short_term_capacity == 1 and EVAL_SCRIPT_SETTINGS == {"short_term_capacity": 1}
+    mos, _, _, _ = run_memoryos(chat(), tmp_path / "eval", **EVAL_SCRIPT_SETTINGS)
     assert mos.settings["short_term_capacity"] == 1  # type: ignore[attr-defined]
     assert mos.retriever.calls[0]["top_k_knowledge"] == 10  # type: ignore[attr-defined]
 
@@ -297,12 +311,27 @@ def test_lightmem_runs_the_paper_config_on_the_shared_endpoint(record_file: Path
     assert [m["content"] for a in adds for m in a["messages"] if m["content"]] == all_texts(chat())
     assert [a["force_extract"] for a in adds] == [False, False, False, True] and adds[0]["prompt"] is None
     assert adds[0]["messages"][0]["time_stamp"] == "2023-03-01T09:00:00"
-    assert [e["event"] for e in events[-4:-2]] == ["construct_update_queue", "offline_update"]
-    assert events[-3]["score_threshold"] == 0.8  # the LongMemEval scripts' merge score
+    # run_lightmem_qwen.py answers with no offline update; the option runs offline_update.py's 0.8 merge
+    assert not any(e["event"] in ("construct_update_queue", "offline_update") for e in events)
+    assert stats["offline_update"] is False
     assert next(e for e in events if e["event"] == "search")["limit"] == 20 and stats["limit"] == 20
     assert next(e for e in events if e["event"] == "embed")["text"] == PREFIX + "Where did I move?"
     assert stats["pinned_commit"].startswith("8fc9a91") and "checkout_commit" in stats
     assert result.context.splitlines()[0] == "2023-03-01T09:00:00 Mon I adopted a grey cat called Miso."  # type: ignore[attr-defined]
+
+
+def test_lightmem_offline_update_on_longmemeval_is_an_option(record_file: Path, tmp_path: Path) -> None:
+    from baselines.lightmem.system import OFFLINE_UPDATE
+    from benchmarks.harness.app import compose_config
+
+    assert compose_config(["method=lightmem"]).method.system.offline_update == OFFLINE_UPDATE
+    stats, _ = run_worker(lightmem(UPSTREAM / "lightmem", tmp_path, offline_update={"chat": True}), chat(),
+                          tmp_path / "w")
+    events = records(record_file)
+    assert [e["event"] for e in events[-4:-2]] == ["construct_update_queue", "offline_update"]
+    assert events[-3]["score_threshold"] == 0.8 and stats["offline_update"] is True  # offline_update.py's
+    with pytest.raises(ValueError, match="per dataset shape"):
+        lightmem(UPSTREAM / "lightmem", tmp_path, offline_update={"longmemeval": True})
 
 
 def test_lightmem_locomo_turns_carry_their_speakers(record_file: Path, tmp_path: Path) -> None:

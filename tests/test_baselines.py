@@ -59,7 +59,10 @@ def test_full_context_keeps_the_newest_turns_within_budget(tmp_path: Path) -> No
                                count_tokens=lambda text: len(text.split()))
     assert system.max_tokens == 25
     system.reset("i", tmp_path)
-    assert system.ingest(list(reversed(sessions()))) == {"sessions": 2, "turns": 4}
+    stats = system.ingest(list(reversed(sessions())))
+    assert stats["sessions"] == 2 and stats["turns"] == 4
+    assert stats["input"] == {"given": 4, "kept": 4, "unit": "turns", "stored": 4, "lost": {},
+                              "upstream": False}
     result = system.retrieve("where do I live?", None)
     assert result.trace["truncated"] and result.trace["turns_kept"] < 4
     assert result.evidence[-1].turn_ids[-1] == "s2:1"  # newest kept, oldest cut

@@ -122,15 +122,17 @@ class RecordingForest:
 
     def ingest_sessions(self, user: str, payload: list[dict[str, Any]]) -> Any:
         self.sessions.extend(payload)
-        return type("Stats", (), {"to_dict": lambda self: {}})()
+        turns = sum(len(s["turns"]) for s in payload)
+        return type("Stats", (), {"to_dict": lambda self: {"turns": turns, "turns_dropped": 0}})()
 
     def query(self, user: str, question: str, *, date: str | None, answer: bool,
               rank_sessions: int = 0) -> Any:
         self.queries.append({"question": question, "date": date, "rank_sessions": rank_sessions})
         return type("Result", (), {"evidence": [], "trace": {}, "ranked_beyond": []})()
 
-    def snapshot(self, user: str) -> Any:
-        return type("Snapshot", (), {"state": None})()
+    def snapshot(self, user: str) -> Any:  # one cell per stored turn
+        cells = dict.fromkeys(range(sum(len(s["turns"]) for s in self.sessions)))
+        return type("Snapshot", (), {"state": type("State", (), {"cells": cells})()})()
 
     def close(self) -> None:
         pass

@@ -185,10 +185,11 @@ def test_a_sweep_ends_with_one_table_of_its_runs(tmp_path: Path, monkeypatch: py
             line.startswith("| flat_rag") or line.startswith("| full_context")]
     assert [r[0].strip("| ") for r in rows] == ["memforest_embed", "flat_rag", "full_context"]
     assert all(r[3] == "2" for r in rows)  # questions
+    assert all(r[4].endswith("(100.0%)") for r in rows)  # input kept: every turn reached each system
     # full_context has no ranked evidence
-    assert rows[0][5] != "–" and rows[1][5] != "–" and rows[2][5] == "–"
+    assert rows[0][6] != "–" and rows[1][6] != "–" and rows[2][6] == "–"
     # write LLM calls: memforest extracts, flat_rag not
-    assert float(rows[0][8]) > 0 and float(rows[1][8]) == 0
+    assert float(rows[0][9]) > 0 and float(rows[1][9]) == 0
     from benchmarks.harness.report import comparison_markdown
 
     run_dirs = [Path(m.read_text().strip()) for m in sorted(sweeps[0].parent.glob("*/run_dir.txt"))]

@@ -13,7 +13,7 @@ import pytest
 from library_stubs import Recorder, install
 
 from baselines.base import Endpoints, Session, Turn
-from baselines.mem0.protocol import NAME_PEOPLE, Store, render_stores, speaker_stores
+from baselines.mem0.protocol import NAME_PEOPLE, Store, ranked_hits, render_sections, speaker_stores
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -131,12 +131,13 @@ def test_mem0_2_worker_follows_the_same_protocol(tmp_path: Path, monkeypatch: py
 
 @pytest.mark.parametrize(("method", "expected"), [
     ("mem0_additive", [("conv__Nadia", 30), ("conv__Tomas", 30), ("q1", 20)]),
-    ("mem0_additive_mb", [("conv__Nadia", 200), ("conv__Tomas", 200), ("q1", 200)]),
+    ("mem0_additive_mb", [("conv", 200), ("q1", 200)]),  # memory-benchmarks: one store per conversation
 ])
 def test_mem0_2_searches_at_its_protocols_top_k(method: str, expected: list[tuple[str, int]], tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """mem0_additive searches at the 1.x scripts' budgets, mem0_additive_mb at memory-benchmarks' top-k
-    200, on both dataset shapes; both built from their method configs."""
+    """mem0_additive searches at the 1.x scripts' budgets and layout, mem0_additive_mb at
+    memory-benchmarks' (one store, top-k 200), on both dataset shapes; both built from their method
+    configs."""
     from benchmarks.harness.app import compose_config
     from benchmarks.harness.schema import bench_config
 
@@ -161,17 +162,23 @@ def test_mem0_2_refuses_an_unknown_protocol() -> None:
 
 def test_mem0_context_lists_each_speaker_and_cuts_to_the_budget() -> None:
     stores = speaker_stores("c", ["Ann", "Bo"], str)
-    assert (stores == [Store("c__Ann", "Ann"), Store("c__Bo", "Bo")]
-            and speaker_stores("c", [], str) == [Store("c")])
+    assert (stores == [Store("c__Ann", "Ann", "Memories of Ann"), Store("c__Bo", "Bo", "Memories of Bo")]
+            and speaker_stores("c", [], str) == [Store("c")]
+            and speaker_stores("c", ["Ann", "Bo"], str, per_speaker=False) == [Store("c", "Ann")])
     found: list[tuple[Store, list[dict[str, Any]]]] = [
         (stores[0], [{"text": "Ann sails", "time": "2023-05-08", "score": 0.9},
                      {"text": "Ann reads", "time": None, "score": 0.2}]),
         (stores[1], [{"text": "Bo moved", "time": "2023-06-21", "score": 0.5}])]
-    context, kept = render_stores(found)
-    assert context.splitlines()[:2] == ["Memories of Ann:", "[2023-05-08] Ann sails"]
-    assert [k["text"] for k in kept] == ["Ann sails", "Bo moved", "Ann reads"]
-    context, kept = render_stores(found, limit=1)
-    assert [k["text"] for k in kept] == ["Ann sails"] and "Memories of Bo:\n(none)" in context
+    sections = [s.section for s in stores]
+
+    def context(kept: list[dict[str, Any]]) -> str:
+        return render_sections(sections, ((k["section"], k["time"], k["text"]) for k in kept))
+
+    kept = ranked_hits(found)
+    assert context(kept).splitlines()[:2] == ["Memories of Ann:", "[2023-05-08] Ann sails"]
+    assert [(k["text"], k["rank"]) for k in kept] == [("Ann sails", 0), ("Bo moved", 1), ("Ann reads", 2)]
+    kept = ranked_hits(found, limit=1)
+    assert [k["text"] for k in kept] == ["Ann sails"] and "Memories of Bo:\n(none)" in context(kept)
 
 
 # ---------------------------------------------------------------- Zep
@@ -201,8 +208,12 @@ def test_zep_adds_one_episode_per_message_and_searches_edges_and_nodes(
             == [("edges", 20, "rrf"), ("nodes", 20, "rrf")])
     assert "<FACTS>" in result.context and "<ENTITIES>" in result.context
     assert "- I repaired" not in result.context  # facts, not raw episodes
-    assert "(2023-05-08 13:56 - present)" in result.context and "- Nadia: sails on a lake" in result.context
+    # LoCoMo: each fact with its event time, as zep_locomo_search.py writes it (LongMemEval: a range)
+    assert "(event_time: 2023-05-08 13:56)" in result.context and " - present)" not in result.context
+    assert "- Nadia: sails on a lake" in result.context
     assert result.evidence[0].session_ids == ["s1"] and result.evidence[0].turn_ids == ["s1:1"]
+    assert stats["input"] == {"given": 5, "kept": 5, "unit": "episodes", "stored": 5, "lost": {},
+                              "upstream": False}
     assert result.trace["counts"] == {"edges": 5, "nodes": 1}
     system.close()
 
@@ -220,6 +231,7 @@ def test_zep_longmemeval_query_is_dated_and_cut_as_zeps_script(tmp_path: Path,
     system.reset("q1", tmp_path / "q1")
     system.ingest(dialogue())
     result = system.retrieve("What is my cat called?", asked)
+    assert "(2023-03-01 09:00 - present)" in result.context and "event_time" not in result.context
     dated = "(date: 2023/05/30 (Tue) 23:40) What is my cat called?"
     assert [s["query"] for s in recorder.searches] == [dated, dated]
     assert result.trace["query"] == recorder.searches[0]["query"]
@@ -237,8 +249,8 @@ def test_zep_longmemeval_query_is_dated_and_cut_as_zeps_script(tmp_path: Path,
     system.close()
 
 
-def test_zep_shared_budget_alternates_facts_and_entities(tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_zep_shared_budget_keeps_the_best_ranked_facts_and_entities(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from baselines.zep_local import ZepLocalSystem
 
     install(monkeypatch, Recorder())
@@ -246,8 +258,9 @@ def test_zep_shared_budget_alternates_facts_and_entities(tmp_path: Path,
     system.reset("conv", tmp_path)
     system.ingest(conversation())
     evidence = system.retrieve("Where?", None).evidence
-    # taken in turn (fact, entity, fact); listed facts first, then entities
+    # equal fused scores: by place in their own lists (fact, entity, fact); listed facts first, then entities
     assert [e.text.startswith("Nadia:") for e in evidence] == [False, False, True]
+    assert [e.rank for e in evidence] == [0, 2, 1]
     system.close()
 
 

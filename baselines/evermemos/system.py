@@ -4,9 +4,13 @@ Upstream (github EverMind-AI/EverMemOS, pinned at `PIN`, after v1.1.0): the eval
 `methods/EverCore/evaluation`; its in-process adapter `EverCoreAdapter` extracts MemCells, builds BM25 and
 embedding indexes, and retrieves agentically (multi-query, reranked) per `config/systems/evermemos.yaml`.
 Messages carry `sender_id` / `sender_name`; within a session they are 30 s apart (less when the next
-session is nearer), as upstream's LoCoMo loader stamps them; LongMemEval messages are cut at 8,000
-characters as its converter cuts them; the conversation names speaker_a and speaker_b in LoCoMo's
-order. An older layout (`evaluation/` at the top) is refused with one line.
+session is nearer), as upstream's loader stamps them; LongMemEval messages are cut at 8,000 characters
+as that loader cuts them (`src/core/loaders.py`, for `data.max_content_length` in
+`config/datasets/longmemeval.yaml`; the converter that writes LongMemEval in LoCoMo's format cuts
+nothing); the conversation names speaker_a and speaker_b in LoCoMo's order. An older layout
+(`evaluation/` at the top) is refused with one line. The answer context is upstream's formatted
+context, rendered from the evidence items (`subject: episode`, in rank order) by the layout the worker
+sends, so that a token budget's subset keeps its header and separators.
 
 Models: the backbone (`llm` of the system config) and the embedder (EverMemOS's "vllm" vectorize
 provider, which speaks the OpenAI embeddings API) go to the run's served endpoints through the logging

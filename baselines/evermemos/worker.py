@@ -10,13 +10,22 @@ to every text EverMemOS embeds while it retrieves, i.e. the question and its sub
 embeds them bare), `private_models`, `upstream`. The embedder and reranker endpoints come from the
 environment the adapter sets (EverMemOS reads VECTORIZE_* and RERANK_*).
 
-Ingest follows upstream's LoCoMo loader (`evaluation/src/core/loaders.py`) and LongMemEval converter:
-one conversation of every session's messages, `sender_name` the speaker (LongMemEval: `user_<id>` /
-`assistant_<id>`, as the converter names them, each message cut at 8,000 characters as the converter cuts
-it), `sender_id` its lower-cased name with the conversation id, each message stamped 30 s after the
-previous one of its session (less when the next session starts sooner: the session's messages then fill
-90% of the gap). The conversation's metadata names speaker_a and speaker_b as the sessions' `speakers`
-order them (LoCoMo's speaker_a need not speak first); without them, in order of first turn.
+Ingest follows upstream's loader (`evaluation/src/core/loaders.py`, which reads LoCoMo and the
+LongMemEval file its converter writes in LoCoMo's format): one conversation of every session's messages,
+`sender_name` the speaker (LongMemEval: `user_<id>` / `assistant_<id>`, as the converter names them),
+`sender_id` its lower-cased name with the conversation id, each message stamped 30 s after the previous
+one of its session (less when the next session starts sooner: the session's messages then fill 90% of
+the gap). LongMemEval messages are cut at 8,000 characters, as the loader cuts them for the
+`data.max_content_length` of upstream's `config/datasets/longmemeval.yaml` (LoCoMo's sets none). The
+conversation's metadata names speaker_a and speaker_b as the sessions' `speakers` order them (LoCoMo's
+speaker_a need not speak first); without them, in order of first turn. The build statistics' `input`
+counts the non-empty turns handed to `EverCoreAdapter.add` as kept and, as `stored`, the MemCells its
+extraction saved (`memcells/memcell_list_conv_<n>.json` under the workdir).
+
+Retrieval: each memory upstream's search returns is an evidence item `subject: episode` in its rank
+order, and the retrieval sends the `layout` that writes upstream's `formatted_context` from them
+("Episodes memories for conversation between A and B:", then each item followed by `---`); the trace
+says whether that reproduces the context upstream formatted (`layout_matches_upstream`).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import asyncio
 import dataclasses
 import functools
 import importlib.util
+import json
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -39,7 +49,34 @@ _spec.loader.exec_module(protocol)
 CONVERSATION = "conv_0"  # upstream reads the index number after the last underscore
 MESSAGE_FIELDS = {"sender_id", "sender_name", "content", "timestamp", "metadata"}
 INTERVAL_S = 30.0
-MESSAGE_CHARS = 8000  # the LongMemEval converter's cut; LoCoMo messages are whole
+MESSAGE_CHARS = 8000  # the loader's cut on LongMemEval (its dataset config); LoCoMo messages are whole
+MEMCELLS = Path("memcells") / "memcell_list_conv_0.json"  # stage 1's output for CONVERSATION
+
+
+def layout(speaker_a: Any, speaker_b: Any) -> dict:
+    """Upstream's formatted_context (EverCoreAdapter.search) as a layout (baselines/worker.py LAYOUT)."""
+    return {"head": f"Episodes memories for conversation between {speaker_a} and {speaker_b}:\n\n    ",
+            "item": "{text}\n---", "join": "\n\n", "tail": "\n", "empty": ""}
+
+
+def episode_text(result: dict) -> str:
+    """A retrieved memory as upstream's context writes it: `subject: episode`."""
+    meta = result.get("metadata") or {}
+    return f"{meta.get('subject', 'N/A')}: {result.get('content', '')}"
+
+
+def input_account(sessions: list, sent: int, stored: int | None) -> dict:
+    """baselines.base.InputKept's fields: every non-empty turn goes to the adapter as one message."""
+    given = sum(len(s["turns"]) for s in sessions)
+    return {"given": given, "kept": sent, "unit": "memcells", "stored": stored,
+            "lost": {"empty turns": given - sent} if given > sent else {}, "upstream": False}
+
+
+def stored_memcells(workdir: Path) -> int | None:
+    try:
+        return len(json.loads((workdir / MEMCELLS).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return None
 
 
 def staggered(sessions: list) -> list[list[datetime]]:
@@ -168,17 +205,23 @@ class EverMemOSWorker:
         self.index = asyncio.run(self.adapter.add([self.conversation], output_dir=self.workdir))
         cut = sum(1 for s in sessions for t in s["turns"]
                   if t["content"].strip() and content(t) != t["content"])
-        return {"messages": len(found), "messages_cut": cut, **self._private(),
-                **self.options.get("upstream", {})}
+        return {"messages": len(found), "messages_cut": cut,
+                "input": input_account(sessions, len(found), stored_memcells(self.workdir)),
+                **self._private(), **self.options.get("upstream", {})}
 
     def retrieve(self, question: str, when: str | None) -> dict:
         before = self.rerank.calls
         result = asyncio.run(self._search(question))
-        evidence = [{"text": r.get("content", ""), "score": r.get("score")} for r in result.results]
-        trace = {"retrieval": result.retrieval_metadata, **self._private(),
-                 "rerank_calls": self.rerank.calls - before}
-        context = (result.retrieval_metadata or {}).get("formatted_context") or None
-        return {"evidence": evidence, "context": context, "trace": trace}
+        evidence = [{"text": episode_text(r), "score": r.get("score"), "rank": rank}
+                    for rank, r in enumerate(result.results)]
+        metadata = dict(result.retrieval_metadata or {})
+        speakers = self.conversation.metadata
+        shown = layout(speakers.get("speaker_a"), speakers.get("speaker_b"))
+        upstream = metadata.pop("formatted_context", None)
+        trace = {"retrieval": metadata, **self._private(), "rerank_calls": self.rerank.calls - before,
+                 "layout_matches_upstream": (protocol.render_layout(shown, evidence) == upstream
+                                             if upstream is not None else None)}
+        return {"evidence": evidence, "layout": shown, "trace": trace}
 
     async def _search(self, question: str) -> Any:
         from agentic_layer import rerank_service

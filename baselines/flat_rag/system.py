@@ -10,16 +10,16 @@ from typing import Any
 
 import numpy as np
 
-from baselines.base import EvidenceItem, Retrieval, Session, ranked_past, render_evidence
+from baselines.base import EvidenceItem, InputKept, Retrieval, Session, ranked_past, render_evidence
 from baselines.common import PhaseClock, day, render_turn
 from memforest.config import QueryConfig
 from memforest.llm.base import Embedder
 
 
 class FlatRAGSystem:
-    """One vector per turn (`speaker: text`), exact inner-product search, top `top_k` turns returned in
-    rank order with their session and turn ids. Vectors and turn records are saved under the workdir.
-    `top_k` defaults to MemForest's evidence budget (`QueryConfig.final_units`)."""
+    """One vector per non-empty turn (`speaker: text`), exact inner-product search, top `top_k` turns
+    returned in rank order with their session and turn ids. Vectors and turn records are saved under
+    the workdir. `top_k` defaults to MemForest's evidence budget (`QueryConfig.final_units`)."""
 
     def __init__(self, embedder: Embedder, top_k: int = QueryConfig.final_units,
                  name: str = "flat_rag") -> None:
@@ -47,7 +47,10 @@ class FlatRAGSystem:
         self.vectors = np.vstack([self.vectors, vectors])
         np.save(self.workdir / "vectors.npy", self.vectors)
         (self.workdir / "turns.json").write_text(json.dumps(self.rows, ensure_ascii=False))
-        return {"turns_indexed": len(self.rows), **self.clock.of("ingest")}
+        given = sum(len(s.turns) for s in sessions)
+        kept = InputKept(given, len(rows), "turns", len(self.rows),
+                         {"empty turns": given - len(rows)} if given > len(rows) else {})
+        return {"turns_indexed": len(self.rows), "input": kept.to_dict(), **self.clock.of("ingest")}
 
     def retrieve(self, question: str, when: datetime | None) -> Retrieval:
         with self.clock.measure("query"):

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from baselines.base import EvidenceItem, Retrieval, Session, ranked_past, render_evidence
+from baselines.base import EvidenceItem, InputKept, Retrieval, Session, ranked_past, render_evidence
 from baselines.common import ANSWER_DOCUMENTS, PhaseClock, day, document_turns, raw_document, session_text
 from memforest.config import QueryConfig
 from memforest.llm.base import Embedder
@@ -60,7 +60,18 @@ class FlatSessionsSystem:
         self.vectors = np.vstack([self.vectors, vectors])
         np.save(self.workdir / "vectors.npy", self.vectors)
         (self.workdir / "documents.json").write_text(json.dumps(self.docs, ensure_ascii=False))
-        return {"documents": len(self.docs), **self.clock.of("ingest")}
+        return {"documents": len(self.docs), "input": self._input(sessions, docs).to_dict(),
+                **self.clock.of("ingest")}
+
+    def _input(self, sessions: Sequence[Session], docs: Sequence[dict[str, Any]]) -> InputKept:
+        """Kept: the turns the answer model reads when their session is ranked (`turn_ids`)."""
+        given = sum(len(s.turns) for s in sessions)
+        readable = sum(1 for s in sessions for t in s.turns if t.content.strip())
+        kept = sum(len(d["turn_ids"]) for d in docs)
+        lost = {reason: n for reason, n in (("empty turns", given - readable),
+                                            ("turns outside the indexed document the answer model reads "
+                                             "(answer_documents 'indexed')", readable - kept)) if n}
+        return InputKept(given, kept, "documents", len(self.docs), lost)
 
     def retrieve(self, question: str, when: datetime | None) -> Retrieval:
         with self.clock.measure("query"):

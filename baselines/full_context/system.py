@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from baselines.base import EvidenceItem, Retrieval, Session
+from baselines.base import EvidenceItem, InputKept, Retrieval, Session
 from baselines.common import day, render_turn
 
 
@@ -17,9 +17,9 @@ def approx_tokens(text: str) -> int:
 
 
 class FullContextSystem:
-    """Keeps every turn; `retrieve` returns the newest turns that fit in what the backbone's context
-    leaves after the answer budget and the answer prompt (the whole history when it fits), grouped by
-    session in time order. No model calls, no index."""
+    """Keeps every turn (its build's `input`: all kept, as turns); `retrieve` returns the newest turns
+    that fit in what the backbone's context leaves after the answer budget and the answer prompt (the
+    whole history when it fits), grouped by session in time order. No model calls, no index."""
 
     def __init__(self, context_tokens: int, answer_tokens: int, prompt_tokens: int = 512,
                  count_tokens: Callable[[str], int] = approx_tokens, name: str = "full_context") -> None:
@@ -36,7 +36,9 @@ class FullContextSystem:
 
     def ingest(self, sessions: Sequence[Session]) -> dict[str, Any]:
         self.sessions = sorted([*self.sessions, *sessions], key=lambda s: s.timestamp)
-        return {"sessions": len(self.sessions), "turns": sum(len(s.turns) for s in self.sessions)}
+        held = sum(len(s.turns) for s in self.sessions)
+        return {"sessions": len(self.sessions), "turns": held,
+                "input": InputKept.everything(sessions, "turns", held).to_dict()}
 
     def retrieve(self, question: str, when: datetime | None) -> Retrieval:
         kept: list[tuple[int, int]] = []  # (session index, turn index), newest first
@@ -61,10 +63,13 @@ class FullContextSystem:
             evidence.append(EvidenceItem(text="\n".join(render_turn(t) for t in turns),
                                          time=day(session.timestamp), session_ids=[session.session_id],
                                          turn_ids=[t.turn_id for t in turns]))
-        context = "\n\n".join(f"[{e.time}]\n{e.text}" for e in evidence)
         total = sum(len(s.turns) for s in self.sessions)
-        return Retrieval(context, evidence, trace={"turns_kept": len(kept), "turns_total": total,
-                                                   "truncated": len(kept) < total}, ranked=False)
+        trace = {"turns_kept": len(kept), "turns_total": total, "truncated": len(kept) < total}
+        return Retrieval(self.render(evidence), evidence, trace=trace, ranked=False)
+
+    def render(self, items: Sequence[EvidenceItem]) -> str:
+        """The history of `items` (sessions, oldest first): each session's turns under its date."""
+        return "\n\n".join(f"[{e.time}]\n{e.text}" for e in items)
 
     def close(self) -> None:
         self.sessions = []

@@ -4,10 +4,13 @@ configuration of LightMem's paper evaluation.
 Upstream (github zjunlp/LightMem, pinned at `PIN`): `experiments/longmemeval/run_lightmem_qwen.py` and
 `experiments/locomo/add_locomo.py` + `search_locomo.py`. Both build LightMem with LLMLingua-2
 pre-compression shared with topic segmentation, `messages_use` "user_only", metadata generation and text
-summaries, `extract_threshold` 0.1, an embedding index and embedding retrieval over Qdrant, offline
-update (merging at score 0.8 on LongMemEval, 0.9 on LoCoMo: `UPDATE_THRESHOLDS`); they retrieve 20
-memories for a LongMemEval question and 60 for a LoCoMo one (`LIMITS`), and the LoCoMo answer context
-groups the memories by speaker.
+summaries, `extract_threshold` 0.1, an embedding index and embedding retrieval over Qdrant, and
+`update: offline`; they retrieve 20 memories for a LongMemEval question and 60 for a LoCoMo one
+(`LIMITS`), and the LoCoMo answer context groups the memories by speaker. Only the LoCoMo script runs
+the offline update before answering (add_locomo.py, merging at score 0.9); the LongMemEval QA script adds
+and retrieves with no update, and `experiments/longmemeval/offline_update.py` (score 0.8) is a separate
+utility over stored collections. `OFFLINE_UPDATE` follows that per dataset shape; `offline_update`
+overrides it (e.g. `{"chat": True}` runs the 0.8 update on LongMemEval: `UPDATE_THRESHOLDS`).
 `paper_config` builds that configuration for each dataset shape; the worker picks one when it sees the
 data (two named speakers: LoCoMo's; user/assistant turns: LongMemEval's).
 
@@ -37,6 +40,8 @@ PIN = Pin("github zjunlp/LightMem", "8fc9a9179f9170c4a40fc653fcb410375900f26e", 
           hint="check out that commit (pyproject version 0.1.0) in the LightMem checkout")
 LIMITS = {"chat": 20, "conversation": 60}  # retrieve limit: LongMemEval script 20, LoCoMo search 60
 UPDATE_THRESHOLDS = {"chat": 0.8, "conversation": 0.9}  # offline_update.py 0.8, add_locomo.py 0.9
+# whether the build ends with the offline update: add_locomo.py runs it; run_lightmem_qwen.py does not
+OFFLINE_UPDATE = {"chat": False, "conversation": True}
 UPSTREAM_MAX_TOKENS = 16000
 
 
@@ -86,14 +91,19 @@ def merged(base: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]
 def lightmem_system(endpoints: Endpoints, *, python: str | None = None, checkout: str | None = None,
                     llmlingua_model_path: str | None = None, device: str = "cuda",
                     max_tokens: int | None = None, limit: int | None = None,
-                    config: Mapping[str, Any] | None = None, offline_update: bool = True,
-                    query_prefix: str = "", log_path: str | Path | None = None,
-                    name: str = "lightmem") -> WorkerSystem:
+                    config: Mapping[str, Any] | None = None,
+                    offline_update: Mapping[str, bool] | None = None, query_prefix: str = "",
+                    log_path: str | Path | None = None, name: str = "lightmem") -> WorkerSystem:
     """`python`: the interpreter of an environment where LightMem is installed (`pip install -e .` in a
     checkout of github zjunlp/LightMem at `PIN`); `checkout`: that checkout; `llmlingua_model_path`: a
     local llmlingua-2-bert-base-multilingual-cased-meetingbank (compression and topic segmentation);
     `limit`: memories retrieved (None: upstream's per dataset, `LIMITS`); `config`: overrides merged
-    onto the paper configuration."""
+    onto the paper configuration; `offline_update`: per dataset shape ("chat": LongMemEval,
+    "conversation": LoCoMo), whether the build ends with the offline update, over `OFFLINE_UPDATE`."""
+    unknown = sorted(set(offline_update or {}) - set(OFFLINE_UPDATE))
+    if unknown:
+        raise ValueError(f"{name}: offline_update is set per dataset shape ({', '.join(OFFLINE_UPDATE)}), "
+                         f"not {', '.join(unknown)}")
     if not checkout:
         raise SystemUnavailable(f"{name}: no LightMem checkout configured "
                                 "(method.system.checkout); it installs only from github zjunlp/LightMem, in "
@@ -109,7 +119,9 @@ def lightmem_system(endpoints: Endpoints, *, python: str | None = None, checkout
                                           device=device, max_tokens=max_tokens), config or {})
                    for shape in LIMITS}
     options = {"configs": configs, "limits": {s: limit or n for s, n in LIMITS.items()},
-               "offline_update": offline_update, "update_thresholds": UPDATE_THRESHOLDS,
+               "offline_update": {**OFFLINE_UPDATE,
+                                  **{shape: bool(v) for shape, v in (offline_update or {}).items()}},
+               "update_thresholds": UPDATE_THRESHOLDS,
                "query_prefix": query_prefix,
                "locomo_prompts": str(root / "experiments" / "locomo" / "prompts.py"),
                "upstream": PIN.record(root) if root.is_dir() else {}}

@@ -3,7 +3,8 @@ torch 2.8 and so cannot share this project's environment) and answers the protoc
 baselines/worker.py. Standard library only at import time; kept small so it is easy to audit.
 
 hello options (built by baselines/lightmem/system.py): `configs` (LightMem's paper configuration per
-dataset shape, "chat" and "conversation"), `limits` (memories retrieved per shape), `offline_update`,
+dataset shape, "chat" and "conversation"), `limits` (memories retrieved per shape), `offline_update`
+(whether the build ends with the offline update, per shape; one boolean for both from older adapters),
 `update_thresholds` (the offline update's merge score per shape),
 `query_prefix` (prepended to the question before LightMem's text embedder sees it), `locomo_prompts`
 (the checkout's `experiments/locomo/prompts.py`, whose LoCoMo extraction prompt upstream passes on
@@ -14,14 +15,22 @@ reply after it are one `add_memory` call, with the session time as `time_stamp`.
 (LoCoMo): each turn is a user message carrying `speaker_id` (speaker_a/speaker_b, as the session's
 `speakers` order them; the first to speak is speaker_a only when a session names none) and
 `speaker_name`, followed by an empty assistant message. Upstream skips a turn its pairing cannot place;
-here such a turn is paired with an empty other side. The last call forces segmentation and extraction;
-the offline update (update queues, then merges above the shape's score: 0.8 in the LongMemEval scripts,
-0.9 in add_locomo.py) runs inside the build.
+here such a turn is paired with an empty other side. The last call forces segmentation and extraction.
+Where `offline_update` asks for it (by default on LoCoMo only, as upstream's scripts: add_locomo.py
+merges at 0.9; the LongMemEval QA script adds and retrieves with no update, its `offline_update.py` at
+0.8 being a separate utility), the update (queues, then merges above the shape's score) ends the build.
+
+The build statistics' `input` says what reached LightMem's store: a non-empty turn is kept when it goes
+to `add_memory` in a role that `messages_use` reads ("user_only", upstream's: the user messages, so on
+LongMemEval the assistant turns are lost as upstream loses them; on LoCoMo every turn is a user
+message); `stored` counts the entries in its Qdrant collection after the build.
 
 Retrieval embeds the question once and searches LightMem's Qdrant index for the shape's limit; the
 context is upstream's rendering: "time weekday memory" lines (LongMemEval); on LoCoMo, the memories
 grouped by their `speaker_name`, speakers in order of their best-ranked memory, each group of
-"[Memory recorded on: date, weekday]" blocks under the speaker's name (search_locomo.py's answer prompt).
+"[Memory recorded on: date, weekday]" blocks under "Memories for user <name>:" (search_locomo.py's
+answer prompt). Each memory is an evidence item with its search `rank`, listed in the context's order
+(its speaker as `section`), and the retrieval sends the `layout` that writes the context from them.
 """
 
 from __future__ import annotations
@@ -106,14 +115,45 @@ def render(shape: str, payload: dict) -> str:
     return f"[Memory recorded on: {stamp}, {weekday}]\n{memory}"
 
 
-def by_speaker(found: list, texts: list[str]) -> str:
-    """search_locomo.py's answer context: the rendered memories grouped by the speaker they were
-    extracted for, the speaker of the best-ranked memory first."""
-    groups: dict[str, list[str]] = {}
-    for result, text in zip(found, texts):
-        groups.setdefault(result.get("payload", {}).get("speaker_name") or "Unknown", []).append(text)
-    return "\n\n".join(f"Memories for user {name}:\n\n" + "\n\n".join(group)
-                       for name, group in groups.items())
+# The answer contexts upstream writes (baselines/worker.py LAYOUT): "time weekday memory" lines
+# (run_lightmem_qwen.py); memories grouped by speaker, each group under its name (search_locomo.py).
+LAYOUTS = {"chat": {"item": "{text}", "join": "\n"},
+           "conversation": {"section": "Memories for user {section}:\n\n", "item": "{text}",
+                            "join": "\n\n", "sections_join": "\n\n"}}
+USER_ONLY = "user_only"
+READ_ROLES = {"user_only": ("user",), "assistant_only": ("assistant",), "hybrid": ("user", "assistant")}
+
+
+def by_speaker(evidence: list) -> list:
+    """search_locomo.py's order: the memories grouped by the speaker they were extracted for (their
+    `section`), the speaker of the best-ranked memory first, each group in rank order."""
+    groups: dict[str, list] = {}
+    for item in evidence:
+        groups.setdefault(item["section"], []).append(item)
+    return [item for group in groups.values() for item in group]
+
+
+def input_account(sessions: list, shape: str, messages_use: str, stored: int | None) -> dict:
+    """What of the turns sent reached LightMem's store (baselines.base.InputKept's fields): the
+    non-empty turns sent in a role that `messages_use` reads (LoCoMo turns are all user messages)."""
+    given = sum(len(s["turns"]) for s in sessions)
+    turns = [t for s in sessions for t in s["turns"] if t["content"].strip()]
+    roles = READ_ROLES.get(messages_use, ("user", "assistant"))
+    unread = [t for t in turns if shape == "chat" and
+              ("assistant" if t["role"] == "assistant" else "user") not in roles]
+    lost = {reason: n for reason, n in (
+        ("empty turns", given - len(turns)),
+        (f"turns in a role LightMem's messages_use {messages_use!r} does not read", len(unread))) if n}
+    return {"given": given, "kept": len(turns) - len(unread), "unit": "memories", "stored": stored,
+            "lost": lost, "upstream": messages_use == USER_ONLY and given == len(turns)}
+
+
+def stored_entries(memory: Any) -> int | None:
+    """The entries in LightMem's Qdrant collection, counted as add_locomo.py counts them."""
+    try:
+        return len(memory.embedding_retriever.get_all(with_vectors=False, with_payload=False))
+    except Exception:  # a retriever without get_all: the count is unknown, not zero
+        return None
 
 
 class LightMemWorker:
@@ -163,24 +203,36 @@ class LightMemWorker:
             last = index == len(calls) - 1
             self.memory.add_memory(messages=messages, METADATA_GENERATE_PROMPT=prompt, force_segment=last,
                                    force_extract=last)
-        if self.options.get("offline_update", True):
+        update = self._updates()
+        if update:
             self.memory.construct_update_queue_all_entries()
             self.memory.offline_update_all_entries(
                 score_threshold=float(self.options["update_thresholds"][self.shape]))
+        messages_use = self.options["configs"][self.shape].get("messages_use", USER_ONLY)
         return {"adds": len(calls), "shape": self.shape, "limit": self.options["limits"][self.shape],
-                "speakers": speakers,
+                "speakers": speakers, "offline_update": update,
+                "input": input_account(sessions, self.shape, messages_use, stored_entries(self.memory)),
                 **self.options.get("upstream", {})}
+
+    def _updates(self) -> bool:
+        """Whether this shape's build ends with the offline update (`offline_update`: per shape, or one
+        boolean for both)."""
+        update = self.options.get("offline_update", True)
+        return bool(update.get(self.shape, False) if isinstance(update, dict) else update)
 
     def retrieve(self, question: str, when: str | None) -> dict:
         vector = self.memory.text_embedder.embed(self.options.get("query_prefix", "") + question)
         found = self.memory.embedding_retriever.search(query_vector=vector,
                                                        limit=int(self.options["limits"][self.shape]),
                                                        return_full=True)
-        texts = [render(self.shape, r.get("payload", {})) for r in found]
-        evidence = [{"text": t, "time": r.get("payload", {}).get("time_stamp"), "score": r.get("score")}
-                    for t, r in zip(texts, found)]
-        context = "\n".join(texts) if self.shape == "chat" else by_speaker(found, texts)
-        return {"context": context, "evidence": evidence}
+        evidence = [{"text": render(self.shape, r.get("payload", {})),
+                     "time": r.get("payload", {}).get("time_stamp"), "score": r.get("score"), "rank": rank,
+                     "section": (r.get("payload", {}).get("speaker_name") or "Unknown"
+                                 if self.shape == "conversation" else None)}
+                    for rank, r in enumerate(found)]
+        if self.shape == "conversation":
+            evidence = by_speaker(evidence)
+        return {"evidence": evidence, "layout": LAYOUTS[self.shape]}
 
     def close(self) -> dict:
         self.memory = None

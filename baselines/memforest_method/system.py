@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from baselines.base import RANKING_SESSIONS, EvidenceItem, Retrieval, Session, render_evidence
+from baselines.base import RANKING_SESSIONS, EvidenceItem, InputKept, Retrieval, Session, render_evidence
 from baselines.common import named_text
 from memforest.api import MemForest
 from memforest.config import MemForestConfig
@@ -117,9 +117,21 @@ class MemForestSystem:
         assert self.forest is not None, "reset() first"
         payload = self.ids.payload(sessions)
         stats = self.forest.ingest_sessions(self.user, payload).to_dict()
-        stats["empty_turns_skipped"] = (sum(len(s.turns) for s in sessions)
-                                        - sum(len(p["turns"]) for p in payload))
+        given = sum(len(s.turns) for s in sessions)
+        stats["empty_turns_skipped"] = given - sum(len(p["turns"]) for p in payload)
+        stats["input"] = self._input(given, stats).to_dict()
         return stats
+
+    def _input(self, given: int, stats: dict[str, Any]) -> InputKept:
+        """Kept: the turns the built cells hold (the report's `turns`); lost: those with nothing
+        readable (left out here, or by MemForest), and any other turn no cell holds; stored: the cells
+        in the user's state."""
+        assert self.forest is not None
+        kept = min(int(stats["turns"]), given)
+        unreadable = min(stats["empty_turns_skipped"] + int(stats.get("turns_dropped", 0)), given - kept)
+        lost = {reason: n for reason, n in (("turns with nothing readable", unreadable),
+                                            ("turns no cell holds", given - kept - unreadable)) if n}
+        return InputKept(given, kept, "cells", len(self.forest.snapshot(self.user).state.cells), lost)
 
     def retrieve(self, question: str, when: datetime | None) -> Retrieval:
         assert self.forest is not None, "reset() first"

@@ -12,9 +12,17 @@ configured, driven as Zep's own evaluation drives Zep (getzep/zep-papers,
   the question alone, as its LoCoMo script searches); searches fuse BM25 and cosine by reciprocal rank
   (Zep's hosted edge cross-encoder has no counterpart on our served models: no re-ranker is used rather
   than a cosine stand-in);
-- the answer model reads the facts with their validity ranges and the entities with their summaries,
-  in our wording of Zep's context layout (`ZEP_CONTEXT`). The dates there are already the times the
-  facts held (Graphiti resolved relative dates when it wrote them), and the context says so.
+- the answer model reads the facts, then the entities with their summaries, in our wording of the
+  context layout of Zep's scripts (`ZEP_CONTEXT`): on LongMemEval each fact with the range of time it
+  held (`zep_longmem_eval.ipynb`), on LoCoMo each with the time of the event it is about,
+  `(event_time: ...)` (`zep_locomo_search.py`). Those dates are already the times the facts held
+  (Graphiti resolved relative dates when it wrote them), and the context's note says so;
+- each fact and entity is an evidence item of its section ("facts", "entities"), listed in the
+  context's order, with its `rank` in one ranking of both (`search_ranks`), so that a token budget cuts
+  the lowest-ranked of either kind first and `render` lays out what is kept under both headers;
+- the build statistics' `input` counts a turn as kept when its episode is in the graph, and the graph's
+  episodes of the instance as `stored` (read back through Graphiti); an empty turn, or one whose
+  episode Graphiti could not extract (`failed_episodes`), is lost with that reason.
 
 Chat goes through `OpenAIGenericClient` in `structured_output_mode`: Graphiti's own default
 `json_schema` (the schema enforced by constrained decoding) where the endpoint takes it (vLLM, the
@@ -32,7 +40,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from baselines.base import Endpoints, EvidenceItem, Retrieval, Session
+from baselines.base import Endpoints, EvidenceItem, InputKept, Retrieval, Session
 from baselines.common import (
     PhaseClock,
     day,
@@ -45,8 +53,7 @@ from baselines.common import (
 
 ZEP_CONTEXT = """Facts and entities from the memory of past conversations.
 
-Facts, each with the range of time it held ("present": it still holds). These dates are when the
-fact was true or the event happened, already worked out from the conversation: use them as they are.
+{note}
 <FACTS>
 {facts}
 </FACTS>
@@ -55,6 +62,19 @@ Entities, each with a summary (NAME: summary).
 <ENTITIES>
 {entities}
 </ENTITIES>"""
+# Per dataset shape ("chat": LongMemEval, "conversation": LoCoMo): what the facts' dates are, and a fact's
+# line (its item's `time`: the range it held, or the time of its event).
+FACT_NOTES = {
+    "chat": ('Facts, each with the range of time it held ("present": it still holds). These dates are '
+             "when the\nfact was true or the event happened, already worked out from the conversation: "
+             "use them as they are."),
+    "conversation": ("Facts, each with the time of the event it is about (event_time). That is when the "
+                     'event\nhappened, already worked out from the conversation (for "last week", a week '
+                     "before the\nmessage), not when it was mentioned: use it as it is."),
+}
+FACT_LINES = {"chat": "- {text} ({time})", "conversation": "- {text} (event_time: {time})"}
+LOST_EMPTY = "empty turns"
+LOST_FAILED = "turns whose episode Graphiti could not extract (skipped after its retries)"
 
 
 LME_DATE = "%Y/%m/%d (%a) %H:%M"  # LongMemEval's question_date, e.g. 2023/05/30 (Tue) 23:40
@@ -87,13 +107,17 @@ def validity(edge: Any) -> str:
     return f"{day(edge.valid_at) or 'date unknown'} - {day(edge.invalid_at) or 'present'}"
 
 
+def event_time(edge: Any) -> str:
+    return day(edge.valid_at) or "date unknown"
+
+
 class ZepLocalSystem:
     """`edge_limit`/`node_limit`: facts and entities per question (20 each in Zep's evaluation).
-    `evidence_limit`: keep only that many items in all, facts and entities alternating (the shared
-    budget; None: all). `message_chars`: a message's text is cut to that many characters (Zep's
-    LongMemEval script: 8000). `query_chars`: a dated LongMemEval query is cut to that many characters
-    (the same script: 255). `structured_output_mode`: how Graphiti asks for JSON (OUTPUT_MODES; None:
-    by the endpoint, see the module doc)."""
+    `evidence_limit`: keep only the best-ranked that many items in all, of either kind
+    (`search_ranks`; the shared budget; None: all). `message_chars`: a message's text is cut to that
+    many characters (Zep's LongMemEval script: 8000). `query_chars`: a dated LongMemEval query is cut
+    to that many characters (the same script: 255). `structured_output_mode`: how Graphiti asks for
+    JSON (OUTPUT_MODES; None: by the endpoint, see the module doc)."""
 
     def __init__(self, endpoints: Endpoints, *, edge_limit: int = 20, node_limit: int = 20,
                  evidence_limit: int | None = None, message_chars: int = 8000, query_chars: int = 255,
@@ -117,7 +141,7 @@ class ZepLocalSystem:
                                           embedding_model=e.embed_model, embedding_dim=e.embed_dim)
         self.edge_limit, self.node_limit, self.evidence_limit = edge_limit, node_limit, evidence_limit
         self.message_chars, self.query_chars = message_chars, query_chars
-        self.dated_queries = False  # set by ingest: user/assistant data (LongMemEval) gets dated queries
+        self.shape = "chat"  # set by ingest: "conversation" for named speakers (LoCoMo), else "chat"
         self.neo4j = (neo4j_uri, neo4j_user, neo4j_password_env)  # the password is read when connecting
         self.clock = PhaseClock()
         self.graph: Any = None
@@ -179,7 +203,7 @@ class ZepLocalSystem:
         from graphiti_core.nodes import EpisodeType
 
         counts, failures = {"episodes": 0, "nodes": 0, "edges": 0}, []
-        self.dated_queries = not any(t.speaker for s in sessions for t in s.turns)
+        self.shape = "conversation" if any(t.speaker for s in sessions for t in s.turns) else "chat"
         with self.clock.measure("ingest"):
             for session in sessions:
                 turns = [t for t in session.turns if t.content.strip()]
@@ -201,8 +225,20 @@ class ZepLocalSystem:
                     counts["episodes"] += 1
                     counts["nodes"] += len(result.nodes)
                     counts["edges"] += len(result.edges)
+        given = sum(len(s.turns) for s in sessions)
+        empty = sum(1 for s in sessions for t in s.turns if not t.content.strip())
+        lost = {reason: n for reason, n in ((LOST_EMPTY, empty), (LOST_FAILED, len(failures))) if n}
+        kept = InputKept(given, counts["episodes"], "episodes", self._stored(), lost)
         return {**counts, "failed_episodes": len(failures), "failures": failures[:20],
-                **self.clock.of("ingest")}
+                "input": kept.to_dict(), **self.clock.of("ingest")}
+
+    def _stored(self) -> int:
+        """The instance's episodes in the graph, read back through Graphiti."""
+        from graphiti_core.nodes import EpisodicNode
+
+        assert self.loop is not None
+        return len(self.loop.run_until_complete(EpisodicNode.get_by_group_ids(self.graph.driver,
+                                                                               [self.group])))
 
     def retrieve(self, question: str, when: datetime | None) -> Retrieval:
         assert self.graph is not None and self.loop is not None, "reset() first"
@@ -210,25 +246,35 @@ class ZepLocalSystem:
 
         searches = [EDGE_HYBRID_SEARCH_RRF.model_copy(update={"limit": self.edge_limit}),
                     NODE_HYBRID_SEARCH_RRF.model_copy(update={"limit": self.node_limit})]
-        query = dated_query(question, when, self.query_chars) if self.dated_queries else question
+        query = dated_query(question, when, self.query_chars) if self.shape == "chat" else question
         with self.clock.measure("query"), query_embeddings(self.embedder.client):
             edges, nodes = (self.loop.run_until_complete(self.graph.search_(query, config=config,
                                                                              group_ids=[self.group]))
                             for config in searches)
         facts = [self._fact(e, score)
                  for e, score in zip(edges.edges, _scores(edges.edge_reranker_scores, edges.edges))]
-        entities = [EvidenceItem(f"{n.name}: {n.summary}", None, score=score)
+        entities = [EvidenceItem(f"{n.name}: {n.summary}", None, score=score, section="entities")
                     for n, score in zip(nodes.nodes, _scores(nodes.node_reranker_scores, nodes.nodes))]
-        facts, entities = _within(facts, entities, self.evidence_limit)
-        context = ZEP_CONTEXT.format(facts="\n".join(f"- {f.text} ({f.time})" for f in facts),
-                                     entities="\n".join(f"- {e.text}" for e in entities))
-        return Retrieval(context, facts + entities, trace={**self.clock.of("query"), "query": query,
+        evidence = search_ranks(facts, entities)
+        if self.evidence_limit is not None:  # the shared budget: the best-ranked items of either kind
+            evidence = [e for e in evidence if e.rank is not None and e.rank < self.evidence_limit]
+        return Retrieval(self.render(evidence), evidence, trace={**self.clock.of("query"), "query": query,
                          "counts": {"edges": len(edges.edges), "nodes": len(nodes.nodes)}})
+
+    def render(self, items: Sequence[EvidenceItem]) -> str:
+        """The answer context of `items` (facts and entities, in list order): the note on the facts'
+        dates and both sections, as Zep's script for the data's shape lays them out."""
+        line = FACT_LINES[self.shape]
+        facts = [line.format(text=e.text, time=e.time) for e in items if e.section == "facts"]
+        entities = [f"- {e.text}" for e in items if e.section == "entities"]
+        return ZEP_CONTEXT.format(note=FACT_NOTES[self.shape], facts="\n".join(facts),
+                                  entities="\n".join(entities))
 
     def _fact(self, edge: Any, score: float | None) -> EvidenceItem:
         sources = [self.episodes[u] for u in edge.episodes or [] if u in self.episodes]
-        return EvidenceItem(edge.fact, validity(edge), list(dict.fromkeys(s for s, _ in sources)),
-                            list(dict.fromkeys(t for _, t in sources)), score)
+        when = validity(edge) if self.shape == "chat" else event_time(edge)
+        return EvidenceItem(edge.fact, when, list(dict.fromkeys(s for s, _ in sources)),
+                            list(dict.fromkeys(t for _, t in sources)), score, section="facts")
 
     def close(self) -> None:
         graph, loop, self.graph, self.loop, self.embedder = self.graph, self.loop, None, None, None
@@ -242,15 +288,20 @@ def _scores(scores: Sequence[float] | None, items: Sequence[Any]) -> list[float 
     return [*list(scores or [])[: len(items)], *[None] * max(0, len(items) - len(scores or []))]
 
 
-def _within(facts: list[EvidenceItem], entities: list[EvidenceItem],
-            limit: int | None) -> tuple[list[EvidenceItem], list[EvidenceItem]]:
-    """At most `limit` items in all, facts and entities taken in turn (best first within each)."""
-    if limit is None:
-        return facts, entities
-    kept_facts: list[EvidenceItem] = []
-    kept_entities: list[EvidenceItem] = []
-    for i in range(max(len(facts), len(entities))):
-        for pool, kept in ((facts, kept_facts), (entities, kept_entities)):
-            if i < len(pool) and len(kept_facts) + len(kept_entities) < limit:
-                kept.append(pool[i])
-    return kept_facts, kept_entities
+def search_ranks(facts: list[EvidenceItem], entities: list[EvidenceItem]) -> list[EvidenceItem]:
+    """The facts then the entities (the context's order), each with its `rank` in one ranking of both.
+
+    Zep's scripts search edges and nodes apart and list all facts before all entities: that is a
+    layout, not a ranking of the two kinds against each other. Here both searches fuse the same two
+    lists (BM25 and cosine) by Graphiti's reciprocal rank fusion, a sum of 1 / (1 + place) over the
+    lists, so a fact's and an entity's fused scores are on one scale and say how high both lists place
+    each: items are ranked by that score, a tie going to the better place in its own list, then to
+    the fact. Without scores on every item, the two lists are interleaved by their own ranks (fact 1,
+    entity 1, fact 2, ...)."""
+    pool = [(item, place, kind) for kind, items in enumerate((facts, entities))
+            for place, item in enumerate(items)]
+    scored = all(item.score is not None for item, _, _ in pool)
+    ordered = sorted(pool, key=lambda p: (-(p[0].score or 0.0) if scored else 0.0, p[1], p[2]))
+    for rank, (item, _, _) in enumerate(ordered):
+        item.rank = rank
+    return [*facts, *entities]
