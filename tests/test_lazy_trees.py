@@ -167,13 +167,22 @@ def test_a_long_lived_memory_lets_the_write_ahead_log_restart(tmp_path: Path, mo
     wal = root / "users" / "u" / "memory.sqlite-wal"
     with _forest(root) as forest:
         old = forest.snapshot("u")
+        source = old.state.tree_source
+
+        def settled() -> None:  # the checkpoint a commit started has ended (no reliance on its timing)
+            releasing = source._releasing
+            if releasing is not None:
+                releasing.join()
+
         more = make_sessions(30, 2, start_day=20)[6:]
         forest.ingest_sessions("u", more[:3])
         forest.delete_session("u", more[0]["session_id"])
         forest.ingest_sessions("u", [more[0]])
+        settled()
         after_three = wal.stat().st_size
         for session in more[3:]:
             forest.ingest_sessions("u", [session])
+            settled()
         assert wal.stat().st_size < 3 * after_three  # 21 more commits: the log was restarted
         assert forest.snapshot("u").state.tree_source is old.state.tree_source
         with _forest(copy, lazy=False) as eager:
