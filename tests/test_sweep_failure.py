@@ -25,7 +25,7 @@ SWEEP = ["-m", "method=flat_rag,full_context", "llm.backend=vllm", "llm.model=m"
 def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[vllm_stub.StubState, Path]:
     """Run SWEEP in tmp_path against the stub vLLM; a failed job ends it with exit status 1."""
     stub = vllm_stub.install(monkeypatch, "0.33.0")
-    monkeypatch.setattr(gpu_node, "require_gpu", lambda *args, **kwargs: None)  # the stub's GPU
+    monkeypatch.setattr(gpu_node, "require_gpu_for", lambda *args, **kwargs: None)  # the stub's GPU
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["memforest-bench", *SWEEP])
     with pytest.raises(SystemExit) as ended:
