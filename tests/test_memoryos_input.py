@@ -146,8 +146,7 @@ def scripted_chat(client: Any, model: str, messages: list[dict[str, str]], tempe
                   max_tokens: int = 2000) -> str:
     """memoryos-pro's prompts answered in the shapes its parsers read (told apart by the library's own
     prompt constants)."""
-    from memoryos import prompts
-
+    prompts: Any = importlib.import_module("memoryos.prompts")  # the installed library's, not a stub's
     system = messages[0]["content"]
     if system == prompts.MULTI_SUMMARY_SYSTEM_PROMPT:
         return json.dumps([{"theme": "life", "keywords": ["life", "news"], "content": "life and news"}])
@@ -226,9 +225,8 @@ def test_the_stub_drops_one_sided_pages_as_the_library_does(library: str, tmp_pa
         for module in ("memoryos", "faiss", "openai", "sentence_transformers"):
             if importlib.util.find_spec(module) is None:
                 pytest.skip(f"{module} is not installed")
-        import memoryos.utils
-
-        monkeypatch.setattr(memoryos.utils.OpenAIClient, "chat_completion", scripted_chat)
+        utils: Any = importlib.import_module("memoryos.utils")
+        monkeypatch.setattr(utils.OpenAIClient, "chat_completion", scripted_chat)
         system, mos, _ = build([], tmp_path, short_term_capacity=2)
         run(system, mos)
         system.close()
