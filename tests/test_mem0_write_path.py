@@ -160,6 +160,7 @@ def test_mem0_replies_parse_into_its_structures_and_are_bounded(tmp_path: Path) 
     rows = _rows(served)
     assert [(r["shape"], r["bounded"], r["kind"]) for r in rows] == [("mem0.facts", True, "json"),
                                                                       ("mem0.update", True, "json")]
+    assert [r["shape_role"] for r in rows] == ["extract", "update"]  # what the analysis reads
     assert summary["shapes"] == {"mem0.facts": 1, "mem0.update": 1}
     assert set(summary["reply_shapes"]) == {s.name for s in SHAPES}
 
@@ -254,7 +255,7 @@ def test_the_paper_table_marks_a_system_that_stored_nothing_not_comparable() -> 
 
     builds = pd.DataFrame([build("a", "memforest_embed", 2.0, 40), build("b", "mem0", 10.0, 0),
                            build("c", "zep_local", 20.0, None)])
-    served = pd.DataFrame([{"run_id": "b", "shape": "mem0.facts"}, {"run_id": "b", "shape": "mem0.facts"}])
+    served = pd.DataFrame([{"run_id": "b", "shape": "mem0.facts", "shape_role": "extract"}] * 2)
     ours = summarise(builds, served).set_index("method")
     assert not ours.loc["mem0", "comparable"] and ours.loc["mem0", "update_calls"] == 0
     assert pd.isna(ours.loc["mem0", "speedup"]) and ours["ratio_to_mem0"].isna().all()

@@ -17,7 +17,6 @@ from analysis.load import Results
 from analysis.names import backbone_name, family, paper_dataset, published, system_name
 from analysis.render import Table, finish_figure, fmt, legend, new_figure, series_label, write_table
 from analysis.rows import write_rate
-from benchmarks.serving.reply_shapes import BY_NAME, update_shapes
 
 EXPERIMENTS = ("write_path",)
 NAME = "write_path"
@@ -33,11 +32,12 @@ def _every(values: pd.Series, how: str) -> float:
 
 
 def served_update_calls(served: pd.DataFrame) -> dict[str, int]:
-    """Per simulated run whose served calls carry known reply shapes, its calls of an update shape."""
-    if served is None or not len(served) or "shape" not in served:
+    """Per simulated run whose served calls carry known reply shapes (a `shape_role`, as
+    served_calls.jsonl records it), its calls of an update shape."""
+    if served is None or not len(served) or "shape_role" not in served:
         return {}
-    known = served[served["shape"].isin(list(BY_NAME))]
-    updates = known[known["shape"].isin(list(update_shapes()))].groupby("run_id").size()
+    known = served[served["shape_role"].notna()]
+    updates = known[known["shape_role"] == "update"].groupby("run_id").size()
     return {str(run): int(updates.get(run, 0)) for run in known["run_id"].unique()}
 
 

@@ -45,7 +45,7 @@ from benchmarks.jsonl import JsonlWriter
 from benchmarks.serving.latency_model import Clock, LatencyModel, LatencyParams
 from benchmarks.serving.model_server import ModelServer, served_answers
 from benchmarks.serving.output_caps import OutputCaps, SourceBounds, request_kind
-from benchmarks.serving.reply_shapes import SHAPES, reply_shape, shape_label
+from benchmarks.serving.reply_shapes import SHAPES, reply_shape, shape_label, shape_role
 from memforest.llm.base import ChatModel, ChatRequest, ChatResponse, Embedder, Usage
 
 SOURCES = ("model", "replay")
@@ -192,7 +192,7 @@ class LatencyModelServer(ModelServer):
             "kind": charge.kind, "cap": charge.cap, "capped": charge.capped, "max_tokens": charge.max_tokens,
             "source_max_tokens": charge.source_max_tokens, "bounded": charge.bounds is not None,
             "source_bounds": asdict(charge.bounds) if charge.bounds is not None else None,
-            "shape": charge.shape, "source": source,
+            "shape": charge.shape, "shape_role": shape_role(charge.shape), "source": source,
             "finish_reason": result.finish_reason if result is not None else None,
             "text": result.text if result is not None else None, "error": error,
         })

@@ -122,5 +122,12 @@ def shape_label(request: ChatRequest) -> str | None:
     return UNKNOWN if is_free_json(request) else None
 
 
+def shape_role(name: str | None) -> str | None:
+    """The role (`extract`, `update`) of the known reply shape `name`, as served_calls.jsonl records it
+    beside the shape, so that the analysis reads it from the file; None for no shape or an unknown one."""
+    shape = BY_NAME.get(name) if name else None
+    return shape.role if shape is not None else None
+
+
 def update_shapes() -> frozenset[str]:
     return frozenset(shape.name for shape in SHAPES if shape.role == "update")
