@@ -100,16 +100,23 @@ class ModelUnavailableError(ModelError):
     caller counting answers stops rather than count the requests it could not send."""
 
 
-def unavailable_cause(exc: BaseException | None) -> ModelUnavailableError | None:
-    """The ModelUnavailableError that `exc` is, or was raised from or during (its cause and context
-    chain), or None."""
+def caused_by(exc: BaseException | None,
+              kinds: type[BaseException] | tuple[type[BaseException], ...]) -> BaseException | None:
+    """The first exception of `kinds` that `exc` is, or was raised from or during (its cause and
+    context chain), or None."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
-        if isinstance(exc, ModelUnavailableError):
+        if isinstance(exc, kinds):
             return exc
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return None
+
+
+def unavailable_cause(exc: BaseException | None) -> ModelUnavailableError | None:
+    """The ModelUnavailableError that `exc` is, or was raised from or during, or None."""
+    found = caused_by(exc, ModelUnavailableError)
+    return found if isinstance(found, ModelUnavailableError) else None
 
 
 class ConfigError(MemForestError):

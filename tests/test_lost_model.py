@@ -18,9 +18,11 @@ from benchmarks.harness.app import compose_config
 from benchmarks.harness.infrastructure import INFRASTRUCTURE, model_lost
 from benchmarks.harness.results import RunFiles, read_jsonl
 from benchmarks.harness.schema import BenchConfig, bench_config
+from memforest.config import EmbedderConfig
 from memforest.errors import ModelBusyError, ModelError, ModelUnavailableError
 from memforest.llm.base import ChatRequest, ChatResponse, TransientModelError, UnreachableModelError
 from memforest.llm.calllog import CallLog, CallRecord
+from memforest.llm.factory import build_embedder
 from memforest.llm.openai_compat import http_error
 from memforest.llm.retrying import RetryingEmbedder
 from memforest.llm.scheduler import Scheduler
@@ -125,17 +127,24 @@ def test_the_scheduler_names_a_model_gone_apart_from_a_busy_one() -> None:
     assert [r.error_kind for r in log.records] == ["unavailable", "busy"]
 
 
-def test_a_refused_connection_is_unreachable_and_an_embedder_gone_is_unavailable() -> None:
+def test_a_refused_connection_is_unreachable_and_an_embedder_gone_is_unavailable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     refused = http_error(httpx.ConnectError("[Errno 111] Connection refused"))
     assert isinstance(refused, UnreachableModelError)
     assert not isinstance(http_error(httpx.ReadTimeout("slow")), UnreachableModelError)
 
     class Gone(HashEmbedder):
         def embed(self, texts: Any, kind: Any = "passage") -> Any:
-            raise vllm_stub.EngineDeadError()
+            raise ConnectionRefusedError("nothing listens there")
 
     with pytest.raises(ModelUnavailableError):
         RetryingEmbedder(Gone(dim=8), max_retries=2, backoff_s=0.0).embed(["x"])
+    stub = vllm_stub.install(monkeypatch, "0.33.0")
+    embedder = build_embedder(EmbedderConfig(backend="vllm", model="m", dim=vllm_stub.EMBED_DIM))
+    stub.kill_engines()  # its engine core died: vLLM's client raises EngineDeadError
+    with pytest.raises(ModelUnavailableError, match="engine is gone"):
+        embedder.embed(["x"])
+    embedder.close()
 
 
 def test_a_proxied_call_that_found_no_server_last_means_the_model_is_gone() -> None:

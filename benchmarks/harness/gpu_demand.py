@@ -72,10 +72,6 @@ def gpu_shares(llm: Any, embedder: Any) -> tuple[list[float], int]:
     return shares, engines
 
 
-def uses_gpu(llm: Any, embedder: Any) -> bool:
-    return gpu_shares(llm, embedder)[1] > 0
-
-
 def from_hub(model: Any) -> bool:
     """A hub id (`org/name`) that is not a local directory of that name."""
     return is_hub_id(model) and not Path(os.path.expanduser(str(model))).exists()

@@ -11,8 +11,8 @@ Reads only what is at hand: `nvidia-smi` (benchmarks.harness.nvidia_smi; absent:
 checked, torch still says whether a GPU is visible), torch's CUDA facts from a child interpreter
 (benchmarks.harness.torch_probe: this process never imports torch, so that a process forked from it, as
 vLLM forks its engine core, can still initialise CUDA), the environment and PATH. The command is
-`python -m benchmarks.harness.preflight`; the harness calls `require_gpu` (or, from the configs,
-`require_gpu_for`) before it builds a model on a GPU."""
+`python -m benchmarks.harness.preflight`; the harness calls `require_gpu_for` with its configs before it
+builds a model on a GPU."""
 
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ from typing import Any
 
 from benchmarks.harness.gpu_demand import Demand, demand
 from benchmarks.harness.gpu_demand import gpu_shares as gpu_shares
-from benchmarks.harness.gpu_demand import uses_gpu as uses_gpu
 from benchmarks.harness.nvidia_smi import Gpu, query_gpus, visible_gpus
 from benchmarks.harness.torch_probe import TorchFacts, torch_facts
 
@@ -291,19 +290,10 @@ def gather(env: Mapping[str, str] | None = None) -> Node:
     return Node(query_gpus(), torch_facts(read), read, toolchain(read), socket.gethostname())
 
 
-def require_gpu(shares: Sequence[float], engines: int, node: Node | None = None, *, tensor_parallel: int = 1,
-                hub: bool = True) -> None:
-    """Raise PreflightError, one line per problem, when the node cannot run these engines."""
-    _raise_on(problems(gather() if node is None else node, shares, engines, tensor_parallel=tensor_parallel,
-                       hub=hub))
-
-
 def require_gpu_for(llm: Any, embedder: Any, node: Node | None = None) -> None:
-    """`require_gpu` for the GPU backends among an `llm` and an `embedder` config (the GPUs each uses,
-    the hub cache only when a model comes from the hub)."""
-    _raise_on(check(gather() if node is None else node, demand(llm, embedder)))
-
-
-def _raise_on(found: Sequence[str]) -> None:
+    """Raise PreflightError, one line per problem, when the node cannot run the GPU backends among an
+    `llm` and an `embedder` config (the GPUs each uses, the hub cache only when a model comes from the
+    hub)."""
+    found = check(gather() if node is None else node, demand(llm, embedder))
     if found:
         raise PreflightError("GPU preflight failed:\n" + "\n".join(f"  {p}" for p in found))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memforest.errors import ModelBusyError, ModelUnavailableError, unavailable_cause
+from memforest.errors import ModelBusyError, ModelUnavailableError, caused_by, unavailable_cause
 from memforest.llm.calllog import CallRecord
 
 INFRASTRUCTURE = "infrastructure"
@@ -21,13 +21,7 @@ SYSTEM = "system"
 
 def failure_kind(exc: BaseException | None) -> str:
     """`infrastructure` for a failure that a busy model caused (through its cause chain), else `system`."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, (ModelBusyError, ModelUnavailableError)):
-            return INFRASTRUCTURE
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return SYSTEM
+    return INFRASTRUCTURE if caused_by(exc, (ModelBusyError, ModelUnavailableError)) else SYSTEM
 
 
 def model_lost(calls: Sequence[CallRecord]) -> ModelUnavailableError | None:

@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 
 from memforest.config import EmbedderConfig
-from memforest.errors import ConfigError, ModelError
+from memforest.errors import ConfigError, ModelError, ModelUnavailableError, error_line
 from memforest.llm.base import EmbedKind, normalize_rows
 from memforest.llm.openai_compat import http_error, make_client
 from memforest.llm.vllm_backend import (
     EngineOwner,
+    engine_dead,
     engine_kwargs,
     import_vllm,
     open_engine,
@@ -202,7 +203,13 @@ class VLLMEmbedder(EngineOwner):
         with self._lock:
             if self._llm is None:
                 raise ModelError(f"{self.name}: the embedder is closed")
-            outputs = self._llm.embed(prompts, use_tqdm=False)
+            try:
+                outputs = self._llm.embed(prompts, use_tqdm=False)
+            except Exception as exc:
+                if engine_dead(exc):  # no later request can succeed either
+                    gone = f"{self.name}: the vLLM engine is gone: {error_line(exc)}"
+                    raise ModelUnavailableError(gone) from exc
+                raise
         for index, output in enumerate(outputs):
             error = getattr(output, "error", None)
             if error is not None or not output.outputs.embedding:

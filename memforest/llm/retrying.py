@@ -69,8 +69,7 @@ class RetryingEmbedder:
     def _failure(self, exc: Exception, retries: int) -> ModelError:
         text = error_line(str(exc) if isinstance(exc, MemForestError) else exc, _MAX_ERROR_CHARS)
         tries = f" after {retries} retries" if retries else ""
-        gone = (isinstance(exc, (ModelUnavailableError, UnreachableModelError, ConnectionRefusedError))
-                or type(exc).__name__ == "EngineDeadError")  # vLLM's: its engine core process is gone
+        gone = isinstance(exc, (ModelUnavailableError, UnreachableModelError, ConnectionRefusedError))
         return (ModelUnavailableError if gone else ModelError)(
             f"embedder {describe_model(self)} failed{tries}: {text}")
 

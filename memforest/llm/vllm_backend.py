@@ -157,7 +157,7 @@ def _failure(name: str, exc: Exception, refusals: tuple[type[Exception], ...]) -
     """A failed request's result: a dead engine as a ModelUnavailableError (no request can succeed any
     more), a refusal as a ModelError with vLLM's reason, a timeout or lost connection as worth
     retrying, anything else as it is."""
-    if _engine_dead(exc):
+    if engine_dead(exc):
         return ModelUnavailableError(f"{name}: the vLLM engine is gone: {error_line(exc)}")
     if isinstance(exc, (TimeoutError, ConnectionError)):
         return TransientModelError(f"{type(exc).__name__}: {exc}")
@@ -166,7 +166,7 @@ def _failure(name: str, exc: Exception, refusals: tuple[type[Exception], ...]) -
     return exc
 
 
-def _engine_dead(exc: Exception) -> bool:
+def engine_dead(exc: Exception) -> bool:
     """vLLM's EngineDeadError: the engine is gone, so every request fails the same way."""
     return type(exc).__name__ == "EngineDeadError"
 
@@ -216,7 +216,7 @@ class VLLMChatModel(EngineOwner):
         try:
             outputs = self._chat(requests)
         except Exception as exc:
-            if len(requests) == 1 or _engine_dead(exc):
+            if len(requests) == 1 or engine_dead(exc):
                 return [_failure(self.name, exc, self._refusals) for _ in requests]
             half = len(requests) // 2
             return self._generate(requests[:half]) + self._generate(requests[half:])
