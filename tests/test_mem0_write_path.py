@@ -44,8 +44,10 @@ def _no_telemetry() -> Iterator[None]:
 
 def fill(schema: dict[str, Any], index: int = 0) -> Any:
     """The largest answer `schema` allows: every array at its maxItems, every string at its maxLength,
-    the first value of an enum; unbounded arrays and strings at 40 items / 3,000 characters, and a free
-    object as one long note (which no Mem0 parser accepts)."""
+    the first value of an enum, the first branch of an anyOf; unbounded arrays and strings at 40 items /
+    3,000 characters, and a free object as one long note (which no Mem0 parser accepts)."""
+    if "anyOf" in schema:
+        return fill(schema["anyOf"][0], index)
     if "enum" in schema:
         return schema["enum"][0]
     kind = schema.get("type")
@@ -126,6 +128,30 @@ def test_mem0_requests_are_recognised_by_their_own_prompts() -> None:
     assert shape_label(_request(extraction, own)) is None
     assert shape_label(_request([{"role": "user", "content": "Reply in JSON."}])) == UNKNOWN
     assert reply_shape(_request([])) is None
+
+
+@needs_mem0
+def test_mem0_update_schema_follows_the_memory_its_prompt_shows() -> None:
+    """The prompt: existing ids for updates and deletes, new ids for additions, and an empty memory gets
+    its facts added. So an empty memory allows ADD alone, and a listed memory UPDATE/DELETE/NONE."""
+    shape = next(s for s in SHAPES if s.name == "mem0.update")
+
+    def events(schema: dict[str, Any]) -> list[tuple[Any, list[str]]]:
+        items = schema["properties"]["memory"]["items"]
+        branches = items.get("anyOf", [items])
+        return [(b["properties"]["id"].get("enum"), b["properties"]["event"]["enum"]) for b in branches]
+
+    empty = _mem0_update([], ["Cat is called Miso"])[0]["content"]
+    assert events(shape.schema_for(empty)) == [(None, ["ADD"])]
+    shown = _mem0_update([{"id": "0", "text": "Has a cat"}, {"id": "1", "text": "Lives in Oslo"}],
+                         ["Cat is called Miso"])[0]["content"]
+    assert events(shape.schema_for(shown)) == [(["0", "1"], ["UPDATE", "DELETE", "NONE"]), (None, ["ADD"])]
+    # a fact that itself quotes an id is not a shown memory
+    quoted = _mem0_update([], ["He said 'id': '7' aloud"])[0]["content"]
+    assert events(shape.schema_for(quoted)) == [(None, ["ADD"])]
+    for text in (empty, shown):
+        fitted, used = BOUNDS.fit(shape.schema_for(text), 872)
+        assert used is not None and (worst_tokens(fitted) or 10**9) <= 872
 
 
 def test_every_shape_fits_the_cap_once_bounded() -> None:

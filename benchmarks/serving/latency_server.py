@@ -126,7 +126,8 @@ class LatencyModelServer(ModelServer):
         key, kind = request_key(request), request_kind(request)
         limit = self.caps.limit(kind, request.max_tokens)
         shape, label = reply_shape(request), shape_label(request)
-        schema, bounds = (shape.schema if shape is not None else request.json_schema), None
+        first = str(request.messages[0].get("content") or "") if request.messages else ""
+        schema, bounds = (shape.schema_for(first) if shape is not None else request.json_schema), None
         if schema is not None:
             schema, bounds = self.bounds.fit(schema, limit)
         timing = self.model.admit()

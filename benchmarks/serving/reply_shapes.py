@@ -16,10 +16,16 @@ no schema of its own). A free JSON request that no shape recognises is decoded a
 `unknown`. Each shape names the library version and prompt it was read from, and what the call does in
 the library's write path (`role`: `extract` or `update`), so that the write-path table can count a
 library's update calls. Schemas keep the prompt's field names and value sets; ids, which the libraries
-number 0, 1, ... in the prompt, are held to 8 characters."""
+number 0, 1, ... in the prompt, are held to 8 characters. Where the prompt ties a value to what it
+shows, the schema follows the request (`ReplyShape.schema_for`): Mem0's update prompt says to "use
+existing ID for updates/deletes, or new ID for additions" and "if the current memory is empty, then you
+have to add the new retrieved facts", so an action on an id the prompt lists is UPDATE, DELETE or NONE,
+an action on any other id is ADD, and a request around an empty memory allows ADD alone."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +40,8 @@ ROLES = ("extract", "update")
 class ReplyShape:
     """The reply a library's prompt asks for: `name` (as calls record it), `library` and `prompt` (where
     the phrase and the shape were read), `role` in the write path, `phrases` (any one recognises the
-    request) and the reply's JSON `schema` (arrays and strings unbounded unless the prompt bounds them)."""
+    request) and the reply's JSON `schema` (arrays and strings unbounded unless the prompt bounds them);
+    `follows`, where given, narrows the schema to what one request's prompt shows (`schema_for`)."""
 
     name: str
     library: str
@@ -42,6 +49,7 @@ class ReplyShape:
     role: str
     phrases: tuple[str, ...]
     schema: dict[str, Any]
+    follows: Callable[[str], dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -51,10 +59,14 @@ class ReplyShape:
         folded = text.casefold()
         return any(phrase.casefold() in folded for phrase in self.phrases)
 
+    def schema_for(self, text: str) -> dict[str, Any]:
+        """The reply schema for a request whose first message is `text`."""
+        return self.follows(text) if self.follows is not None else self.schema
+
     def describe(self) -> dict[str, Any]:
         """What run.json records of the shape."""
         return {"library": self.library, "prompt": self.prompt, "role": self.role,
-                "phrases": list(self.phrases)}
+                "phrases": list(self.phrases), "follows_request": self.follows is not None}
 
 
 def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -76,15 +88,43 @@ MEM0_FACTS = ReplyShape(
     phrases=('in json with a key as "facts"', "with a 'facts' key containing an array of strings"),
     schema=_object({"facts": _list(TEXT)}, ["facts"]))
 
+EVENTS = ("ADD", "UPDATE", "DELETE", "NONE")
+_ON_SHOWN = ("UPDATE", "DELETE", "NONE")  # what may happen to a memory the prompt lists
+
+
+def _action(id_schema: dict[str, Any], events: tuple[str, ...]) -> dict[str, Any]:
+    return _object({"id": id_schema, "text": TEXT, "event": {"type": "string", "enum": list(events)},
+                    "old_memory": TEXT}, ["id", "text", "event"])
+
+
+def _update_schema(actions: dict[str, Any]) -> dict[str, Any]:
+    return _object({"memory": _list(actions)}, ["memory"])
+
+
+_MEMORY_SHOWN = re.compile(r"current content of my memory(.*?)the new retrieved facts", re.S | re.I)
+_SHOWN_ID = re.compile(r"""["']id["']\s*:\s*["']([^"']{1,64})["']""")
+
+
+def _mem0_update_for(text: str) -> dict[str, Any]:
+    """Mem0's update reply for one request: the memories its prompt lists (as `{'id': '0', 'text': ...}`,
+    the ids Mem0 numbers) may be updated, deleted or left; any other id is an addition; an empty memory
+    (the prompt's "Current memory is empty.") leaves additions alone."""
+    shown = _MEMORY_SHOWN.search(text)
+    ids = sorted(set(_SHOWN_ID.findall(shown.group(1)))) if shown else []
+    added = _action(ID, ("ADD",))
+    if not ids:
+        return _update_schema(added)
+    kept = _action({"type": "string", "enum": ids}, _ON_SHOWN)
+    return _update_schema({"anyOf": [kept, added]})
+
+
 MEM0_UPDATE = ReplyShape(
     name="mem0.update", library="mem0ai 1.0.11",
     prompt="mem0/configs/prompts.py get_update_memory_messages (around DEFAULT_UPDATE_MEMORY_PROMPT or a "
            "custom update prompt); parsed as reply['memory'], each with id, text, event, old_memory",
     role="update",
     phrases=("determine whether these facts should be added, updated, or deleted in the memory",),
-    schema=_object({"memory": _list(_object(
-        {"id": ID, "text": TEXT, "event": {"type": "string", "enum": ["ADD", "UPDATE", "DELETE", "NONE"]},
-         "old_memory": TEXT}, ["id", "text", "event"]))}, ["memory"]))
+    schema=_update_schema(_action(ID, EVENTS)), follows=_mem0_update_for)
 
 MEM0_ADDITIVE = ReplyShape(
     name="mem0.additive", library="mem0ai 2.2.1",
