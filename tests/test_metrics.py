@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from analysis.intervals import Bootstrap
 from analysis.rows import ranked_ids, write_rate
 from benchmarks.harness.metrics import (
     QuestionScore,
@@ -19,9 +21,12 @@ from benchmarks.harness.metrics import (
     dedupe,
     f1_score,
     mean_pass_at_k,
+    ndcg_at_k,
     normalize_answer,
     pass_at_1,
     pass_at_k,
+    question_recalls,
+    question_scores,
     recall_all_at_k,
     recall_any_at_k,
     recall_at_k,
@@ -98,9 +103,11 @@ def test_retrieval_recall_skips_abstention() -> None:
         "recall_any@1": 0.0,
         "recall_all@1": 0.0,
         "recall@1": 0.0,
+        "ndcg@1": 0.0,
         "recall_any@5": 1.0,
         "recall_all@5": 0.0,
         "recall@5": 0.5,
+        "ndcg@5": 0.5,  # DCG 1 (rank 2 counts in full); ideal DCG 1 + 1
     }
 
 
@@ -207,15 +214,20 @@ def test_summarize() -> None:
     strict = block["judges"]["strict"]
     assert strict["judged"] == 1 and strict["accuracy"] == 0.0 and list(strict["pass_at_k"]) == ["1"]
     # Retrieval: q1 only (q3 is an abstention); first attempt per question.
-    assert block["retrieval"]["session"] == {
+    session = block["retrieval"]["session"]
+    assert {name: value for name, value in session.items() if not name.endswith("_ci95")} == {
         "recall_any@1": 0.0,
         "recall_all@1": 0.0,
         "recall@1": 0.0,
+        "ndcg@1": 0.0,
         "recall_any@2": 1.0,
         "recall_all@2": 1.0,
         "recall@2": 1.0,
+        "ndcg@2": 1.0,  # s1 at rank 2: LongMemEval's DCG counts ranks 1 and 2 in full
         "questions": 1,
     }
+    assert session["recall_any@1_ci95"] == [0.0, 0.0] and session["ndcg@2_ci95"] == [1.0, 1.0]
+    assert block["bootstrap"] == {"resamples": 2000, "seed": 0, "level": 0.95, "unit": "question"}
     assert block["retrieval"]["turn"]["recall_any@2"] == 0.0
     # F1 over non-abstention attempts: Miami/Miami 1, Boston 0, three/3 0, 3/3 1.
     assert block["f1"] == pytest.approx(0.5) and block["bleu1"] == pytest.approx(0.5)
@@ -239,3 +251,110 @@ def test_recall_is_scored_on_the_ranking_and_the_served_evidence_apart() -> None
     assert block["retrieval_served"]["session"]["recall_any@3"] == 0.0
     assert block["retrieval"]["session"]["questions"] == 2
     assert block["retrieval_served"]["session"]["questions"] == 2
+
+
+def test_ndcg_by_hand() -> None:
+    ranked = ["s3", "s1", "s3", "s2", "s5"]  # distinct: s3, s1, s2, s5
+    gold = ["s2", "s1"]
+    # LongMemEval's DCG: rel_1 + sum_{i >= 2} rel_i / log2(i); the ideal ranks min(|gold|, k) gold ids first.
+    assert ndcg_at_k(ranked, gold, 1) == 0.0  # s3 is no gold; ideal DCG 1
+    assert ndcg_at_k(ranked, gold, 2) == pytest.approx(1 / 2)  # s1 at rank 2: 1 / (1 + 1)
+    assert ndcg_at_k(ranked, gold, 3) == pytest.approx((1 + 1 / math.log2(3)) / 2)  # 0.8155
+    assert ndcg_at_k(ranked, gold, 10) == pytest.approx((1 + 1 / math.log2(3)) / 2)
+    assert ndcg_at_k(["s1", "s2"], gold, 2) == 1.0
+    assert ndcg_at_k(["s9", "s8", "s1"], ["s1"], 3) == pytest.approx(1 / math.log2(3))
+    assert ndcg_at_k(ranked, [], 3) is None
+
+
+Rows = list[dict[str, Any]]
+
+
+def _locomo_like(questions: int = 200, conversations: int = 10) -> tuple[Rows, Rows]:
+    """Two attempts per question; a question's category is one of four; retrieval gold on session ids."""
+    rng = np.random.default_rng(5)
+    records, verdicts = [], []
+    for i in range(questions):
+        qid, conversation = f"q{i:03d}", f"conv{i % conversations}"
+        for attempt in range(2):
+            ranked = [f"s{j}" for j in rng.permutation(6)]
+            records.append(_record(qid, attempt, "ABCD"[i % 4], instance_id=conversation,
+                                   abstention=i % 10 == 0, retrieved_session_ids=ranked,
+                                   evidence_sessions=["s0", "s1"]))
+            verdicts.append(_verdict(qid, attempt, bool(rng.random() < 0.6 + 0.03 * (i % conversations))))
+    return records, verdicts
+
+
+def _contains(interval: list[float], value: float) -> bool:
+    return interval[0] <= value <= interval[1]
+
+
+def test_every_summary_figure_carries_an_interval_around_it() -> None:
+    records, verdicts = _locomo_like()
+    block = summarize(records, verdicts, ks=(1, 5))["memforest/sample"]
+    judge = block["judges"]["longmemeval"]
+    for name in ("accuracy", "task_averaged", "abstention_accuracy"):
+        low, high = judge[f"{name}_ci95"]
+        assert low < judge[name] < high and high - low < 0.3
+    assert set(judge["per_category_ci95"]) == set(judge["per_category"]) == set("ABCD")
+    for category, value in judge["per_category"].items():
+        assert _contains(judge["per_category_ci95"][category], value)
+    assert set(judge["pass_at_k_ci95"]) == set(judge["pass_at_k"]) == {"1", "2"}
+    for k, value in judge["pass_at_k"].items():
+        assert _contains(judge["pass_at_k_ci95"][k], value)
+    assert judge["pass_at_k_ci95"]["1"] == judge["accuracy_ci95"]
+    for retrieval in (block["retrieval"], block["retrieval_served"]):
+        figures = retrieval["session"]
+        names = [name for name in figures if name != "questions" and not name.endswith("_ci95")]
+        metrics = ("recall_any", "recall_all", "recall", "ndcg")
+        assert set(names) == {f"{metric}@{k}" for metric in metrics for k in (1, 5)}
+        for name in names:
+            assert _contains(figures[f"{name}_ci95"], figures[name])
+            assert all(isinstance(bound, float) for bound in figures[f"{name}_ci95"])
+    assert block["bootstrap"]["unit"] == "question"
+
+
+def test_a_conversation_bootstrap_resamples_instances() -> None:
+    records, verdicts = _locomo_like()
+    by_question = summarize(records, verdicts)["memforest/sample"]["judges"]["longmemeval"]
+    clustered = summarize(records, verdicts, bootstrap=Bootstrap(unit="conversation"))["memforest/sample"]
+    judge = clustered["judges"]["longmemeval"]
+    assert clustered["bootstrap"]["unit"] == "conversation"
+    assert judge["accuracy"] == by_question["accuracy"]
+    assert judge["accuracy_ci95"] != by_question["accuracy_ci95"]
+    assert _contains(judge["accuracy_ci95"], judge["accuracy"])
+
+
+def test_no_abstention_questions_give_no_abstention_interval() -> None:
+    records = [_record("q1", 0, "A"), _record("q2", 0, "B")]
+    judge = summarize(records, [_verdict("q1", 0, True), _verdict("q2", 0, False)])["memforest/sample"]
+    figures = judge["judges"]["longmemeval"]
+    assert figures["abstention_accuracy"] is None and figures["abstention_accuracy_ci95"] is None
+    assert figures["accuracy_ci95"] == [0.0, 1.0]
+    assert figures["per_category_ci95"] == {"A": [1.0, 1.0], "B": [0.0, 0.0]}
+
+
+def test_question_scores_and_recalls_are_what_the_summary_averages() -> None:
+    records, verdicts = _locomo_like()
+    scores = question_scores(records, verdicts, "longmemeval")
+    assert len(scores) == 200 and set(scores.values()) <= {0.0, 0.5, 1.0}
+    block = summarize(records, verdicts, ks=(1, 5))["memforest/sample"]
+    assert np.mean(list(scores.values())) == pytest.approx(block["judges"]["longmemeval"]["accuracy"])
+    assert question_scores(records, verdicts, "strict") == {}
+    recalls = question_recalls(records, "session", "recall_any@5")
+    assert len(recalls) == block["retrieval"]["session"]["questions"] == 180  # no abstention questions
+    assert np.mean(list(recalls.values())) == pytest.approx(block["retrieval"]["session"]["recall_any@5"])
+    ndcg = question_recalls(records, "session", "ndcg@5", served=True)
+    assert np.mean(list(ndcg.values())) == pytest.approx(block["retrieval_served"]["session"]["ndcg@5"])
+    assert question_recalls(records, "turn", "recall_any@5") == {}
+    with pytest.raises(ValueError, match="metric"):
+        question_recalls(records, "session", "precision@5")
+    with pytest.raises(ValueError, match="one method"):
+        question_scores([*records, {**records[0], "method": "other"}], verdicts, "longmemeval")
+
+
+def test_question_scores_by_hand() -> None:
+    records = [_record("q1", 0, "A"), _record("q1", 1, "A"), _record("q2", 0, "B")]
+    verdicts = [_verdict("q1", 0, True), _verdict("q1", 1, False), _verdict("q2", 0, False),
+                _verdict("q2", 0, True), _verdict("q1", 0, False, judge="strict")]
+    assert question_scores(records, verdicts, "longmemeval") == {"q1": 0.5, "q2": 1.0}  # last verdict wins
+    assert question_scores(records, verdicts, "strict") == {"q1": 0.0}

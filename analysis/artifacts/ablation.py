@@ -1,6 +1,7 @@
 """The shared shape of the two ablations on the paper's 60-question subset: accuracy (pass@n, n = the
 attempts per question, 8 in the paper) and pass@1 per setting, one row per setting the paper or we
-ran, the paper's value beside; a bar chart with the paper's values as markers."""
+ran, the paper's value beside; a bar chart with the paper's values as markers. Our figures carry their
+95% intervals (bootstrap over questions), in the cells and as error bars."""
 
 from __future__ import annotations
 
@@ -13,7 +14,18 @@ import pandas as pd
 
 from analysis.load import Results
 from analysis.names import backbone_name, system_name
-from analysis.render import Table, finish_figure, fmt, legend, new_figure, write_table
+from analysis.render import (
+    INTERVAL_NOTE,
+    Table,
+    error_bars,
+    finish_figure,
+    fmt,
+    fmt_interval,
+    legend,
+    new_figure,
+    write_table,
+)
+from analysis.scores import SWEEP_GROUP, setting_intervals
 from analysis.sweeps import scores, setting_of
 
 
@@ -44,12 +56,17 @@ def table(ab: Ablation, acc: pd.DataFrame) -> Table:
                          + (", simulated" if r["simulated"] else ""),
                          "judge": "missing" if r is None else r["judge"],
                          "questions": "missing" if r is None else fmt(r["questions"]),
-                         "pass@n %": "missing" if r is None else f"{fmt(r['passn'], pct=True)} (n={r['n']})",
-                         "pass@1 %": "missing" if r is None else fmt(r["pass1"], pct=True),
+                         "pass@n %": "missing" if r is None else f"{_cell(r, 'passn')} (n={r['n']})",
+                         "pass@1 %": "missing" if r is None else _cell(r, "pass1"),
                          "paper pass@8 %": fmt(paper, 1)})
     notes = ["pass@n with n = the attempts per question of the run (the paper used n = 8).",
-             f"Paper: {ab.published['source'].iloc[0]}; source analysis/published/{ab.name}.csv.", ab.note]
+             f"Paper: {ab.published['source'].iloc[0]}; source analysis/published/{ab.name}.csv.",
+             INTERVAL_NOTE, ab.note]
     return Table(ab.name, pd.DataFrame(rows), ab.title, [n for n in notes if n])
+
+
+def _cell(row: dict[str, object], name: str) -> str:
+    return fmt_interval(row[name], row[f"{name}_low"], row[f"{name}_high"], pct=True)
 
 
 def figure(ab: Ablation, acc: pd.DataFrame, out: Path) -> list[Path]:
@@ -59,12 +76,14 @@ def figure(ab: Ablation, acc: pd.DataFrame, out: Path) -> list[Path]:
     series = list(acc.groupby(["method", "dataset", "backbone", "simulated", "judge"], dropna=False))
     width = 0.8 / max(1, len(series))
     for i, ((method, dataset, backbone, simulated, judge), group) in enumerate(series):
-        values = dict(zip(group["setting"], group["passn"]))
+        mine = group.drop_duplicates("setting", keep="last").set_index("setting").reindex(order)
         n = int(group["n"].max())
         questions = int(group["questions"].max())
         xs = np.arange(len(order)) + (i - (len(series) - 1) / 2) * width
-        heights = [100 * values.get(s, np.nan) for s in order]
+        heights = [100 * float(v) for v in mine["passn"]]
         ax.bar(xs, heights, width, hatch="//" if simulated else "",
+               yerr=error_bars(mine["passn"], mine["passn_low"], mine["passn_high"]),
+               error_kw={"elinewidth": 0.8, "capsize": 2},
                label=f"ours: {system_name(method)}, {dataset} ({questions} questions), "
                      f"{backbone_name(backbone)}, {judge}, pass@{n}"
                + (" (simulated)" if simulated else ""))
@@ -80,7 +99,7 @@ def figure(ab: Ablation, acc: pd.DataFrame, out: Path) -> list[Path]:
             label="paper: 60-question LongMemEval-S subset, Qwen3-30B-A3B, pass@8")
     ax.set_xticks(range(len(order)), [textwrap.fill(ab.display.get(s, s), 14) for s in order], fontsize=7)
     ax.set_ylim(0, 105)
-    ax.set_ylabel("accuracy, pass@n (%)")
+    ax.set_ylabel("accuracy, pass@n (%)\nerror bars: 95% interval")
     legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
     simulated = bool(len(acc) and acc["simulated"].any())
     return finish_figure(fig, ab.name, out, ab.title, simulated=simulated, empty=acc.empty)
@@ -88,5 +107,6 @@ def figure(ab: Ablation, acc: pd.DataFrame, out: Path) -> list[Path]:
 
 def make(ab: Ablation, results: Results, out: Path) -> list[Path]:
     settings = setting_of(results, ab.experiments, ab.key, ab.label, ab.default)  # type: ignore[arg-type]
-    acc = scores(results, settings)
+    acc = scores(results, settings).merge(setting_intervals(results.verdicts, settings), on=SWEEP_GROUP,
+                                          how="left")
     return write_table(table(ab, acc), out) + figure(ab, acc, out)

@@ -3,7 +3,7 @@ flat top-k facts, root summaries only, embedding browse, embedding browse + plan
 browse + planner), scored on the 60-question LongMemEval-S subset. The generator-free modes (flat top-k
 cells, the no-trees setting of a memory without facts; root summaries only; embedding browse) add
 retrieval recall (RECALL_EXPERIMENTS) in their own table and a figure whose recall panel stands beside
-the paper's accuracy, labelled recall."""
+the paper's accuracy, labelled recall, our recall with its 95% intervals as error bars."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from analysis import recall
 from analysis.artifacts import ablation
 from analysis.load import Results
 from analysis.names import QUERY_MODES, published, system_name
-from analysis.render import finish_figure, legend, new_figure, write_table
+from analysis.render import error_bars, finish_figure, legend, new_figure, write_table
 from analysis.sweeps import setting_of
 
 EXPERIMENTS = ("ablation_retrieval", "retrieval_ablation")
@@ -48,17 +48,19 @@ def recall_figure(rec: pd.DataFrame, out: Path) -> list[Path]:
     series = list(rec.groupby(["dataset", "kind", "method"], dropna=False))
     width = 0.8 / max(1, 2 * len(series))
     for i, ((dataset, kind, method), group) in enumerate(series):
-        values = group.set_index("setting")
+        values = group.drop_duplicates("setting", keep="last").set_index("setting").reindex(GENERATOR_FREE)
         turn = (("recall_turn", "evidence recall") if kind == "locomo"
                 else ("recall_turn_any", "turn recall_any"))
         for j, (column, what) in enumerate((("recall_session_any", "session recall_any"), turn)):
             xs = np.arange(len(GENERATOR_FREE)) + (2 * i + j - (2 * len(series) - 1) / 2) * width
-            heights = [100 * float(values[column].get(m, np.nan)) for m in GENERATOR_FREE]
+            heights = [100 * float(v) for v in values[column]]
             ax_rec.bar(xs, heights, width, hatch="" if j == 0 else "//",
+                       yerr=error_bars(values[column], values[f"{column}_low"], values[f"{column}_high"]),
+                       error_kw={"elinewidth": 0.8, "capsize": 2},
                        label=f"ours: {system_name(method)}, {dataset}: {what}")
     ax_rec.set_xticks(range(len(GENERATOR_FREE)), [RECALL_MODES.get(m, m) for m in GENERATOR_FREE],
                       fontsize=7, rotation=20, ha="right")
-    ax_rec.set_ylabel(recall.LABEL)
+    ax_rec.set_ylabel(f"{recall.LABEL}\nerror bars: 95% interval")
     ax_rec.set_ylim(0, 105)
     ax_rec.set_title("recall (no generator), not accuracy", fontsize=9)
     if rec.empty:

@@ -1,7 +1,8 @@
 """Accuracy (pass@1, %) under each judge: LongMemEval-S overall and by question type; LoCoMo
 categories 1-4 (overall and by official name) with category 5 (adversarial) apart. One table per
 (dataset kind, judge) and one figure per dataset kind; the paper's revision tables beside each row
-(same backbone when published, else Qwen3-30B-A3B; the published judge closest to ours)."""
+(same backbone when published, else Qwen3-30B-A3B; the published judge closest to ours). Our figures
+carry their 95% intervals (bootstrap over questions): in the cells, and as error bars."""
 
 from __future__ import annotations
 
@@ -23,7 +24,17 @@ from analysis.names import (
     published_backbone,
     system_name,
 )
-from analysis.render import Table, finish_figure, fmt, legend, new_figure, write_table
+from analysis.render import (
+    INTERVAL_NOTE,
+    Table,
+    error_bars,
+    finish_figure,
+    fmt,
+    fmt_interval,
+    legend,
+    new_figure,
+    write_table,
+)
 from analysis.scores import accuracy
 
 EXPERIMENTS = ("accuracy", "main")
@@ -54,7 +65,8 @@ def scored(results: Results) -> pd.DataFrame:
     v = results.verdicts
     v = v[v["experiment"].isin(EXPERIMENTS)] if len(v) else v
     if v.empty:
-        return pd.DataFrame(columns=[*KEYS, "category", "accuracy", "questions"])
+        return pd.DataFrame(columns=[*KEYS, "category", "accuracy", "accuracy_low", "accuracy_high",
+                                     "questions"])
     v = v.assign(judge=v["judge_id"].astype(str) + " (" + v["judge_model"].astype(str) + ")",
                  kind=v.apply(lambda r: paper_dataset(r["kind"], r["dataset"]), axis=1))
     by_cat = accuracy(v, KEYS, by_category=True)
@@ -83,13 +95,11 @@ def table(scores: pd.DataFrame, kind: str, judge: str) -> Table:
     rows = []
     runs = ours.groupby(["method", "backbone", "simulated"], dropna=False)
     for (method, backbone, simulated), group in runs:
-        acc = dict(zip(group["category"], group["accuracy"]))
-        count = dict(zip(group["category"], group["questions"]))
+        cells = {r["category"]: fmt_interval(r["accuracy"], r["accuracy_low"], r["accuracy_high"], pct=True)
+                 + f" (n={r['questions']})" for r in group.to_dict("records")}
         rows.append({"system": system_name(method), "backbone": backbone_name(backbone),
                      "source": "ours, simulated" if simulated else "ours",
-                     **{heading(kind, c): (fmt(acc.get(c), pct=True) + f" (n={count[c]})" if c in acc
-                                           else "missing")
-                        for c in columns(kind)}})
+                     **{heading(kind, c): cells.get(c, "missing") for c in columns(kind)}})
         rows.append({"system": system_name(method), "backbone": published_backbone(backbone),
                      "source": f"paper ({pub_judge} judge)",
                      **paper_row(pub, kind, method, published_backbone(backbone), pub_judge)})
@@ -104,7 +114,7 @@ def table(scores: pd.DataFrame, kind: str, judge: str) -> Table:
                          "source": f"paper ({pub_judge} judge)",
                          **paper_row(pub, kind, method, backbone, pub_judge)})
     title = "LongMemEval-S" if kind == "longmemeval_s" else "LoCoMo"
-    notes = [f"pass@1 (%) judged by {judge}; n = questions judged.",
+    notes = [f"pass@1 (%) judged by {judge}; n = questions judged.", INTERVAL_NOTE,
              f"Paper: revision Tables 6-7 (judge deepseek-v4-flash, {pub_judge} prompts); source "
              "analysis/published/accuracy.csv."]
     if kind == "locomo":
@@ -128,12 +138,14 @@ def figure(scores: pd.DataFrame, kind: str, out: Path) -> list[Path]:
     width = 0.8 / max(1, len(series))
     pub = published("accuracy")
     for i, ((method, backbone, simulated, judge), group) in enumerate(series):
-        acc = dict(zip(group["category"], group["accuracy"]))
+        mine = group.drop_duplicates("category", keep="last").set_index("category").reindex(cols)
         xs = np.arange(len(cols)) + (i - (len(series) - 1) / 2) * width
         label = (f"ours: {system_name(method)}, {backbone_name(backbone)}, {judge}"
                  + (" (simulated)" if simulated else ""))
-        heights = [100 * acc.get(c, np.nan) for c in cols]
-        ax.bar(xs, heights, width, label=label, hatch="//" if simulated else "")
+        heights = [100 * float(a) for a in mine["accuracy"]]
+        ax.bar(xs, heights, width, label=label, hatch="//" if simulated else "",
+               yerr=error_bars(mine["accuracy"], mine["accuracy_low"], mine["accuracy_high"]),
+               error_kw={"elinewidth": 0.8, "capsize": 2})
         for x, h in zip(xs, heights):
             ax.text(x, 0 if np.isnan(h) else h, "n/a" if np.isnan(h) else f"{h:.0f}", ha="center",
                     va="bottom", fontsize=6, rotation=90 if len(series) > 2 else 0)
@@ -147,7 +159,7 @@ def figure(scores: pd.DataFrame, kind: str, out: Path) -> list[Path]:
     ax.set_ylim(0, 105)
     if kind == "locomo":
         ax.axvline(len(cols) - 1.5, color="grey", linestyle=":", linewidth=1)
-    ax.set_ylabel("accuracy, pass@1 (%)")
+    ax.set_ylabel("accuracy, pass@1 (%)\nerror bars: 95% interval")
     legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
     title = "LongMemEval-S accuracy by question type" if kind == "longmemeval_s" else \
         "LoCoMo accuracy by category (c5 adversarial apart)"

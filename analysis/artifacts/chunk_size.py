@@ -3,7 +3,9 @@ whole session) against extraction throughput (facts/s), tokens per fact, the sha
 retrieved evidence holds a gold turn (from the records), and, when measured, the share whose gold span
 survives in a fact (the paper's Ent-GR: a `gold_span_kept` column in a `chunk_size.jsonl` measurement
 file of the run), beside the paper's Table 8. The generator-free sweep (RECALL_EXPERIMENTS) adds
-retrieval recall per chunk size, in its own table and panel, labelled recall."""
+retrieval recall per chunk size, in its own table and panel, labelled recall. Our shares of questions
+(gold span kept, gold turn retrieved), pass@1 and recall carry their 95% intervals (bootstrap over
+questions), in the cells and as error bars."""
 
 from __future__ import annotations
 
@@ -14,7 +16,18 @@ import pandas as pd
 from analysis import recall
 from analysis.load import Results
 from analysis.names import backbone_name, published
-from analysis.render import Table, finish_figure, fmt, legend, new_figure, write_table
+from analysis.render import (
+    INTERVAL_NOTE,
+    Table,
+    error_bars,
+    finish_figure,
+    fmt,
+    fmt_interval,
+    legend,
+    new_figure,
+    write_table,
+)
+from analysis.scores import SWEEP_GROUP, mean_intervals, setting_intervals
 from analysis.sweeps import scores, setting_of
 
 EXPERIMENTS = ("chunk_size",)
@@ -35,8 +48,8 @@ def position(label: str) -> int:
 def throughput(results: Results, settings: dict[str, str]) -> pd.DataFrame:
     b = results.builds
     b = b[b["run_id"].isin(settings) & b["error"].isna()] if len(b) else b
-    cols = ["setting", "backbone", "simulated", "facts_per_second", "tokens_per_fact", "gold_span_kept",
-            "gold_turn"]
+    shares = [f"{name}{end}" for name in ("gold_span_kept", "gold_turn") for end in ("", "_low", "_high")]
+    cols = ["setting", "backbone", "simulated", "facts_per_second", "tokens_per_fact", *shares]
     if b.empty:
         return pd.DataFrame(columns=cols)
     stages = results.build_stages
@@ -52,19 +65,20 @@ def throughput(results: Results, settings: dict[str, str]) -> pd.DataFrame:
     kept = results.measurements("chunk_size")
     if len(kept) and "gold_span_kept" in kept:
         kept = kept.assign(setting=kept["run_id"].map(settings), gold=kept["gold_span_kept"].astype(float))
-        out = out.merge(kept.groupby("setting")["gold"].mean().rename("gold_span_kept").reset_index(),
-                        on="setting", how="left")
+        out = out.merge(mean_intervals(kept, ["setting"], "gold", "gold_span_kept"), on="setting", how="left")
     else:
-        out["gold_span_kept"] = float("nan")
+        out = out.assign(gold_span_kept=float("nan"), gold_span_kept_low=float("nan"),
+                         gold_span_kept_high=float("nan"))
     recs = results.records
     recs = recs[recs["run_id"].isin(settings) & (recs["attempt"] == 0)] if len(recs) else recs
     if len(recs) and recs["gold_turn_retrieved"].notna().any():
         hits = recs.assign(setting=recs["run_id"].map(settings),
                            hit=recs["gold_turn_retrieved"].astype(float))
-        out = out.merge(hits.groupby("setting")["hit"].mean().rename("gold_turn").reset_index(), on="setting",
+        questions = hits["run_id"].astype(str) + "/" + hits["question_id"].astype(str)
+        out = out.merge(mean_intervals(hits, ["setting"], "hit", "gold_turn", questions), on="setting",
                         how="left")
     else:
-        out["gold_turn"] = float("nan")
+        out = out.assign(gold_turn=float("nan"), gold_turn_low=float("nan"), gold_turn_high=float("nan"))
     return out[cols].sort_values("setting", key=lambda s: s.map(position))
 
 
@@ -80,11 +94,12 @@ def table(ours: pd.DataFrame, acc: pd.DataFrame) -> Table:
                 "turns per chunk": chunk, "source": ("ours" + (", simulated" if r.get("simulated") else "")
                                                      + f" ({backbone_name(r.get('backbone'))})") if r
                                               else "missing",
-                "gold span kept %": fmt(r.get("gold_span_kept"), pct=True) if r else "missing",
-                "gold turn retrieved %": fmt(r.get("gold_turn"), pct=True) if r else "missing",
+                "gold span kept %": _share(r, "gold_span_kept") if r else "missing",
+                "gold turn retrieved %": _share(r, "gold_turn") if r else "missing",
                 "facts/s": fmt(r.get("facts_per_second")) if r else "missing",
                 "tokens/fact": fmt(r.get("tokens_per_fact"), 0) if r else "missing",
-                "pass@1 %": fmt(a["pass1"].iloc[0], pct=True) if len(a) else "missing",
+                "pass@1 %": fmt_interval(a["pass1"].iloc[0], a["pass1_low"].iloc[0], a["pass1_high"].iloc[0],
+                                         pct=True) if len(a) else "missing",
                 "paper gold span kept %": fmt(p["gold_span_kept_pct"].iloc[0] if len(p) else None, 0),
                 "paper facts/s": fmt(p["facts_per_second"].iloc[0] if len(p) else None),
                 "paper tokens/fact": fmt(p["tokens_per_fact"].iloc[0] if len(p) else None, 0)})
@@ -92,8 +107,12 @@ def table(ours: pd.DataFrame, acc: pd.DataFrame) -> Table:
              "tokens (prompt + output) / new facts. 'whole' = one chunk per session (max_turns 0).",
              "Paper: submission Table 8 (raw-fact extraction on concatenated long sessions, Qwen3-30B-A3B); "
              "'gold span kept' is its Ent-GR. 'gold turn retrieved' (ours only) = questions whose retrieved "
-             "evidence includes a gold turn: a retrieval measure, not the same as Ent-GR."]
+             "evidence includes a gold turn: a retrieval measure, not the same as Ent-GR.", INTERVAL_NOTE]
     return Table(NAME, pd.DataFrame(rows), "Chunk-size sweep", notes)
+
+
+def _share(row: dict[str, object], name: str) -> str:
+    return fmt_interval(row.get(name), row.get(f"{name}_low"), row.get(f"{name}_high"), pct=True)
 
 
 def figure(ours: pd.DataFrame, rec: pd.DataFrame, out: Path) -> list[Path]:
@@ -104,10 +123,12 @@ def figure(ours: pd.DataFrame, rec: pd.DataFrame, out: Path) -> list[Path]:
         xs = [position(c) for c in group["setting"]]
         label = f"ours, {backbone_name(backbone)}" + (" (simulated)" if simulated else "")
         ax_rate.plot(xs, group["facts_per_second"], "o-", label=label)
-        if group["gold_span_kept"].notna().any():
-            ax_kept.plot(xs, 100 * group["gold_span_kept"], "o-", label=f"{label}: gold span kept")
-        if group["gold_turn"].notna().any():
-            ax_kept.plot(xs, 100 * group["gold_turn"], "s--", label=f"{label}: gold turn retrieved")
+        for name, style, what in (("gold_span_kept", "o-", "gold span kept"),
+                                  ("gold_turn", "s--", "gold turn retrieved")):
+            if group[name].notna().any():
+                ax_kept.errorbar(xs, 100 * group[name].astype(float), fmt=style, capsize=2,
+                                 yerr=error_bars(group[name], group[f"{name}_low"], group[f"{name}_high"]),
+                                 label=f"{label}: {what}")
     ax_rate.plot(px, pub["facts_per_second"], "k^--", label="paper (Qwen3-30B-A3B)")
     ax_kept.plot(px, pub["gold_span_kept_pct"], "k^--",
                  label="paper (Qwen3-30B-A3B): gold span kept (Ent-GR)")
@@ -116,7 +137,7 @@ def figure(ours: pd.DataFrame, rec: pd.DataFrame, out: Path) -> list[Path]:
                      transform=ax_kept.transAxes, ha="center", fontsize=8, color="grey")
     ax_rate.set_yscale("log")
     ax_rate.set_ylabel("extraction throughput (facts / s, log scale)")
-    ax_kept.set_ylabel("questions (%)")
+    ax_kept.set_ylabel("questions (%)\nerror bars: 95% interval")
     ax_kept.set_ylim(0, 105)
     recall.plot(ax_rec, rec, position)
     ax_rec.set_title("recall (no generator), not accuracy", fontsize=9)
@@ -131,7 +152,8 @@ def figure(ours: pd.DataFrame, rec: pd.DataFrame, out: Path) -> list[Path]:
 
 def make(results: Results, out: Path) -> list[Path]:
     settings = setting_of(results, EXPERIMENTS, KEY, chunk_label, default=2)
-    acc = scores(results, settings)
+    acc = scores(results, settings).merge(setting_intervals(results.verdicts, settings), on=SWEEP_GROUP,
+                                          how="left")
     acc = acc.sort_values("judge").drop_duplicates("setting")  # one judge's pass@1 per setting
     ours = throughput(results, settings)
     recall_settings = setting_of(results, RECALL_EXPERIMENTS, KEY, chunk_label, default=2)

@@ -2,7 +2,9 @@
 the final context (`method.memforest.query.final_units`, k = 5..100), for the runs of EXPERIMENTS.
 The paper did not release its MemForest evidence-budget study; its only published budget control
 (Mem0 on a fixed store, top-50 versus top-200) is shown beside, labelled as such. The generator-free
-sweep (RECALL_EXPERIMENTS) adds retrieval recall versus k, in its own table and panel, labelled recall."""
+sweep (RECALL_EXPERIMENTS) adds retrieval recall versus k, in its own table and panel, labelled recall.
+Our accuracy and recall carry their 95% intervals (bootstrap over questions), in the cells and as error
+bars."""
 
 from __future__ import annotations
 
@@ -13,7 +15,18 @@ import pandas as pd
 from analysis import recall
 from analysis.load import Results
 from analysis.names import backbone_name, published, system_name
-from analysis.render import Table, finish_figure, fmt, legend, new_figure, write_table
+from analysis.render import (
+    INTERVAL_NOTE,
+    Table,
+    error_bars,
+    finish_figure,
+    fmt,
+    fmt_interval,
+    legend,
+    new_figure,
+    write_table,
+)
+from analysis.scores import SWEEP_GROUP, setting_intervals
 from analysis.sweeps import record_means, scores, setting_of
 
 EXPERIMENTS = ("evidence_budget",)
@@ -31,7 +44,8 @@ def table(acc: pd.DataFrame, means: pd.DataFrame) -> Table:
                   & (means["backbone"] == r.backbone)]
         rows.append({"system": system_name(r.method), "backbone": backbone_name(r.backbone),
                      "source": "ours, simulated" if r.simulated else "ours", "judge": r.judge, "k": r.setting,
-                     "questions": fmt(r.questions), "pass@1 %": fmt(r.pass1, pct=True),
+                     "questions": fmt(r.questions),
+                     "pass@1 %": fmt_interval(r.pass1, r.pass1_low, r.pass1_high, pct=True),
                      "evidence items": fmt(m["evidence_items"].iloc[0] if len(m) else None, 1),
                      "retrieval s": fmt(m["retrieve_seconds"].iloc[0] if len(m) else None, 3)})
     rows.append({"system": system_name("memforest"), "backbone": "Qwen3-30B-A3B", "source": "paper",
@@ -44,7 +58,8 @@ def table(acc: pd.DataFrame, means: pd.DataFrame) -> Table:
                      "evidence items": "missing", "retrieval s": "missing"})
     notes = ["k = units in the final context (method.memforest.query.final_units).",
              "Paper: MemForest's evidence-budget study was not released (missing); the Mem0 rows "
-             "are the revision's fixed-store control on LongMemEval-S (Qwen3-30B-A3B), a different system."]
+             "are the revision's fixed-store control on LongMemEval-S (Qwen3-30B-A3B), a different system.",
+             INTERVAL_NOTE]
     return Table(NAME, pd.DataFrame(rows), "Evidence budget: accuracy versus k", notes)
 
 
@@ -62,7 +77,8 @@ def figure(acc: pd.DataFrame, means: pd.DataFrame, rec: pd.DataFrame, out: Path)
         group = group.assign(k=group["setting"].map(_num)).sort_values("k")
         label = (f"ours: {system_name(method)}, {backbone_name(backbone)}, {judge}"
                  + (" (simulated)" if simulated else ""))
-        ax_acc.plot(group["k"], 100 * group["pass1"], "o-", label=label)
+        ax_acc.errorbar(group["k"], 100 * group["pass1"], fmt="o-", capsize=2, label=label,
+                        yerr=error_bars(group["pass1"], group["pass1_low"], group["pass1_high"]))
     for judge, group in published("evidence_budget").groupby("judge"):
         ax_acc.plot(group["k"], group["accuracy_pct"], "k^--" if judge == "strict" else "kv:",
                     label=f"paper: Mem0 fixed store, {judge} judge")
@@ -73,7 +89,7 @@ def figure(acc: pd.DataFrame, means: pd.DataFrame, rec: pd.DataFrame, out: Path)
                         + (" (simulated)" if simulated else ""))
     ax_acc.text(0.02, 0.97, "paper: MemForest's budget study not released (missing)",
                 transform=ax_acc.transAxes, va="top", fontsize=7, color="grey")
-    ax_acc.set_ylabel("accuracy, pass@1 (%)")
+    ax_acc.set_ylabel("accuracy, pass@1 (%)\nerror bars: 95% interval")
     ax_acc.set_ylim(0, 105)
     ax_lat.set_ylabel("retrieval latency per question (ms)")
     recall.plot(ax_rec, rec, _num)
@@ -90,7 +106,8 @@ def figure(acc: pd.DataFrame, means: pd.DataFrame, rec: pd.DataFrame, out: Path)
 
 def make(results: Results, out: Path) -> list[Path]:
     settings = setting_of(results, EXPERIMENTS, KEY, lambda v: "missing" if v is None else str(v))
-    acc = scores(results, settings)
+    acc = scores(results, settings).merge(setting_intervals(results.verdicts, settings), on=SWEEP_GROUP,
+                                          how="left")
     means = record_means(results, settings, ["evidence_items", "retrieve_seconds"])
     recall_settings = setting_of(results, RECALL_EXPERIMENTS, KEY,
                                  lambda v: "missing" if v is None else str(v))

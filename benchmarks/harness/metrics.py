@@ -1,8 +1,10 @@
 """Scores computed from answer records and judge verdicts: pure functions, no I/O.
 
 Accuracy is pass@1 averaged over questions (c/n per question, n judged attempts). Retrieval recall
-skips abstention questions. F1 and BLEU-1 use SQuAD-style normalisation (lower case, no punctuation,
-no articles) without stemming; they are side metrics only.
+and nDCG skip abstention questions. F1 and BLEU-1 use SQuAD-style normalisation (lower case, no
+punctuation, no articles) without stemming; they are side metrics only. Every accuracy and retrieval
+figure of the summary carries its 95% interval (`<figure>_ci95: [low, high]`), a percentile bootstrap
+over questions (`analysis.intervals`), or over conversations with `Bootstrap(unit="conversation")`.
 """
 
 from __future__ import annotations
@@ -12,10 +14,17 @@ import re
 import string
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from statistics import fmean
 from typing import Any
 
+from analysis.intervals import (
+    Bootstrap,
+    Interval,
+    bootstrap_group_average,
+    bootstrap_mean,
+    bootstrap_mean_columns,
+)
 from analysis.rows import mean, pass_at_k, ranked_ids, write_rate
 
 # ---------------------------------------------------------------- pass@k and accuracy
@@ -91,17 +100,36 @@ def recall_at_k(ranked: Sequence[str], gold: Iterable[str], k: int) -> float | N
     return None if not gold_set else len(gold_set & top) / len(gold_set)
 
 
+def _dcg(relevances: Sequence[float]) -> float:
+    """LongMemEval's DCG: rel_1 + sum over ranks i >= 2 of rel_i / log2(i) (ranks 1 and 2 count in full)."""
+    return sum(rel / max(1.0, math.log2(rank)) for rank, rel in enumerate(relevances, 1))
+
+
+def ndcg_at_k(ranked: Sequence[str], gold: Iterable[str], k: int) -> float | None:
+    """LongMemEval's nDCG@k (xiaowu0162/LongMemEval, `src/retrieval/eval_utils.py` `ndcg`): binary
+    relevance of the first k distinct ranked ids, over the DCG of an ideal ranking, whose relevant items
+    are the gold ids capped at k. LongMemEval counts the gold items present in the retrieval corpus; the
+    gold ids here are the haystack's own, so all count. None without gold."""
+    gold_set = set(gold)
+    if not gold_set:
+        return None
+    actual = _dcg([float(item in gold_set) for item in dedupe(ranked)[:k]])
+    return actual / _dcg([1.0] * min(len(gold_set), k))
+
+
 def retrieval_recall(
     ranked: Sequence[str], gold: Sequence[str], ks: Sequence[int] = (1, 3, 5, 10), abstention: bool = False
 ) -> dict[str, float] | None:
-    """recall_any@k, recall_all@k and recall@k for each k; None for abstention or no gold."""
+    """recall_any@k, recall_all@k, recall@k and ndcg@k for each k; None for abstention or no gold."""
     if abstention or not gold:
         return None
+    ranked = dedupe(ranked)[: max(ks, default=0)]  # each figure reads the first k distinct ids only
     out: dict[str, float] = {}
     for k in ks:
         out[f"recall_any@{k}"] = recall_any_at_k(ranked, gold, k) or 0.0
         out[f"recall_all@{k}"] = recall_all_at_k(ranked, gold, k) or 0.0
         out[f"recall@{k}"] = recall_at_k(ranked, gold, k) or 0.0
+        out[f"ndcg@{k}"] = ndcg_at_k(ranked, gold, k) or 0.0
     return out
 
 
@@ -153,8 +181,13 @@ def _key(row: Mapping[str, Any]) -> Key:
     )
 
 
-def _judge_summary(rows: list[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> dict[str, Any]:
-    """Scores of one judge over (record, judgment) pairs of one method and dataset."""
+def _ci(interval: Interval | None) -> list[float] | None:
+    """An interval as the summary's JSON-ready `[low, high]`."""
+    return None if interval is None else [interval.low, interval.high]
+
+
+def _question_scores(rows: Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> list[QuestionScore]:
+    """The judged attempts of each question, from (record, verdict) pairs."""
     tallies: dict[str, list[int]] = {}
     info: dict[str, tuple[str, bool]] = {}
     for record, verdict in rows:
@@ -163,8 +196,43 @@ def _judge_summary(rows: list[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> d
         tally[0] += 1
         tally[1] += int(bool(verdict.get("correct")))
         info[qid] = (str(record.get("category", "")), bool(record.get("abstention", False)))
-    scores = [QuestionScore(q, info[q][0], info[q][1], n, c) for q, (n, c) in tallies.items()]
+    return [QuestionScore(q, info[q][0], info[q][1], n, c) for q, (n, c) in tallies.items()]
+
+
+def _judge_intervals(
+    scores: Sequence[QuestionScore], ks: Sequence[int], bootstrap: Bootstrap, clusters: Mapping[str, str]
+) -> dict[str, Any]:
+    """The 95% intervals of one judge's figures, each from the per-question values it averages."""
+    by_question = {
+        s.question_id: {str(k): pass_at_k(s.n, s.c, k) for k in ks} for s in scores
+    }
+    pass_k = bootstrap_mean_columns(by_question, bootstrap, clusters)
+    pass1 = {s.question_id: s.pass1 for s in scores}
+    categories = {s.question_id: s.category for s in scores}
+    per_category = {
+        category: _ci(bootstrap_mean({q: v for q, v in pass1.items() if categories[q] == category},
+                                     bootstrap, clusters))
+        for category in sorted(set(categories.values()))
+    }
+    abstention = {s.question_id: s.pass1 for s in scores if s.abstention}
+    return {
+        "accuracy_ci95": _ci(pass_k.get("1")),
+        "task_averaged_ci95": _ci(bootstrap_group_average(pass1, categories, bootstrap, clusters)),
+        "abstention_accuracy_ci95": _ci(bootstrap_mean(abstention, bootstrap, clusters)),
+        "per_category_ci95": per_category,
+        "pass_at_k_ci95": {k: _ci(interval) for k, interval in pass_k.items()},
+    }
+
+
+def _judge_summary(
+    rows: list[tuple[Mapping[str, Any], Mapping[str, Any]]],
+    bootstrap: Bootstrap,
+    clusters: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    """Scores of one judge over (record, judgment) pairs of one method and dataset."""
+    scores = _question_scores(rows)
     min_n = min(score.n for score in scores)
+    ks = range(1, min_n + 1)
     return {
         "judged": len(rows),
         "unparsed": sum(not verdict.get("parsed", True) for _, verdict in rows),
@@ -174,48 +242,101 @@ def _judge_summary(rows: list[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> d
         "per_category": accuracy_by_category(scores),
         "task_averaged": task_averaged_accuracy(scores),
         "abstention_accuracy": abstention_accuracy(scores),
-        "pass_at_k": {str(k): mean_pass_at_k(scores, k) for k in range(1, min_n + 1)},
+        "pass_at_k": {str(k): mean_pass_at_k(scores, k) for k in ks},
         "per_category_questions": dict(sorted(Counter(score.category for score in scores).items())),
         "per_category_pass_at_k": {
             str(k): {
                 category: mean_pass_at_k([s for s in scores if s.category == category], k) or 0.0
                 for category in sorted({score.category for score in scores})
             }
-            for k in range(1, min_n + 1)
+            for k in ks
         },
+        **_judge_intervals(scores, ks, bootstrap, clusters or {}),
     }
 
 
-def _retrieval_summary(records: list[Mapping[str, Any]], ks: Sequence[int], served: bool = False
-                       ) -> dict[str, dict[str, float]]:
-    """Mean recall per level over non-abstention questions, from each question's first attempt, on
-    each record's ranking (`ranked_ids`), or with `served` on its served evidence only."""
+def _first_attempts(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     first: dict[str, Mapping[str, Any]] = {}
     for record in sorted(records, key=lambda r: int(r.get("attempt", 0))):
         first.setdefault(str(record["question_id"]), record)
+    return first
+
+
+def _question_retrieval(
+    records: Iterable[Mapping[str, Any]], level: str, ks: Sequence[int], served: bool = False
+) -> dict[str, dict[str, float]]:
+    """Per question, its recall and nDCG figures at `level` (session | turn) from its first attempt, on
+    its ranking (`ranked_ids`), or with `served` on its served evidence only; abstention questions,
+    questions without gold and records without ids of the level are left out."""
     out: dict[str, dict[str, float]] = {}
-    for level in ("session", "turn"):
-        gold_field = f"evidence_{level}s"
-        per_question = [
-            recall
-            for record in first.values()
-            if (ranked := ranked_ids(record, level, served)) is not None
-            if (
-                recall := retrieval_recall(
-                    ranked,
-                    record.get(gold_field) or [],
-                    ks,
-                    bool(record.get("abstention", False)),
-                )
-            )
-            is not None
-        ]
-        if per_question:
-            out[level] = {
-                name: sum(r[name] for r in per_question) / len(per_question) for name in per_question[0]
-            }
-            out[level]["questions"] = len(per_question)
+    for qid, record in _first_attempts(records).items():
+        ranked = ranked_ids(record, level, served)
+        if ranked is None:
+            continue
+        gold = record.get(f"evidence_{level}s") or []
+        figures = retrieval_recall(ranked, gold, ks, bool(record.get("abstention", False)))
+        if figures is not None:
+            out[qid] = figures
     return out
+
+
+def _retrieval_summary(
+    records: list[Mapping[str, Any]],
+    ks: Sequence[int],
+    served: bool,
+    bootstrap: Bootstrap,
+    clusters: Mapping[str, str] | None,
+) -> dict[str, dict[str, Any]]:
+    """Mean recall and nDCG per level over non-abstention questions with gold, each with its 95%
+    interval, from each question's first attempt (`_question_retrieval`)."""
+    out: dict[str, dict[str, Any]] = {}
+    for level in ("session", "turn"):
+        per_question = _question_retrieval(records, level, ks, served)
+        if not per_question:
+            continue
+        intervals = bootstrap_mean_columns(per_question, bootstrap, clusters or {})
+        block: dict[str, Any] = {name: interval.value for name, interval in intervals.items()}
+        block["questions"] = len(per_question)
+        block.update({f"{name}_ci95": _ci(interval) for name, interval in intervals.items()})
+        out[level] = block
+    return out
+
+
+def _one_group(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The records, checked to be of one method and dataset (question ids are unique within one only)."""
+    rows = list(records)
+    groups = {_key(record)[:2] for record in rows}
+    if len(groups) > 1:
+        raise ValueError(f"records of one method and dataset expected, got {sorted(groups)}")
+    return rows
+
+
+def question_scores(
+    records: Iterable[Mapping[str, Any]], judgments: Iterable[Mapping[str, Any]], judge_id: str
+) -> dict[str, float]:
+    """Per question id, its pass@1 under `judge_id`: the fraction of its judged attempts judged correct.
+
+    Records are of one method and dataset; verdicts join them on (method, dataset, question_id,
+    attempt), a re-judged attempt keeping its last verdict, as in `summarize`."""
+    by_key = {_key(record): record for record in _one_group(records)}
+    verdicts = {_key(v): v for v in judgments if str(v.get("judge_id", "")) == judge_id and _key(v) in by_key}
+    scores = _question_scores((by_key[key], verdict) for key, verdict in sorted(verdicts.items()))
+    return {score.question_id: score.pass1 for score in scores}
+
+
+def question_recalls(
+    records: Iterable[Mapping[str, Any]], level: str, metric: str, served: bool = False
+) -> dict[str, float]:
+    """Per question id, one retrieval figure (`recall_any@5`, `recall_all@10`, `recall@5`, `ndcg@10`)
+    at `level` (session | turn), from its first attempt, for the non-abstention questions with gold, as
+    the summary averages them; with `served`, on the served evidence only."""
+    name, _, k = metric.partition("@")
+    if name not in ("recall_any", "recall_all", "recall", "ndcg") or not k.isdigit() or int(k) < 1:
+        raise ValueError(f"unknown retrieval metric {metric!r}: expected e.g. recall_any@5 or ndcg@10")
+    if level not in ("session", "turn"):
+        raise ValueError(f"level is session or turn, got {level!r}")
+    per_question = _question_retrieval(_one_group(records), level, (int(k),), served)
+    return {qid: figures[metric] for qid, figures in per_question.items()}
 
 
 def summarize(
@@ -223,6 +344,7 @@ def summarize(
     judgments: Iterable[Mapping[str, Any]],
     builds: Iterable[Mapping[str, Any]] | None = None,
     ks: Sequence[int] = (1, 3, 5, 10),
+    bootstrap: Bootstrap | None = None,
 ) -> dict[str, Any]:
     """Aggregate answer records and verdicts per `method/dataset`, with one block per judge id.
 
@@ -230,7 +352,12 @@ def summarize(
     optionally `answer` (gold), `response`, `retrieved_session_ids`, `retrieved_turn_ids`,
     `evidence_sessions`, `evidence_turns`. Judgments are `Verdict.to_dict()` rows, joined on
     (method, dataset, question_id, attempt); a re-judged attempt keeps its last verdict per judge.
-    Builds (optional) carry `method`, `dataset`, `turns`, `build_seconds`."""
+    Builds (optional) carry `method`, `dataset`, `turns`, `build_seconds`.
+
+    Each accuracy and retrieval figure gets its 95% interval under `bootstrap` (default `Bootstrap()`,
+    recorded in each block); with `unit="conversation"` the questions of one record `instance_id` are
+    resampled together."""
+    bootstrap = bootstrap or Bootstrap()
     by_key = {_key(record): record for record in records}
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
     for key, record in by_key.items():
@@ -250,21 +377,32 @@ def summarize(
     summary: dict[str, Any] = {}
     for (method, dataset), rows in sorted(groups.items()):
         answered = [r for r in rows if not r.get("abstention") and "response" in r and "answer" in r]
+        clusters = _clusters(rows, bootstrap)
         block: dict[str, Any] = {
             "method": method,
             "dataset": dataset,
             "questions": len({str(r["question_id"]) for r in rows}),
             "attempts": len(rows),
             "judges": {
-                jid: _judge_summary(pairs) for jid, pairs in sorted(judged[(method, dataset)].items())
+                jid: _judge_summary(pairs, bootstrap, clusters)
+                for jid, pairs in sorted(judged[(method, dataset)].items())
             },
-            "retrieval": _retrieval_summary(rows, ks),
-            "retrieval_served": _retrieval_summary(rows, ks, served=True),
+            "retrieval": _retrieval_summary(rows, ks, False, bootstrap, clusters),
+            "retrieval_served": _retrieval_summary(rows, ks, True, bootstrap, clusters),
             "f1": mean(f1_score(str(r["response"]), str(r["answer"])) for r in answered),
             "bleu1": mean(bleu1(str(r["response"]), str(r["answer"])) for r in answered),
         }
         turns, seconds = build_totals.get((method, dataset), (0.0, 0.0))
         if seconds > 0:
             block["turns_per_second"] = write_rate([turns], [seconds])
+        block["bootstrap"] = asdict(bootstrap)
         summary[f"{method}/{dataset}"] = block
     return summary
+
+
+def _clusters(records: Iterable[Mapping[str, Any]], bootstrap: Bootstrap) -> dict[str, str] | None:
+    """Question id -> its record's `instance_id` (the conversation) for a conversation bootstrap; a
+    question without one is resampled on its own."""
+    if bootstrap.unit != "conversation":
+        return None
+    return {str(r["question_id"]): str(r["instance_id"]) for r in records if r.get("instance_id") is not None}
