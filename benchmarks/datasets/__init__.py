@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .errata import Errata, load_errata
 from .locomo import load_locomo
 from .longmemeval import load_longmemeval
 from .records import (
@@ -53,9 +54,14 @@ def load_dataset(
     instance_ids: Sequence[str] | None = None,
     include_adversarial: bool = False,
     cache_dir: str | Path | None = None,
+    errata: str | Path | None = None,
 ) -> Dataset:
-    """Load a registered dataset. `path` overrides the shipped sample, the cache and the download."""
+    """Load a registered dataset. `path` overrides the shipped sample, the cache and the download;
+    `errata` names an errata file to apply (benchmarks/datasets/errata.py), None the official file."""
     kind = dataset_kind(name)
+    corrections = load_errata(errata) if errata is not None else None
+    if corrections is not None and not corrections.applies_to(name, kind):
+        raise DatasetError(f"errata file {corrections.path} is for {corrections.dataset}, not {name}")
     if name == "sample":
         # Imported late so that `python -m benchmarks.datasets.sample` runs cleanly.
         from .sample import SAMPLE_PATH
@@ -66,14 +72,15 @@ def load_dataset(
 
         source = resolve_file(name, path=path, cache_dir=cache_dir)
     if kind == "locomo":
-        return load_locomo(source, name, limit, instance_ids, include_adversarial)
-    return load_longmemeval(source, name, limit, instance_ids)
+        return load_locomo(source, name, limit, instance_ids, include_adversarial, corrections)
+    return load_longmemeval(source, name, limit, instance_ids, corrections)
 
 
 __all__ = [
     "DATASET_NAMES",
     "Dataset",
     "DatasetError",
+    "Errata",
     "DatasetKind",
     "DatasetUnavailableError",
     "Instance",
@@ -82,6 +89,7 @@ __all__ = [
     "Question",
     "dataset_kind",
     "load_dataset",
+    "load_errata",
     "load_locomo",
     "load_longmemeval",
     "remote_files",

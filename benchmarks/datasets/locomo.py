@@ -26,6 +26,7 @@ from typing import Any
 
 from baselines.base import Session, Turn
 
+from .errata import Errata, apply_errata, check_known
 from .records import (
     MONTH_NAMES,
     Dataset,
@@ -195,11 +196,15 @@ def load_locomo(
     limit: int | None = None,
     instance_ids: Sequence[str] | None = None,
     include_adversarial: bool = False,
+    errata: Errata | None = None,
 ) -> Dataset:
-    """Load a LoCoMo-format JSON list from `path` (categories 1-4 unless `include_adversarial`)."""
+    """Load a LoCoMo-format JSON list from `path` (categories 1-4 unless `include_adversarial`), with
+    `errata` applied when given."""
     path = Path(path)
     samples = read_json_list(path, "conversations")
     pairs = [(entry_id(sample, "sample_id", i), sample) for i, sample in enumerate(samples)]
+    if errata is not None:
+        check_known(errata, file_question_ids(pairs), str(path))
     question_failures: list[InstanceFailure] = []
 
     def parse(sample: Any) -> Instance:
@@ -208,5 +213,28 @@ def load_locomo(
         return instance
 
     instances, failures = parse_entries(select(pairs, lambda pair: pair[0], limit, instance_ids), parse)
+    applied = None
+    if errata is not None:
+        instances, applied = apply_errata(instances, errata, errata_evidence)
     return Dataset(name=name, kind="locomo", instances=instances, sha256=sha256_file(path), source=str(path),
-                   failures=(*failures, *question_failures))
+                   failures=(*failures, *question_failures), errata=applied)
+
+
+def file_question_ids(pairs: Sequence[tuple[str, Any]]) -> set[str]:
+    """The id of every question in the file (`<sample_id>:q<index>`), loaded or not."""
+    return {f"{sid}:q{index}" for sid, sample in pairs if isinstance(sample, dict)
+            for index in range(len(sample.get("qa") or []) if isinstance(sample.get("qa"), list) else 0)}
+
+
+def errata_evidence(instance: Instance, question: Question, ids: Sequence[str]
+                    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """An erratum's evidence: dia ids `D<N>:<i>` of the conversation."""
+    turns = extract_dia_ids(list(ids))
+    if len(turns) != len(set(ids)):
+        raise ValueError(f"evidence must be dia ids D<N>:<i>, got {', '.join(ids)}")
+    sessions = tuple(dict.fromkeys(session_of(dia) for dia in turns))
+    known = {session.session_id for session in instance.sessions}
+    unknown = [sid for sid in sessions if sid not in known]
+    if unknown:
+        raise ValueError(f"evidence names sessions the conversation does not hold: {', '.join(unknown)}")
+    return sessions, turns

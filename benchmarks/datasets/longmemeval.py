@@ -29,6 +29,7 @@ from typing import Any
 
 from baselines.base import Session, Turn
 
+from .errata import Errata, apply_errata, check_known
 from .records import (
     Dataset,
     Instance,
@@ -160,11 +161,34 @@ def load_longmemeval(
     name: str = "longmemeval_s",
     limit: int | None = None,
     instance_ids: Sequence[str] | None = None,
+    errata: Errata | None = None,
 ) -> Dataset:
-    """Load a LongMemEval-format JSON array from `path`."""
+    """Load a LongMemEval-format JSON array from `path`, with `errata` applied when given."""
     path = Path(path)
     entries = read_json_list(path, "questions")
     pairs = [(entry_id(entry, "question_id", i), entry) for i, entry in enumerate(entries)]
+    if errata is not None:
+        check_known(errata, {iid for iid, _ in pairs}, str(path))
     instances, failures = parse_entries(select(pairs, lambda pair: pair[0], limit, instance_ids), parse_entry)
+    applied = None
+    if errata is not None:
+        instances, applied = apply_errata(instances, errata, errata_evidence)
     return Dataset(name=name, kind="longmemeval", instances=instances, sha256=sha256_file(path),
-                   source=str(path), failures=failures)
+                   source=str(path), failures=failures, errata=applied)
+
+
+def errata_evidence(instance: Instance, question: Question, ids: Sequence[str]
+                    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """An erratum's evidence: session ids and `<session>:<index>` turn ids of the haystack. Without turn
+    ids, the turn evidence is the question's flagged turns within the new sessions."""
+    turns = tuple(dict.fromkeys(i for i in ids if ":" in i))
+    named = [i for i in ids if ":" not in i]
+    sessions = tuple(dict.fromkeys([*named, *(t.rpartition(":")[0] for t in turns)]))
+    known = {s.session_id for s in instance.sessions} | set(instance.session_aliases.values())
+    unknown = [sid for sid in sessions if sid not in known]
+    if unknown:
+        raise ValueError(f"evidence names sessions the haystack does not hold: {', '.join(unknown[:5])}")
+    if not turns:
+        turns = tuple(t for t in question.evidence_turns
+                      if instance.source_turn(t).rpartition(":")[0] in sessions)
+    return sessions, turns

@@ -1,6 +1,6 @@
 """What a loaded dataset holds, as `memforest-bench data` prints it before a long run: sizes, what the
-loader changed in the source, the types of the gold answers, the largest session and turn, and every
-entry that could not be loaded, with why."""
+loader changed in the source (and an errata file, when one is applied), the types of the gold answers,
+the largest session and turn, and every entry that could not be loaded, with why."""
 
 from __future__ import annotations
 
@@ -30,6 +30,11 @@ def describe(dataset: Dataset) -> str:
         f"repeated sessions kept under derived ids (same id, other date or turns): {counts.sessions_renamed}",
         f"answer types: {_counted(answers.most_common())}",
     ]
+    if dataset.errata is not None:
+        lines.append(f"errata applied: {dataset.errata.file} (version {dataset.errata.version}): "
+                     f"{counts.errata_answers_changed} answers changed, {counts.errata_evidence_changed} "
+                     f"evidence changed, {counts.errata_questions_dropped} questions dropped, "
+                     f"{len(dataset.errata.not_loaded)} entries for questions not loaded")
     if sessions:
         iid, longest = max(sessions, key=lambda pair: len(pair[1].turns))
         lines.append(f"longest session: {len(longest.turns)} turns ({iid}, session {longest.session_id})")

@@ -80,6 +80,10 @@ class LoadCounts:
     unreadable_turns_dropped: int = 0  # nothing readable: empty, whitespace, zero-width characters
     instances_with_unreadable_turns: int = 0
     empty_sessions_dropped: int = 0  # sessions left without a readable turn
+    # an errata file's changes (benchmarks/datasets/errata.py; none unless dataset.errata names one)
+    errata_answers_changed: int = 0
+    errata_evidence_changed: int = 0
+    errata_questions_dropped: int = 0
 
     def __add__(self, other: LoadCounts) -> LoadCounts:
         return LoadCounts(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
@@ -98,6 +102,34 @@ class InstanceFailure:
 
     def to_dict(self) -> dict[str, str]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class ErrataApplied:
+    """What an errata file changed in a loaded dataset (run.json's `dataset.errata`)."""
+
+    file: str
+    version: str
+    sha256: str
+    dataset: str
+    entries: int
+    changes: tuple[dict[str, Any], ...]  # per applied entry: question_id, change, source, official values
+    not_loaded: tuple[str, ...]  # entries whose question the run does not load
+
+    @property
+    def counts(self) -> LoadCounts:
+        return LoadCounts(
+            errata_answers_changed=sum("answer" in c for c in self.changes),
+            errata_evidence_changed=sum("evidence" in c for c in self.changes),
+            errata_questions_dropped=sum(bool(c.get("drop")) for c in self.changes),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "version": self.version, "sha256": self.sha256, "dataset": self.dataset,
+                "entries": self.entries,
+                **{k: v for k, v in self.counts.to_dict().items() if k.startswith("errata_")},
+                "changes": list(self.changes),
+                "not_loaded": list(self.not_loaded)}
 
 
 @dataclass(frozen=True)
@@ -139,10 +171,12 @@ class Dataset:
     sha256: str
     source: str = ""
     failures: tuple[InstanceFailure, ...] = ()  # entries that could not be loaded, in source order
+    errata: ErrataApplied | None = None  # the errata applied after loading (dataset.errata), if any
 
     @property
     def counts(self) -> LoadCounts:
-        return sum((instance.counts for instance in self.instances), LoadCounts())
+        applied = self.errata.counts if self.errata is not None else LoadCounts()
+        return sum((instance.counts for instance in self.instances), applied)
 
     @property
     def duplicate_sessions_dropped(self) -> int:

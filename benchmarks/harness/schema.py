@@ -119,19 +119,36 @@ class DatasetNode:
     compose: int = 1  # N: each memory also holds the next N - 1 instances' sessions (datasets/compose.py)
     cache_dir: str | None = None
     include_adversarial: bool = False  # LoCoMo category 5
+    # a versioned errata file (JSON or YAML, benchmarks/datasets/errata.py) applied after loading;
+    # null = the official file untouched
+    errata: str | None = None
 
 
 @dataclass
 class JudgeNode:
     """`_target_` builds the judge. Its model is the backbone (`model: null`) unless one is chosen,
-    e.g. `+llm@judge.model=qwen3_30b_a3b_server`."""
+    e.g. `+llm@judge.model=qwen3_30b_a3b_server`. Each response is judged `repeats` times, repeat r with
+    seed `seed + r`; `allow_mixed` lets re-judging and comparison mix verdicts of different judges
+    (`--mix-judges`)."""
 
     _target_: str = "benchmarks.judging.judges.Judge"
     judge_id: str = "${dataset.judge}"
     enabled: bool = True
     official_dir: str | None = None  # a LongMemEval checkout, for id=longmemeval-official
     max_tokens: int = 192
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    repeats: int = 1
+    allow_mixed: bool = False
     model: ChatModelNode | None = None
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1:
+            raise ValueError(f"judge.repeats must be at least 1, got {self.repeats}")
+        if not 0.0 <= self.temperature <= 2.0 or not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"judge.temperature must be in [0, 2] and judge.top_p in (0, 1], got "
+                             f"{self.temperature} and {self.top_p}")
 
 
 @dataclass
@@ -139,6 +156,28 @@ class AnswerNode:
     enabled: bool = True  # false: retrieval only, no chat model for answering
     max_tokens: int = 256
     temperature: float = 0.7  # for attempts after the first (attempt 0 is greedy)
+
+
+BOOTSTRAP_UNITS = ("question", "conversation")
+
+
+@dataclass
+class BootstrapNode:
+    """Bootstrap confidence intervals of the report: `resamples` draws with `seed`, a two-sided `level`
+    interval, resampling whole questions or whole conversations (`unit`: a LoCoMo conversation's
+    questions share one memory)."""
+
+    resamples: int = 2000
+    seed: int = 0
+    level: float = 0.95
+    unit: str = "question"  # question | conversation
+
+    def __post_init__(self) -> None:
+        if self.unit not in BOOTSTRAP_UNITS:
+            raise ValueError(f"bootstrap.unit must be one of {', '.join(BOOTSTRAP_UNITS)}, got {self.unit!r}")
+        if self.resamples < 1 or not 0.0 < self.level < 1.0:
+            raise ValueError(f"bootstrap.resamples must be at least 1 and bootstrap.level in (0, 1), got "
+                             f"{self.resamples} and {self.level}")
 
 
 @dataclass
@@ -161,6 +200,7 @@ class BenchConfig:
     judge: JudgeNode = field(default_factory=JudgeNode)
     budget: BudgetNode = field(default_factory=BudgetNode)
     answer: AnswerNode = field(default_factory=AnswerNode)
+    bootstrap: BootstrapNode = field(default_factory=BootstrapNode)
     wandb: WandbNode = field(default_factory=WandbNode)
     experiment_name: str = "default"
     seed: int = 0

@@ -6,7 +6,13 @@ Built-in judges, written for this project:
 - `strict`: CORRECT/WRONG as JSON, the response must give the gold answer in substance.
 Abstention questions are always judged on whether the response declines to answer.
 `longmemeval-official` reads the official prompt function from a local LongMemEval checkout at run time.
-Every Verdict names the judge, the prompt (id/version, or official file and sha256) and the model.
+Every Verdict names the judge, the prompt (id/version, or official file and sha256) and the model,
+and carries the judge's `judge_hash` (benchmarks.judging.pinning) and its `repeat`.
+
+A judge asks about each response `repeats` times, repeat r with seed `seed + r`, one verdict per repeat.
+A deterministic local judge at temperature 0 (llama.cpp greedy decoding, the scripted model) gives the
+same verdict on every repeat by construction: repeats measure a judge only where it samples
+(temperature > 0) or where its server is not deterministic.
 """
 
 from __future__ import annotations
@@ -113,6 +119,8 @@ LABEL_SCHEMA: dict[str, Any] = {
     "required": ["reason", "label"],
 }
 JUDGE_IDS = ("longmemeval", "locomo-generous", "strict", "longmemeval-official")
+OFFICIAL_PROMPT_ID = "judge.longmemeval.official"
+OFFICIAL_MAX_TOKENS = 10  # as the official evaluation script: only whether "yes" appears matters
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,7 @@ class JudgeItem:
     attempt: int = 0
     method: str = ""
     dataset: str = ""
+    gold: str = "answer"  # the record field `answer` holds: "answer", or "answer_official" (errata)
 
     @classmethod
     def from_question(
@@ -165,6 +174,9 @@ class Verdict:
     correct: bool
     parsed: bool
     error: str | None = None
+    judge_hash: str | None = None  # benchmarks.judging.pinning; None: written before judges were pinned
+    repeat: int = 0  # 0..judge.repeats-1
+    gold: str = "answer"  # the record field graded against: "answer", or "answer_official" (errata)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -276,7 +288,8 @@ class PreparedRequest:
 
 
 class Judge:
-    """Grades JudgeItems with one judge id on one model; returns one Verdict per item, in order."""
+    """Grades JudgeItems with one judge id on one model; returns `repeats` Verdicts per item, in item
+    order (an item's repeats together, repeat 0 first). Repeat r samples with seed `seed + r`."""
 
     def __init__(
         self,
@@ -284,15 +297,27 @@ class Judge:
         judge_id: str,
         official_dir: str | Path | None,
         max_tokens: int,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        repeats: int = 1,
+        judge_hash: str | None = None,
     ) -> None:
         if judge_id not in JUDGE_IDS:
             raise ValueError(f"unknown judge {judge_id!r}; choose one of {', '.join(JUDGE_IDS)}")
         if judge_id == "longmemeval-official" and official_dir is None:
             raise ValueError("the longmemeval-official judge needs official_dir (a LongMemEval checkout)")
+        if repeats < 1:
+            raise ValueError(f"a judge asks at least once per response, got repeats={repeats}")
         self.model = model
         self.judge_id = judge_id
         self.official_dir = official_dir
         self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.seed = seed
+        self.repeats = repeats
+        self.judge_hash = judge_hash
 
     def prompt_for(self, item: JudgeItem) -> JudgePrompt:
         """The built-in prompt that grades `item` under this judge."""
@@ -304,7 +329,10 @@ class Judge:
             return STRICT_PROMPT
         return LONGMEMEVAL_PROMPTS.get(item.category, LONGMEMEVAL_PROMPTS["default"])
 
-    def prepare(self, item: JudgeItem) -> PreparedRequest:
+    def prepare(self, item: JudgeItem, repeat: int = 0) -> PreparedRequest:
+        """The request for `item` at `repeat` (seed `seed + repeat`)."""
+        sampling: dict[str, Any] = {"temperature": self.temperature, "top_p": self.top_p,
+                                    "seed": self.seed + repeat}
         if self.judge_id == "longmemeval-official":
             assert self.official_dir is not None
             text, source, sha = official_longmemeval_prompt(
@@ -313,9 +341,10 @@ class Judge:
             request = ChatRequest(
                 messages=({"role": "user", "content": text},),
                 stage="judge",
-                prompt_id="judge.longmemeval.official",
-                max_tokens=10,  # as the official evaluation script: only whether "yes" appears matters
+                prompt_id=OFFICIAL_PROMPT_ID,
+                max_tokens=OFFICIAL_MAX_TOKENS,
                 allow_truncation=True,
+                **sampling,
             )
             return PreparedRequest(request, "contains_yes", source, sha)
         prompt = self.prompt_for(item)
@@ -329,17 +358,21 @@ class Judge:
             json_schema=schema,
             max_tokens=self.max_tokens,
             allow_truncation=schema is None,
+            **sampling,
         )
         return PreparedRequest(request, prompt.output, "builtin", None)
 
-    def judge(self, items: Sequence[JudgeItem]) -> list[Verdict]:
-        prepared = [self.prepare(item) for item in items]
+    def judge(self, items: Sequence[JudgeItem], repeats: Sequence[int] | None = None) -> list[Verdict]:
+        """Verdicts of `items` at each of `repeats` (every repeat unless given), item by item."""
+        asked = [(item, r) for item in items for r in (range(self.repeats) if repeats is None else repeats)]
+        prepared = [self.prepare(item, r) for item, r in asked]
         results = self._generate([p.request for p in prepared])
         for result in results:
             if isinstance(result, ModelUnavailableError):  # a verdict needs a judge that is there
                 raise result
         return [
-            self._verdict(item, p, result) for item, p, result in zip(items, prepared, results, strict=True)
+            self._verdict(item, p, result, r)
+            for (item, r), p, result in zip(asked, prepared, results, strict=True)
         ]
 
     def _generate(self, requests: list[ChatRequest]) -> list[ChatResponse | Exception]:
@@ -359,7 +392,7 @@ class Judge:
             return exc
 
     def _verdict(
-        self, item: JudgeItem, prepared: PreparedRequest, result: ChatResponse | Exception
+        self, item: JudgeItem, prepared: PreparedRequest, result: ChatResponse | Exception, repeat: int = 0
     ) -> Verdict:
         model_name = getattr(self.model, "name", type(self.model).__name__)
         error: str | None = None
@@ -386,4 +419,7 @@ class Judge:
             correct=bool(parsed),
             parsed=parsed is not None,
             error=error,
+            judge_hash=self.judge_hash,
+            repeat=repeat,
+            gold=item.gold,
         )
