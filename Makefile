@@ -14,7 +14,7 @@ TORCH_CPU ?= torch==2.13.0
 RESULTS ?= results
 PAPER_OUT ?= paper
 
-.PHONY: run test bench fuzz paper paper-runs lint clean-venv gpu-check
+.PHONY: run test bench fuzz paper paper-runs lint clean-venv gpu-check browser
 
 $(VENV)/.installed-cpu: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,8 +31,16 @@ $(VENV)/.installed-dev: $(VENV)/.installed-cpu
 run: $(VENV)/.installed-cpu
 	$(VENV)/bin/memforest-bench
 
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev browser
 	$(PY) -m pytest -q
+
+# Headless Chromium (Debian's package) for the test that renders `memforest-bench report`'s page; where
+# it cannot be installed (no root, no apt-get) that test is skipped and says so.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	     chromium fonts-dejavu-core >/dev/null; } \
+	  || echo "make: no chromium here (apt-get install chromium): the report's browser test is skipped"
 
 bench: $(VENV)/.installed-dev
 	$(PY) -m benchmarks.micro

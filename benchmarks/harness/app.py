@@ -3,14 +3,21 @@
     memforest-bench [overrides...]                 run (or resume) one configuration
     memforest-bench -m method=a,b seed=0,1         a sweep (Hydra multirun)
     memforest-bench -m hydra/launcher=slurm ...    a sweep as a SLURM job array (`--cfg hydra` shows it)
-    memforest-bench judge RUN_DIR [overrides...]   re-judge the stored answers of a run, e.g.
+    memforest-bench judge RUN_DIR [--mix-judges] [overrides...]   re-judge the stored answers of a run, e.g.
         memforest-bench judge results/main/longmemeval_s/memforest_embed/qwen3_4b/seed0 \
             judge=strict llm=qwen3_30b_a3b_server
-    memforest-bench compare RUN_DIR...             stored runs side by side (a sweep prints this itself)
-    memforest-bench compare SWEEP_DIR              a sweep's finished runs, its comparison.md written again
+    memforest-bench compare [--mix-judges] RUN_DIR...   stored runs side by side (a sweep prints this itself)
+    memforest-bench compare [--mix-judges] SWEEP_DIR    a sweep's finished runs, comparison.md written again
     memforest-bench write-path RUN_DIR... [--out DIR]   the write-path table of stored runs
-    memforest-bench data dataset=<name> [dataset.path=FILE] [dataset.<key>=<value>...]
-        load a dataset without building anything and report what it holds and what would fail
+    memforest-bench report RUN_DIR_OR_SWEEP [--out FILE]   one self-contained HTML page of a run or a sweep:
+        summary with intervals, plots, and every question side by side (default FILE: <dir>/report.html)
+    memforest-bench data dataset=<name> [dataset.path=FILE] [dataset.errata=FILE] [dataset.<key>=<value>...]
+        load a dataset without building anything and report what it holds and what would fail, and what
+        an errata file changes in it (per entry: the question, the change, its source)
+
+`judge` and `compare` refuse to count verdicts of different judges (another judge hash: model, prompt
+or sampling) together, saying in one line what differs; `--mix-judges` (or `judge.allow_mixed=true`)
+lets them.
 
 The configs live in the repository's top-level `configs/`, outside the Python package: the app finds
 them relative to this file, which works from a source checkout or an editable install (a wheel install
@@ -38,7 +45,9 @@ from benchmarks.harness import schema
 from memforest.errors import error_line
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
-USAGE = "usage: memforest-bench judge RUN_DIR [judge=<name>] [llm=<judge model>] [judge.<key>=<value>...]"
+USAGE = ("usage: memforest-bench judge RUN_DIR [--mix-judges] [judge=<name>] [llm=<judge model>] "
+         "[judge.<key>=<value>...]")
+MIX_JUDGES = "--mix-judges"
 RUN_DIR_MARKER = "run_dir.txt"  # in each Hydra job directory: where that job's results are
 FAILED_RUNS: list[tuple[str, int]] = []  # (run directory, failed instances) of the jobs run in this process
 DATASET_ERRORS: list[str] = []  # dataset files that could not be read at all, in this process
@@ -176,11 +185,14 @@ def judge_config(stored: dict[str, Any], overrides: Sequence[str]) -> schema.Jud
 
 
 def judge_command(argv: Sequence[str]) -> int:
+    mix = MIX_JUDGES in argv
+    argv = [a for a in argv if a != MIX_JUDGES]
     if not argv or argv[0].startswith("-") or "=" in argv[0]:
         print(USAGE, file=sys.stderr)
         return 2
     from benchmarks.harness.rejudge import rejudge_run
     from benchmarks.harness.results import RunFiles
+    from benchmarks.judging.pinning import MixedJudgesError
 
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
     run_dir = Path(argv[0])
@@ -189,23 +201,33 @@ def judge_command(argv: Sequence[str]) -> int:
     except FileNotFoundError as exc:
         print(f"memforest-bench judge: {exc}", file=sys.stderr)
         return 2
-    judge = judge_config(stored, argv[1:])
-    rejudge_run(run_dir, judge, progress=bool(stored.get("progress", True)))  # stored run.json config
+    judge = judge_config(stored, [*argv[1:], *(["judge.allow_mixed=true"] if mix else [])])
+    try:
+        rejudge_run(run_dir, judge, progress=bool(stored.get("progress", True)))  # stored run.json config
+    except MixedJudgesError as exc:
+        print(f"memforest-bench judge: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
 def compare_command(argv: Sequence[str]) -> int:
     """Print the side-by-side table of stored runs; a sweep directory stands for its finished jobs' runs,
     and its comparison.md is written again (as after a sweep whose last jobs failed)."""
+    from benchmarks.harness.rejudge import check_comparable
     from benchmarks.harness.report import comparison_markdown
+    from benchmarks.judging.pinning import MixedJudgesError
 
+    mix = MIX_JUDGES in argv
+    argv = [a for a in argv if a != MIX_JUDGES]
     if not argv or any(a.startswith("-") for a in argv):
-        print("usage: memforest-bench compare RUN_DIR... | SWEEP_DIR", file=sys.stderr)
+        print(f"usage: memforest-bench compare [{MIX_JUDGES}] RUN_DIR... | SWEEP_DIR", file=sys.stderr)
         return 2
     paths = [Path(a) for a in argv]
     try:
-        if len(paths) == 1 and not (paths[0] / "run.json").exists() \
-                and any(paths[0].glob(f"*/{RUN_DIR_MARKER}")):
+        sweep = len(paths) == 1 and not (paths[0] / "run.json").exists() \
+            and any(paths[0].glob(f"*/{RUN_DIR_MARKER}"))
+        check_comparable(sweep_runs(paths[0])[0] if sweep else paths, mix)
+        if sweep:
             found = sweep_comparison(paths[0])
             if found is None:
                 print(f"memforest-bench compare: no job of {paths[0]} has finished", file=sys.stderr)
@@ -216,6 +238,9 @@ def compare_command(argv: Sequence[str]) -> int:
     except FileNotFoundError as exc:
         print(f"memforest-bench compare: {exc}", file=sys.stderr)
         return 2
+    except MixedJudgesError as exc:
+        print(f"memforest-bench compare: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -223,21 +248,61 @@ def data_command(argv: Sequence[str]) -> int:
     """Load the dataset the overrides choose and print what it holds; 1 when an entry would fail."""
     from hydra.errors import HydraException
 
-    from benchmarks.datasets import DatasetError, DatasetUnavailableError
+    from benchmarks.datasets import DatasetError, DatasetUnavailableError, load_dataset, load_errata
+    from benchmarks.datasets.errata import describe_errata
     from benchmarks.datasets.profile import describe
     from benchmarks.harness.inputs import load_benchmark_dataset
 
     if any(a.startswith("-") or "=" not in a for a in argv):
-        print("usage: memforest-bench data dataset=<name> [dataset.path=FILE] [dataset.<key>=<value>...]",
-              file=sys.stderr)
+        print("usage: memforest-bench data dataset=<name> [dataset.path=FILE] [dataset.errata=FILE] "
+              "[dataset.<key>=<value>...]", file=sys.stderr)
         return 2
     try:
-        dataset = load_benchmark_dataset(schema.bench_config(compose_config(argv)).dataset)
-    except (HydraException, DatasetError, DatasetUnavailableError) as exc:
+        node = schema.bench_config(compose_config(argv)).dataset
+        dataset = load_benchmark_dataset(node)
+        errata = load_errata(node.errata) if node.errata else None
+        applied = dataset.errata
+        if node.errata and applied is None:  # the errata checked against the file, on the loaded questions
+            loaded = [instance.instance_id for instance in dataset.instances]
+            applied = load_dataset(node.name, path=node.path, instance_ids=loaded, cache_dir=node.cache_dir,
+                                   include_adversarial=node.include_adversarial, errata=node.errata).errata
+    except (HydraException, DatasetError, DatasetUnavailableError, ValueError) as exc:
         print(f"memforest-bench data: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     print(describe(dataset), end="")
+    if errata is not None:
+        print(describe_errata(errata, applied), end="")
     return 1 if dataset.failures else 0
+
+
+def report_command(argv: Sequence[str]) -> int:
+    """Write the HTML page of a run directory or a sweep's finished runs and print where it is."""
+    from benchmarks.harness.html_report import PAGE_NAME, write_report
+
+    args = list(argv)
+    out = None
+    if "--out" in args:
+        at = args.index("--out")
+        if at + 1 >= len(args):
+            print("memforest-bench report: --out needs a file name", file=sys.stderr)
+            return 2
+        out = Path(args[at + 1])
+        del args[at:at + 2]
+    if len(args) != 1 or args[0].startswith("-"):
+        print("usage: memforest-bench report RUN_DIR_OR_SWEEP [--out FILE]", file=sys.stderr)
+        return 2
+    path = Path(args[0])
+    if not path.is_dir():
+        print(f"memforest-bench report: {path} is not a directory", file=sys.stderr)
+        return 2
+    runs = [path] if (path / "run.json").exists() else sweep_runs(path)[0]
+    try:
+        target = write_report(runs, out or path / PAGE_NAME, f"MemForest report: {path.resolve().name}")
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"memforest-bench report: {exc}", file=sys.stderr)
+        return 1
+    print(f"report: {target}")
+    return 0
 
 
 def shown_multirun(argv: Sequence[str]) -> list[str]:
@@ -253,14 +318,16 @@ def shown_multirun(argv: Sequence[str]) -> list[str]:
 
 
 def main() -> None:
-    """Console entry point: `judge`, `compare`, `write-path` and `data` are handled before Hydra parses the
-    command line."""
+    """Console entry point: `judge`, `compare`, `report`, `write-path` and `data` are handled before Hydra
+    parses the command line."""
     if len(sys.argv) > 1 and sys.argv[1] == "judge":
         sys.exit(judge_command(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         sys.exit(compare_command(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "data":
         sys.exit(data_command(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "report":
+        sys.exit(report_command(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "write-path":
         from benchmarks.harness.write_path import command
 
