@@ -358,3 +358,41 @@ def test_question_scores_by_hand() -> None:
                 _verdict("q2", 0, True), _verdict("q1", 0, False, judge="strict")]
     assert question_scores(records, verdicts, "longmemeval") == {"q1": 0.5, "q2": 1.0}  # last verdict wins
     assert question_scores(records, verdicts, "strict") == {"q1": 0.0}
+
+
+def _one(qid: str) -> dict[str, Any]:
+    return {"method": "m", "dataset": "d", "question_id": qid, "attempt": 0, "category": "c",
+            "abstention": False}
+
+
+def _vote(qid: str, correct: bool, repeat: int = 0, judge: str = "j (x)") -> dict[str, Any]:
+    return {"method": "m", "dataset": "d", "question_id": qid, "attempt": 0, "judge_id": judge,
+            "correct": correct, "repeat": repeat}
+
+
+def test_a_repeated_judge_counts_the_majority_and_reports_agreement() -> None:
+    records = [_one("a"), _one("b"), _one("c")]
+    verdicts = [
+        _vote("a", True, 0), _vote("a", True, 1), _vote("a", False, 2),  # 2 of 3: correct
+        _vote("b", True, 0), _vote("b", False, 1), _vote("b", False, 2),  # 1 of 3: wrong
+        _vote("c", True, 0), _vote("c", True, 1), _vote("c", True, 2),  # all agree
+    ]
+    judge = summarize(records, verdicts)["m/d"]["judges"]["j (x)"]
+    assert judge["accuracy"] == pytest.approx(2 / 3)
+    repeats = judge["repeats"]
+    assert repeats["repeats"] == 3 and repeats["agreement"] == pytest.approx(1 / 3)
+    assert repeats["accuracy_min"] == pytest.approx(1 / 3) and repeats["accuracy_max"] == pytest.approx(1.0)
+    assert question_scores(records, verdicts, "j (x)") == {"a": 1.0, "b": 0.0, "c": 1.0}
+    tie = [_vote("a", True, 0), _vote("a", False, 1)]
+    assert summarize([_one("a")], tie)["m/d"]["judges"]["j (x)"]["accuracy"] == 0.0  # a tie: incorrect
+    once = summarize(records, [_vote(q, True) for q in "abc"])["m/d"]["judges"]["j (x)"]
+    assert "repeats" not in once
+
+
+def test_errata_give_the_official_gold_score_beside_the_corrected_one() -> None:
+    records = [_one("a"), _one("b")]
+    verdicts = [_vote("a", True), _vote("b", True),  # the run's judge, gold as the erratum says
+                _vote("b", False, judge="j@official_gold (x)")]  # b's official gold: wrong
+    judges = summarize(records, verdicts)["m/d"]["judges"]
+    assert set(judges) == {"j (x)", "j (x), official gold"}
+    assert judges["j (x)"]["accuracy"] == 1.0 and judges["j (x), official gold"]["accuracy"] == 0.5

@@ -20,7 +20,8 @@ def load_benchmark_dataset(node: DatasetNode) -> Dataset:
         ids = [i for i in chosen if i in set(ids)] if ids is not None else chosen
     dataset = load_dataset(node.name, path=node.path, limit=node.limit,
                            instance_ids=list(ids) if ids is not None else None,
-                           include_adversarial=node.include_adversarial, cache_dir=node.cache_dir)
+                           include_adversarial=node.include_adversarial, cache_dir=node.cache_dir,
+                           errata=node.errata)
     return compose(dataset, node.compose or 1)
 
 
@@ -29,4 +30,5 @@ def dataset_metadata(dataset: Dataset) -> dict[str, Any]:
     could not be loaded."""
     return {"name": dataset.name, "kind": dataset.kind, "sha256": dataset.sha256, "source": dataset.source,
             "instances": len(dataset.instances), "questions": dataset.num_questions,
-            **dataset.counts.to_dict(), "failures": [failure.to_dict() for failure in dataset.failures]}
+            **dataset.counts.to_dict(), "failures": [failure.to_dict() for failure in dataset.failures],
+            **({"errata": dataset.errata.to_dict()} if dataset.errata else {})}

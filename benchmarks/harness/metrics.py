@@ -26,6 +26,7 @@ from analysis.intervals import (
     bootstrap_mean_columns,
 )
 from analysis.rows import mean, pass_at_k, ranked_ids, write_rate
+from benchmarks.judging.repeats import repeat_summary
 
 # ---------------------------------------------------------------- pass@k and accuracy
 
@@ -311,6 +312,54 @@ def _one_group(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return rows
 
 
+OFFICIAL_GOLD = "@official_gold"  # a judge id's suffix on verdicts against the official gold (errata on)
+
+
+def settled_verdicts(judgments: Iterable[Mapping[str, Any]], keys: Iterable[Key] | None = None
+                     ) -> dict[tuple[str, Key], Mapping[str, Any]]:
+    """One verdict per (judge id, answer): the last verdict of each repeat (a re-judged attempt keeps its
+    last), then over a judge's repeats (`judge.repeats`) the majority (`correct` when more than half of
+    the repeats say so; a tie counts as incorrect), carrying `repeats` and `votes`. `keys` (optional)
+    keeps the answers of those records only."""
+    wanted = set(keys) if keys is not None else None
+    latest: dict[tuple[str, Key], dict[int, Mapping[str, Any]]] = defaultdict(dict)
+    for verdict in judgments:
+        key = _key(verdict)
+        if wanted is None or key in wanted:
+            latest[(str(verdict.get("judge_id", "")), key)][int(verdict.get("repeat") or 0)] = verdict
+    out: dict[tuple[str, Key], Mapping[str, Any]] = {}
+    for answer, by_repeat in latest.items():
+        last = by_repeat[max(by_repeat)]
+        if len(by_repeat) == 1:
+            out[answer] = last
+            continue
+        votes = sum(bool(v.get("correct")) for v in by_repeat.values())
+        out[answer] = {**last, "correct": 2 * votes > len(by_repeat), "repeats": len(by_repeat),
+                       "votes": votes}
+    return out
+
+
+def _with_official_gold(verdicts: dict[tuple[str, Key], Mapping[str, Any]]
+                        ) -> dict[tuple[str, Key], Mapping[str, Any]]:
+    """With dataset errata on, the questions an erratum changed are judged against the official gold too
+    (judge id `<id>@official_gold ...`): those verdicts become a judge of their own, `<label>, official
+    gold`, that is the run's judge with them swapped in, so that both scores stand side by side."""
+    companions = {jid for jid, _ in verdicts if OFFICIAL_GOLD in jid}
+    if not companions:
+        return verdicts
+    out = {answer: v for answer, v in verdicts.items() if answer[0] not in companions}
+    for companion in companions:
+        base = companion.replace(OFFICIAL_GOLD, "")
+        official = f"{base}, official gold"
+        for (jid, key), verdict in verdicts.items():
+            if jid == base:
+                out.setdefault((official, key), verdict)
+        for (jid, key), verdict in verdicts.items():
+            if jid == companion:
+                out[(official, key)] = verdict
+    return out
+
+
 def question_scores(
     records: Iterable[Mapping[str, Any]], judgments: Iterable[Mapping[str, Any]], judge_id: str
 ) -> dict[str, float]:
@@ -319,7 +368,8 @@ def question_scores(
     Records are of one method and dataset; verdicts join them on (method, dataset, question_id,
     attempt), a re-judged attempt keeping its last verdict, as in `summarize`."""
     by_key = {_key(record): record for record in _one_group(records)}
-    verdicts = {_key(v): v for v in judgments if str(v.get("judge_id", "")) == judge_id and _key(v) in by_key}
+    settled = _with_official_gold(settled_verdicts(judgments, by_key))
+    verdicts = {key: v for (jid, key), v in settled.items() if jid == judge_id}
     scores = _question_scores((by_key[key], verdict) for key, verdict in sorted(verdicts.items()))
     return {score.question_id: score.pass1 for score in scores}
 
@@ -339,6 +389,22 @@ def question_recalls(
     return {qid: figures[metric] for qid, figures in per_question.items()}
 
 
+def _repeat_figures(judgments: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Per (method, dataset, judge id) asked more than once per answer: the repeats' agreement rate and
+    accuracy range (`benchmarks.judging.repeats.repeat_summary`, without its per-answer list)."""
+    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    for verdict in judgments:
+        key = _key(verdict)
+        groups[(key[0], key[1], str(verdict.get("judge_id", "")))].append(verdict)
+    out = {}
+    for group, verdicts in groups.items():
+        if any(int(v.get("repeat") or 0) > 0 for v in verdicts):
+            figures = repeat_summary(verdicts)
+            out[group] = {k: figures[k] for k in ("repeats", "agreement", "accuracy_min", "accuracy_max",
+                                                  "majority_accuracy", "accuracy_per_repeat")}
+    return out
+
+
 def summarize(
     records: Iterable[Mapping[str, Any]],
     judgments: Iterable[Mapping[str, Any]],
@@ -351,8 +417,11 @@ def summarize(
     Records carry `method`, `dataset`, `question_id`, `attempt`, `category`, `abstention`, and
     optionally `answer` (gold), `response`, `retrieved_session_ids`, `retrieved_turn_ids`,
     `evidence_sessions`, `evidence_turns`. Judgments are `Verdict.to_dict()` rows, joined on
-    (method, dataset, question_id, attempt); a re-judged attempt keeps its last verdict per judge.
-    Builds (optional) carry `method`, `dataset`, `turns`, `build_seconds`.
+    (method, dataset, question_id, attempt); a re-judged attempt keeps its last verdict per judge, and a
+    judge asked several times (`repeat`) counts the majority of its repeats, its block then reporting
+    the agreement and the accuracy range over the repeats (`repeats`). Verdicts against the official
+    gold of questions an erratum changed make a judge block of their own (`settled_verdicts`,
+    `_with_official_gold`). Builds (optional) carry `method`, `dataset`, `turns`, `build_seconds`.
 
     Each accuracy and retrieval figure gets its 95% interval under `bootstrap` (default `Bootstrap()`,
     recorded in each block); with `unit="conversation"` the questions of one record `instance_id` are
@@ -362,10 +431,9 @@ def summarize(
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
     for key, record in by_key.items():
         groups[key[:2]].append(record)
-    verdicts: dict[tuple[str, Key], Mapping[str, Any]] = {}
-    for verdict in judgments:
-        if _key(verdict) in by_key:
-            verdicts[(str(verdict.get("judge_id", "")), _key(verdict))] = verdict
+    judgments = [v for v in judgments if _key(v) in by_key]
+    verdicts = _with_official_gold(settled_verdicts(judgments))
+    repeated = _repeat_figures(judgments)
     judged: dict[tuple[str, str], dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
     for (judge_id, key), verdict in sorted(verdicts.items()):
         judged[key[:2]][judge_id].append((by_key[key], verdict))
@@ -384,7 +452,9 @@ def summarize(
             "questions": len({str(r["question_id"]) for r in rows}),
             "attempts": len(rows),
             "judges": {
-                jid: _judge_summary(pairs, bootstrap, clusters)
+                jid: {**_judge_summary(pairs, bootstrap, clusters),
+                      **({"repeats": repeated[(method, dataset, jid)]}
+                         if (method, dataset, jid) in repeated else {})}
                 for jid, pairs in sorted(judged[(method, dataset)].items())
             },
             "retrieval": _retrieval_summary(rows, ks, False, bootstrap, clusters),
