@@ -22,7 +22,7 @@ from typing import Any
 from memforest import publish
 from memforest.caches import StoreCaches
 from memforest.check import check_store, damaged
-from memforest.config import LLM_QUERY_MODES, QUERY_MODES, MemForestConfig
+from memforest.config import LLM_QUERY_MODES, QUERY_MODES, MemForestConfig, QueryConfig
 from memforest.errors import InputError, StoreError, configured_key, redact
 from memforest.hugepages import advise_heap_later
 from memforest.lifecycle import delete_session
@@ -41,12 +41,15 @@ from memforest.state import ChangeSet, UserState
 from memforest.store.db import UserDB
 from memforest.store.folders import make_folder, remove_folder
 from memforest.store.lock import write_lock
+from memforest.store.versions import StoreWatch, SupersededSources, file_marks, leased
 from memforest.timeutil import iso_minute, parse_time
 from memforest.timing import Clock
 from memforest.types import Session
 from memforest.write import IngestReport, ingest_sessions, refresh_pending
 
 log = logging.getLogger(__name__)
+
+_TRIES = 3  # loads of a memory whose store another process keeps committing to meanwhile
 
 
 class MemForest:
@@ -84,6 +87,10 @@ class MemForest:
         self._held: dict[str, tuple[sqlite3.Connection, tuple[int, int] | None]] = {}
         self._lock = threading.Lock()
         self._query_ids = itertools.count(1)
+        # sources of versions other processes' commits superseded, until their snapshots end
+        self._superseded = SupersededSources()
+        self._watch: StoreWatch | None = None  # started with the first version read on demand
+        self._marks: dict[str, tuple[int, ...]] = {}  # per user: its files when last checked
 
     # ---- models -------------------------------------------------------------------------------
 
@@ -111,6 +118,9 @@ class MemForest:
             return self._scheduler
 
     def close(self) -> None:
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.stop()
         with self._lock:
             resident = [(self._caches.get(u), snap) for u, snap in self._snapshots.items()]
         for caches, snap in resident:  # the next process maps the resident version's indexes
@@ -129,6 +139,7 @@ class MemForest:
         for snap in released:  # their read transactions would hold the log (and their state) on
             if snap.state.tree_source is not None:
                 snap.state.tree_source.close()
+        self._superseded.close_all()
         if self._scheduler is not None:
             self._scheduler.close()
         if self._llm is not None and self._owns["llm"]:
@@ -169,17 +180,44 @@ class MemForest:
 
     def snapshot(self, user: str) -> Snapshot:
         """The last committed version of `user`'s memory: the resident one, reloaded when another
-        process committed since. Never waits for a writer of this process."""
+        process committed since. Never waits for a writer of this process. While the snapshot (or
+        its state) is referenced it reads its own version, whatever is committed since; a version
+        read on demand keeps the store's snapshot open meanwhile (`memforest.store.versions`)."""
+        for _ in range(_TRIES):
+            snap = self._snapshot(user)
+            source = snap.state.tree_source
+            if source is None or source.hold(snap.state):
+                return snap
+            self._supersede(user, snap)
+        raise StoreError(f"the memory of user {user!r} kept changing while it was read; retry")
+
+    def _snapshot(self, user: str) -> Snapshot:
         db = self._open_db(user, create=False)
         return self._current(user, db, db.validate())
+
+    def _leased_snapshot(self, user: str) -> Snapshot:
+        """`snapshot(user)` with a lease on its source taken for an operation (`_unlease` ends it)."""
+        for _ in range(_TRIES):
+            snap = self._snapshot(user)
+            source = snap.state.tree_source
+            if source is None or source.lease():
+                return snap
+            self._supersede(user, snap)
+        raise StoreError(f"the memory of user {user!r} kept changing while it was read; retry")
 
     def _current(self, user: str, db: UserDB, version: int) -> Snapshot:
         """The resident snapshot of `user` at committed `version` (as read by `db.validate`)."""
         snap = self._snapshots.get(user)
         if snap is None or snap.version != version:
+            if snap is not None and snap.version < version:  # another process committed since
+                self._supersede(user, snap)
+                snap = None
+                self._superseded.release(_version_of)  # before the load: its snapshot holds no old frames
             if self.config.gc_freeze_nodes:  # garbage that exists now stays out of a freeze after the load
                 gc.collect()
             snap = self._caches_of(user, db).load(db, user, lazy=self.config.lazy_trees)
+            if snap.state.tree_source is not None:
+                self._start_watch()
             settling = _settle_if_large(snap, self.config)
             if settling is not None:
                 with self._lock:
@@ -189,6 +227,52 @@ class MemForest:
                 if held is None or held.version < snap.version:
                     self._snapshots[user] = snap
         return snap
+
+    def _supersede(self, user: str, snap: Snapshot) -> None:
+        """`snap`, the resident version of `user`, is older than the store's: it is resident no more,
+        and its source's snapshot ends when nothing needs it (`memforest.store.versions`)."""
+        with self._lock:
+            if self._snapshots.get(user) is snap:
+                del self._snapshots[user]
+        if snap.state.tree_source is not None:
+            self._superseded.add(snap.state.tree_source)
+
+    def release_superseded(self) -> int:
+        """End the store snapshots of the versions this memory holds that other processes' commits
+        have superseded, as far as nothing needs them (a version still referenced reads in what it
+        would read first), and checkpoint the log: an idle memory then keeps no commit of another
+        process in the log. Operations do this for their user; a background thread calls it every
+        `MemForestConfig.release_check_s` seconds. Returns how many snapshots ended."""
+        with self._lock:
+            resident = [(u, s) for u, s in self._snapshots.items() if s.state.tree_source is not None]
+        while resident:  # (no reference to a version left behind here: one nobody holds is closed)
+            self._release_resident(*resident.pop())
+        return self._superseded.release(_version_of)
+
+    def _release_resident(self, user: str, snap: Snapshot) -> None:
+        """Hand the resident `snap` over to be released when the store has moved past it; else end its
+        snapshot while nothing uses it."""
+        if (_version_of(snap.state.tree_source.path) or 0) > snap.version:
+            self._supersede(user, snap)
+        else:
+            snap.state.tree_source.rest()
+
+    def _watch_tick(self) -> None:
+        """`release_superseded` when a resident user's store files changed since the last tick, or
+        a superseded version waits for its snapshot to end."""
+        with self._lock:
+            paths = {u: s.state.tree_source.path for u, s in self._snapshots.items()
+                     if s.state.tree_source is not None}
+        marks = {u: file_marks(p) for u, p in paths.items()}
+        changed = marks != self._marks
+        self._marks = marks
+        if changed or len(self._superseded):
+            self.release_superseded()
+
+    def _start_watch(self) -> None:
+        with self._lock:
+            if self._watch is None and self.config.release_check_s > 0:
+                self._watch = StoreWatch(self._watch_tick, self.config.release_check_s)
 
     def wait_settled(self, timeout: float | None = None) -> bool:
         """Wait for the background work loading a large memory started (its heap's collapse into
@@ -233,8 +317,9 @@ class MemForest:
                     state = db.load(user) if whole else base.state.fork()
                     changes = ChangeSet()
                     clock.lap("load")
-                    yield db, state, changes
-                    self._commit(user, db, base, state, changes, clock, whole)
+                    with leased(base.state, f"user {user!r}"):  # its snapshot stays open for the write
+                        yield db, state, changes
+                        self._commit(user, db, base, state, changes, clock, whole)
                 except BaseException as e:
                     if fresh:
                         _discard_new_store(db)
@@ -427,7 +512,15 @@ class MemForest:
             cfg = replace(cfg, rank_sessions=rank_sessions)
         if cfg.mode not in QUERY_MODES:
             raise InputError(f"unknown query mode {cfg.mode!r} ({', '.join(QUERY_MODES)})")
-        snap = self.snapshot(user)
+        snap = self._leased_snapshot(user)
+        try:
+            return self._answer(user, snap, question, date, cfg, answer, clock)
+        finally:
+            if snap.state.tree_source is not None:
+                snap.state.tree_source.unlease()
+
+    def _answer(self, user: str, snap: Snapshot, question: str, date: Any, cfg: QueryConfig, answer: bool,
+                clock: Clock) -> QueryResult:
         if (snap.state.embedder, snap.state.dim) != (self.embedder.name, self.embedder.dim):
             raise StoreError(f"user {user!r} was built with embedder {snap.state.embedder} "
                              f"({snap.state.dim}-d); this configuration uses {self.embedder.name} "
@@ -510,6 +603,14 @@ def _settle_if_large(snap: Snapshot, config: MemForestConfig) -> threading.Threa
     thread = threading.Thread(target=settle, name="memforest-settle", daemon=True)
     thread.start()
     return thread
+
+
+def _version_of(path: Path) -> int | None:
+    """The committed version of the store at `path` (None when it cannot be read)."""
+    try:
+        return UserDB(path).version()
+    except (StoreError, OSError):
+        return None
 
 
 def _discard_new_store(db: UserDB) -> None:

@@ -16,6 +16,7 @@ from memforest.routing import entities
 from memforest.state import UserState
 from memforest.store.db import UserDB
 from memforest.store.integrity import database_problems, index_findings, vector_problems
+from memforest.store.space import lacks_room
 from memforest.trees.memtree import TreeInvariantError
 
 
@@ -85,6 +86,10 @@ def damaged(exc: BaseException, user: str, db: UserDB) -> BaseException:
     refused input), or one where there is no file to check, is returned as it is."""
     if isinstance(exc, MemForestError) or not isinstance(exc, Exception) or not db.path.is_file():
         return exc
+    room = lacks_room(db.path, exc) if isinstance(exc, OSError) else None
+    if room is not None:  # a write found no room (a cache file, a temporary one): nothing is damaged
+        return StoreError(f"user {user!r}: no space left to write beside {db.path}: {room} "
+                          f"({error_line(exc, _MAX_ERROR_CHARS)}); nothing was written: free space and retry")
     try:
         problems = store_problems(user, db)
     except Exception:  # the diagnosis must never hide the failure it explains

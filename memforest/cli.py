@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sqlite3
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 
 from memforest.errors import InputError, MemForestError, redact
+from memforest.store.space import ROOM_ERRNOS
 
 
 def _cmd_calls(args: argparse.Namespace) -> int:
@@ -47,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _keep_writes_failing_not_fatal()
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
@@ -64,6 +68,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
 
+def _keep_writes_failing_not_fatal() -> None:
+    """Past a file-size limit (RLIMIT_FSIZE) a write raises SIGXFSZ, which kills the process by
+    default: the command ignores it (in its own process only; the library never touches signals),
+    so the write fails with EFBIG instead and is reported as a failure that wrote nothing."""
+    if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
 def failure(exc: Exception, store: str | None) -> tuple[int, str]:
     """Exit code and one-line message for a failed command."""
     if isinstance(exc, MemForestError):
@@ -75,6 +87,8 @@ def failure(exc: Exception, store: str | None) -> tuple[int, str]:
         return 1, f"database error{where}: {exc}"
     if isinstance(exc, OSError):
         target = f": {exc.filename}" if exc.filename else where
+        if exc.errno in ROOM_ERRNOS:
+            return 1, f"no space left to write: {ROOM_ERRNOS[exc.errno]}{target}; nothing was written"
         return 1, f"{exc.strerror or type(exc).__name__}{target}"
     return 1, f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)"
 

@@ -206,6 +206,14 @@ class MemForestConfig:
     # open, largest first, yielding to operations that read trees (`MemForest.wait_settled` waits for
     # it); smaller trees are read when reached, in milliseconds. 0: none.
     warm_tree_leaves: int = 1000
+    # With lazy_trees, check every this many seconds, in a background thread, whether another
+    # process has committed past a version a caller still holds (`MemForest.snapshot()`), and end
+    # that version's read transaction (`memforest.store.versions`), which would keep the write-ahead
+    # log from being checkpointed and restarted. 0 (the default: the library starts no thread of its
+    # own): operations do it for their user, and a host that holds snapshots while idle calls
+    # `MemForest.release_superseded()` or sets this. The memory's own current version holds no read
+    # transaction between operations either way.
+    release_check_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -235,6 +243,8 @@ class MemForestConfig:
             raise ConfigError(f"option gc_freeze_nodes: {self.gc_freeze_nodes} is below 0")
         if not self.warm_tree_leaves >= 0:
             raise ConfigError(f"option warm_tree_leaves: {self.warm_tree_leaves} is below 0")
+        if not self.release_check_s >= 0:
+            raise ConfigError(f"option release_check_s: {self.release_check_s} is below 0")
         return self
 
 

@@ -324,6 +324,8 @@ class UserState:
                       session_times=self.session_times.fork())
         for name in self._MAPS:
             setattr(out, name, _fork(getattr(self, name)))
+        if out.tree_source is not None:
+            out.tree_source.serve(out)
         return out
 
     def _owns(self, kind: str, key: str) -> bool:
@@ -345,6 +347,21 @@ class UserState:
         version's: `Fact.unread`), in one pass over the store's rows; for what reads them all."""
         if self.tree_source is not None:
             self.tree_source.read_facts(self.facts.values())
+
+    def read_all(self) -> None:
+        """Have everything this version would read from the store when first needed read in now:
+        its trees and their nodes' data, its sessions' turns, its cells' texts, its facts' fields and
+        occurrences and its entity labels' members (a version whose snapshot of the store ends)."""
+        if self.tree_source is None:
+            return
+        self.tree_source.ensure_all()
+        self.read_facts()
+        for session in self.sessions.values():
+            _ = session.turns
+        for cell in self.cells.values():
+            _ = cell.text
+        for stat in self.entities.values():
+            _ = stat.facts
 
     def writable_fact(self, fact_id: str) -> Fact:
         fact = self.facts[fact_id]

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from memforest.errors import StoreError
 
-_SQLITE_READONLY, _SQLITE_CANTOPEN = 8, 14  # primary result codes: a file that may not be written, opened
+# primary result codes: a file that may not be written, an I/O error, a full disk, a file not opened
+_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN = 8, 10, 13, 14
 
 
 def rollback(con: sqlite3.Connection) -> None:
@@ -26,8 +27,10 @@ def open_reader(path: Path, strict: bool = False, shared: bool = False) -> sqlit
     write read-only by itself, but reading a store in WAL mode takes its WAL index (the `-shm` file),
     which the first reader creates beside the database: in a read-only folder, with no connection
     holding the store open (so neither index nor log exists), that fails. The database file then
-    holds every commit, and it is read as immutable, without the index. A write-ahead log left with
-    commits but without its index (a writer killed) cannot be read that way: that is refused.
+    holds every commit, and it is read as immutable, without the index. The same holds where the
+    index cannot be made: on a read-only file system (SQLite cannot open it) or with no room left
+    for it (an I/O error). A write-ahead log left with commits but without its index (a writer
+    killed) cannot be read that way: that is refused.
     `shared`: the connection may be used from any thread (its user serialises the calls)."""
     con = sqlite3.connect(_uri(path, "mode=ro") if strict else path, uri=strict, timeout=60.0,
                           isolation_level=None, check_same_thread=not shared)
@@ -37,14 +40,14 @@ def open_reader(path: Path, strict: bool = False, shared: bool = False) -> sqlit
     except sqlite3.Error as e:
         con.close()
         code = _primary_code(e)
-        if code not in (_SQLITE_READONLY, _SQLITE_CANTOPEN):
+        if code not in (_SQLITE_READONLY, _SQLITE_CANTOPEN, _SQLITE_IOERR, _SQLITE_FULL):
             raise
         wal, index = Path(f"{path}-wal"), Path(f"{path}-shm")
-        if _size(wal) and not index.exists():
+        if _size(wal) and not index.exists() and code in (_SQLITE_READONLY, _SQLITE_CANTOPEN):
             raise StoreError(f"{path} is read-only and its write-ahead log {wal.name} holds "
                              "commits that cannot be read without write access to its folder; nothing was "
                              "read or written: open the store once with write access") from None
-        if code != _SQLITE_READONLY:
+        if code != _SQLITE_READONLY and (_size(wal) or not path.is_file()):
             raise
     return sqlite3.connect(_uri(path, "mode=ro&immutable=1"), uri=True, timeout=60.0, isolation_level=None,
                            check_same_thread=not shared)
@@ -59,8 +62,12 @@ def _primary_code(e: sqlite3.Error) -> int | None:
     code = getattr(e, "sqlite_errorcode", None)
     if isinstance(code, int):
         return code & 0xFF
-    text = str(e)
-    return _SQLITE_READONLY if "readonly" in text else _SQLITE_CANTOPEN if "unable to open" in text else None
+    text = str(e).lower()
+    for words, code in (("readonly", _SQLITE_READONLY), ("unable to open", _SQLITE_CANTOPEN),
+                        ("disk i/o error", _SQLITE_IOERR), ("disk is full", _SQLITE_FULL)):
+        if words in text:
+            return code
+    return None
 
 
 def _size(path: Path) -> int:

@@ -8,6 +8,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from memforest.errors import StoreError
+from memforest.store.space import ROOM_ERRNOS
 
 _FOLDER_TRIES = 5
 
@@ -22,6 +23,9 @@ def make_folder(directory: Path) -> None:
         except FileNotFoundError:
             continue
         except OSError as e:
+            if e.errno in ROOM_ERRNOS:
+                raise StoreError(f"cannot make the store folder {directory}: no space left to write: "
+                                 f"{ROOM_ERRNOS[e.errno]}; nothing was written") from None
             if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
                 raise StoreError(f"cannot make the store folder {directory} ({e.strerror}): the "
                                  "store is read-only for this user; nothing was written") from None

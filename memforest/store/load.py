@@ -243,6 +243,7 @@ def _read_trees_lazily(con: sqlite3.Connection, st: UserState, path: Path,
              for tid, rowid, family, label, _fanout, root, _next_id in rows}
     source.attach(trees)
     st.trees, st.nodes, st.tree_source = trees, LazyNodeMap(source), source
+    source.serve(st)
 
 
 def _fits(bulk: BulkRows, trees: dict[str, tuple[str, int | None]]) -> bool:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from memforest.errors import StoreError
+from memforest.store.space import ROOM_ERRNOS
 
 _READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)  # a file that may not be written, or made
 _FIRST_WAIT_S = 0.002
@@ -68,6 +69,9 @@ def _open(path: Path, user: str) -> IO[str]:
             path.parent.mkdir(parents=True, exist_ok=True)
             return path.open("a")
     except OSError as e:
+        if e.errno in ROOM_ERRNOS:
+            raise StoreError(f"user {user!r}: no space left to write the write lock {path}: "
+                             f"{ROOM_ERRNOS[e.errno]}; nothing was written: free space and retry") from None
         if e.errno in _READ_ONLY:
             raise StoreError(f"user {user!r}: the write lock {path} cannot be opened "
                              f"({e.strerror}): the store is read-only for this user; "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from memforest.errors import StoreError, shown
 from memforest.store.schema import DDL, MIGRATIONS, SCHEMA_VERSION
+from memforest.store.space import lacks_room
 
 TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", DDL))
 META_KEYS = ("schema_version", "embedder", "dim", "version", "next_tree_rowid", "next_scene")
@@ -114,9 +115,10 @@ def store_error(exc: sqlite3.Error | UnicodeDecodeError, path: Path) -> StoreErr
     low = text.lower()
     if isinstance(exc, UnicodeDecodeError):
         return StoreError(f"{path} is damaged (a text value is not valid UTF-8: {exc.reason}); {_ADVICE}")
-    if "disk is full" in low:
-        return StoreError(f"{path}: the disk is full ({text}); the operation was rolled back, "
-                          "nothing was written")
+    room = lacks_room(path, exc) if isinstance(exc, sqlite3.Error) else None
+    if room is not None:
+        return StoreError(f"{path}: no space left to write: {room} ({text}); the operation was rolled "
+                          "back, nothing was written: free space and retry")
     if "locked" in low or "busy" in low:
         return StoreError(f"{path} is locked by another process ({text}); retry later")
     if "readonly" in low or "read-only" in low:
