@@ -29,13 +29,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from analysis.records import BuildRow, JudgeVerdict, QuestionRecord, ServedCall
 from analysis.rows import (
     build_figures,
     build_spans,
@@ -102,76 +103,80 @@ def run_row(run_dir: Path, root: Path, run: Mapping[str, Any]) -> dict[str, Any]
     }
 
 
-def build_row(build: Mapping[str, Any]) -> dict[str, Any]:
-    llm = build.get("llm") or {}
-    system = build.get("system") or {}
-    row = {
-        "instance_id": str(build["instance_id"]), **build_figures(build),
-        "sessions": build.get("sessions"), "build_cpu_seconds": build.get("build_cpu_seconds"),
-        "embedding_calls": llm.get("embedding_calls", 0), "waves": llm.get("waves", 0),
-        "critical_path_seconds": llm.get("critical_path_seconds", 0.0),
-        "call_seconds": llm.get("call_seconds", 0.0),
+def build_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    build = BuildRow.from_row(row)
+    llm, system = build.calls, build.stats
+    out = {
+        "instance_id": str(build.instance_id), **asdict(build_figures(build)),
+        "sessions": build.sessions, "build_cpu_seconds": build.build_cpu_seconds,
+        "embedding_calls": llm.embedding_calls, "waves": llm.waves,
+        "critical_path_seconds": llm.critical_path_seconds, "call_seconds": llm.call_seconds,
+        # MemForest's own statistics and every adapter's input account (free-form per system)
         "facts": system.get("new_facts"), "trees": system.get("trees_touched"),
-        "memories_stored": (system.get("input") or {}).get("stored"),
+        "memories_stored": (build.input_account or {}).get("stored"),
         "update_calls": system.get("update_calls"),
-        "error": build.get("error"),
+        "error": build.error,
     }
     for stage, seconds in (system.get("timings") or {}).items():
-        row[f"time_{stage}"] = seconds
-    return row
+        out[f"time_{stage}"] = seconds
+    return out
 
 
-def stage_rows(build: Mapping[str, Any],
-               served: Iterable[Mapping[str, Any]] = ()) -> Iterator[dict[str, Any]]:
+def stage_rows(row: Mapping[str, Any],
+               served: Iterable[ServedCall | Mapping[str, Any]] = ()) -> Iterator[dict[str, Any]]:
     """The call stages of one build; with the served calls of a simulated build, its proxied calls split
     by their prompt kind where they account for them (`rows.split_proxied`)."""
-    by_stage = (build.get("llm") or {}).get("by_stage") or {}
-    split = split_proxied(by_stage, served)
+    build = BuildRow.from_row(row)
+    by_stage = build.calls.by_stage
+    split = split_proxied(by_stage, [c.to_row() if isinstance(c, ServedCall) else c for c in served])
     for stage, numbers in (split or by_stage).items():
-        yield {"instance_id": str(build["instance_id"]), "stage": stage, **numbers,
+        yield {"instance_id": str(build.instance_id), "stage": stage, **numbers,
                "stages_from": "served kinds" if split else "call log"}
 
 
-def served_calls_by_build(run_dir: Path) -> dict[str, list[Mapping[str, Any]]]:
+def served_calls_by_build(run_dir: Path) -> dict[str, list[ServedCall]]:
     """The served calls (served_calls.jsonl) of each build of a simulated run, by the span of the build's
     proxied calls (llm_calls.jsonl); none when the run lacks either file."""
-    served = read_jsonl(run_dir / "served_calls.jsonl")
+    served = [ServedCall.from_row(row) for row in read_jsonl(run_dir / "served_calls.jsonl")]
     return served_by_build(served, build_spans(read_jsonl(run_dir / "llm_calls.jsonl"))) if served else {}
 
 
-def record_row(record: Mapping[str, Any]) -> dict[str, Any]:
-    latency = record.get("latency") or {}
-    row = {key: record.get(key) for key in ("question_id", "attempt", "instance_id", "category", "abstention",
-                                           "query_seconds", "error", "temperature")}
-    row["question_id"] = str(row["question_id"])
-    row["attempt"] = int(row["attempt"] or 0)
-    row["retrieve_seconds"] = latency.get("retrieve")
-    row["answer_seconds"] = latency.get("answer")
+def record_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    record = QuestionRecord.from_row(row)
+    latency = record.latency.seconds if record.latency is not None else {}
+    out: dict[str, Any] = {
+        "question_id": str(record.question_id), "attempt": int(record.attempt or 0),
+        "instance_id": record.instance_id, "category": record.category, "abstention": record.abstention,
+        "query_seconds": record.query_seconds, "error": record.error, "temperature": record.temperature,
+        "retrieve_seconds": latency.get("retrieve"), "answer_seconds": latency.get("answer"),
+    }
     for stage, seconds in latency.items():
         if stage not in ("retrieve", "answer"):
-            row[f"latency_{stage}"] = seconds
-    row["retrieval_llm_calls"] = (record.get("retrieval_llm") or {}).get("calls", 0)
-    row["gold_turn_retrieved"] = gold_hit(record)
-    row["evidence_items"] = len(record.get("retrieved") or ())
-    row.update(record_recall(record))
-    return row
+            out[f"latency_{stage}"] = seconds
+    out["retrieval_llm_calls"] = record.retrieval_llm.calls if record.retrieval_llm is not None else 0
+    out["gold_turn_retrieved"] = gold_hit(record)
+    out["evidence_items"] = len(record.retrieved or ())
+    out.update(record_recall(row))
+    return out
 
 
-def gold_hit(record: Mapping[str, Any]) -> bool | None:
+def gold_hit(record: QuestionRecord) -> bool | None:
     """Whether any gold evidence turn is among the retrieved turns (None: no gold turns, an abstention,
     or a system that exposes no turn provenance)."""
-    gold, got = record.get("evidence_turns") or [], record.get("retrieved_turn_ids")
-    if not gold or record.get("abstention") or got is None:
+    gold, got = record.evidence_turns or [], record.retrieved_turn_ids
+    if not gold or record.abstention or got is None:
         return None
     return bool(set(map(str, gold)) & set(map(str, got)))
 
 
-def verdict_row(verdict: Mapping[str, Any]) -> dict[str, Any]:
+def verdict_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    verdict = JudgeVerdict.from_row(row)
     return {
-        "question_id": str(verdict["question_id"]), "attempt": int(verdict.get("attempt", 0)),
-        "judge_id": verdict.get("judge_id"), "judge_model": verdict.get("judge_model"),
-        "prompt_source": verdict.get("prompt_source"), "correct": bool(verdict.get("correct")),
-        "parsed": bool(verdict.get("parsed", True)), "verdict_error": verdict.get("error"),
+        "question_id": str(verdict.question_id), "attempt": int(verdict.attempt),
+        "judge_id": verdict.judge_id, "judge_model": verdict.judge_model,
+        "prompt_source": verdict.prompt_source, "correct": bool(verdict.correct),
+        "parsed": bool(verdict.parsed), "verdict_error": verdict.error,
+        "repeat": verdict.repeat, "judge_hash": verdict.judge_hash,
     }
 
 

@@ -10,9 +10,12 @@ import json
 import logging
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
-from typing import Any
+from typing import Any, TypeVar
+
+from analysis.records import BuildRow, ServedCall
 
 log = logging.getLogger(__name__)
 
@@ -56,24 +59,40 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def build_figures(build: Mapping[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class BuildCost:
+    """The write-path figures of one build: its size and time, the model calls and tokens it recorded,
+    and the waves derived from its calls' timestamps (`call_waves`: the same rule for every system; None
+    where the run has none)."""
+
+    turns: int | None
+    build_seconds: float
+    turns_per_second: float | None
+    llm_calls: int
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    uncached_prompt_tokens: int
+    completion_tokens: int
+    derived_waves: int | None
+    derived_critical_path_seconds: float | None
+    busy_seconds: float | None
+    max_in_flight: int | None
+
+
+def build_figures(build: BuildRow) -> BuildCost:
     """The write-path figures of one build (a row of builds.jsonl), read the same way for the harness's
-    write-path table and the paper's: its size and time, the model calls and tokens it recorded, and the
-    waves derived from its calls' timestamps (`call_waves`: the same rule for every system; None where
-    the run has none)."""
-    llm = build.get("llm") or {}
-    derived = build.get("call_waves") or {}
-    prompt = int(llm.get("prompt_tokens", 0))
-    cached = int(llm.get("cached_prompt_tokens", 0))
-    return {
-        "turns": build.get("turns"), "build_seconds": build.get("build_seconds"),
-        "turns_per_second": build.get("turns_per_second"), "llm_calls": llm.get("calls", 0),
-        "prompt_tokens": prompt, "cached_prompt_tokens": cached, "uncached_prompt_tokens": prompt - cached,
-        "completion_tokens": int(llm.get("completion_tokens", 0)),
-        "derived_waves": derived.get("waves"),
-        "derived_critical_path_seconds": derived.get("critical_path_seconds"),
-        "busy_seconds": derived.get("busy_seconds"), "max_in_flight": derived.get("max_in_flight"),
-    }
+    write-path table and the paper's."""
+    llm, derived = build.calls, build.call_waves
+    prompt, cached = int(llm.prompt_tokens), int(llm.cached_prompt_tokens)
+    return BuildCost(
+        turns=build.turns, build_seconds=build.build_seconds, turns_per_second=build.turns_per_second,
+        llm_calls=llm.calls, prompt_tokens=prompt, cached_prompt_tokens=cached,
+        uncached_prompt_tokens=prompt - cached, completion_tokens=int(llm.completion_tokens),
+        derived_waves=derived.waves if derived else None,
+        derived_critical_path_seconds=derived.critical_path_seconds if derived else None,
+        busy_seconds=derived.busy_seconds if derived else None,
+        max_in_flight=derived.max_in_flight if derived else None,
+    )
 
 
 # Retrieval recall of one record (analysis.recall tabulates it; analysis.load adds it to every record).
@@ -132,15 +151,19 @@ def build_spans(calls: Iterable[Mapping[str, Any]]) -> dict[str, tuple[float, fl
     return spans
 
 
-def served_by_build(served: Iterable[Mapping[str, Any]],
-                    spans: Mapping[str, tuple[float, float]]) -> dict[str, list[Mapping[str, Any]]]:
-    """The served calls of each build: those that arrived within its span and no other build's."""
+Served = TypeVar("Served", ServedCall, Mapping[str, Any])
+
+
+def served_by_build(served: Iterable[Served],
+                    spans: Mapping[str, tuple[float, float]]) -> dict[str, list[Served]]:
+    """The served calls of each build (`ServedCall`s, or served_calls.jsonl rows): those that arrived
+    within its span and no other build's."""
     ordered = sorted(spans.items(), key=lambda item: item[1])
     firsts = [first for _, (first, _) in ordered]
     reach = list(itertools.accumulate((last for _, (_, last) in ordered), max))  # latest end so far
-    out: dict[str, list[Mapping[str, Any]]] = {}
+    out: dict[str, list[Served]] = {}
     for call in served:
-        arrival = float(call.get("arrival") or 0.0)
+        arrival = float((call.arrival if isinstance(call, ServedCall) else call.get("arrival")) or 0.0)
         before = bisect.bisect_right(firsts, arrival)  # the spans that start no later than the arrival
         if not before or reach[before - 1] < arrival:
             continue

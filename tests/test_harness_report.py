@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.records import BuildRow, QuestionRecord
 from baselines.base import EvidenceItem, Retrieval
 from benchmarks.harness import report
 from benchmarks.harness.metrics import summarize
@@ -78,20 +79,38 @@ def test_build_and_query_figures_by_hand() -> None:
                                                        "by_stage": {"extract": {"calls": 8}}}},
         {"turns": 50, "build_seconds": 1.0, "error": "model failed"},
     ]
-    figures = report.build_figures(builds)
-    assert figures["instances"] == 2 and figures["failed"] == 1
-    assert figures["turns_per_second"] == pytest.approx(10.0)
-    assert figures["llm_calls_mean"] == 6 and figures["prompt_tokens_mean"] == 600
-    assert figures["by_stage_total"] == {"extract": {"calls": 12}}
+    figures = report.build_figures([BuildRow.from_row(b) for b in builds])
+    assert figures.instances == 2 and figures.failed == 1
+    assert figures.turns_per_second == pytest.approx(10.0)
+    assert figures.llm_calls_mean == 6 and figures.prompt_tokens_mean == 600
+    assert figures.by_stage_total == {"extract": {"calls": 12}}
     records = [
         {"question_id": "q1", "attempt": 1, "latency": {"retrieve": 9.0}, "query_seconds": 9.0,
          "answer_usage": {"prompt_tokens": 10}},
         {"question_id": "q1", "attempt": 0, "latency": {"retrieve": 1.0, "answer": 2.0}, "query_seconds": 3.0,
          "retrieval_llm": {"prompt_tokens": 100}, "answer_usage": {"prompt_tokens": 20}},
     ]
+    query = report.query_figures([QuestionRecord.from_row(r) for r in records])
+    assert query.query_seconds_mean == 3.0 and query.latency_mean == {"answer": 2.0, "retrieve": 1.0}
+    assert query.prompt_tokens_per_question == 130  # retrieval once, plus both answers
+    assert query.latency_p50 == {"answer": 2.0, "retrieve": 1.0}  # one first attempt: its own times
+
+
+def test_latency_percentiles_and_failure_counts_by_hand() -> None:
+    rows: list[dict[str, object]] = [
+        {"question_id": f"q{i}", "latency": {"retrieve": float(i)},
+         "response": "I do not know." if i == 1 else "x"} for i in range(1, 6)]
+    rows.append({"question_id": "q6", "response": "", "error_kind": "infrastructure",
+                 "error": "answer: TimeoutError: the server took too long"})
+    records = [QuestionRecord.from_row(row) for row in rows]
+    records.append(QuestionRecord.from_row({"question_id": "q7", "error": "retrieval: KeyError: 'k'",
+                                            "prompt_cut": True, "latency": {"retrieve": 6.0}}))
     query = report.query_figures(records)
-    assert query["query_seconds_mean"] == 3.0 and query["latency_mean"] == {"answer": 2.0, "retrieve": 1.0}
-    assert query["prompt_tokens_per_question"] == 130  # retrieval once, plus both answers
+    # inclusive percentiles of 1..6 s: p50 3.5, p95 = 5 + 0.75 * (6 - 5)
+    assert query.latency_p50["retrieve"] == pytest.approx(3.5)
+    assert query.latency_p95["retrieve"] == pytest.approx(5.75)
+    counts = (query.failed, query.timed_out, query.prompt_cut, query.declined, query.answered)
+    assert counts == (2, 1, 1, 1, 5)
 
 
 def test_markdown_names_every_headline_figure(tmp_path: Path) -> None:
@@ -105,9 +124,12 @@ def test_markdown_names_every_headline_figure(tmp_path: Path) -> None:
     files.close()
     labels = report.RunLabels(method="m", dataset="d", backbone="b", seed=0, simulated=False)
     text = report.write_summary(files, labels)["markdown"]
-    for figure in ("accuracy pass@1 [j (x)] | 50.0%", "accuracy pass@2", "session recall_any@1 | 100.0%",
+    for figure in ("accuracy pass@1 [j (x)] | 50.0% [", "accuracy pass@2",
+                   "session recall_any@1 | 100.0% [",
                    "session recall_any@5 | 100.0%", "turn recall_any@10 | 0.0%", "turn recall_all@10 | 0.0%",
+                   "session ndcg@10 | 100.0%", "accuracy pass@1 over answered questions (3) [j (x)] | 50.0%",
+                   "questions failed / timed out / prompt-cut / declined | 0 / 0 / 0 / 0",
                    "build seconds / instance", "source turns / second",
-                   "query latency mean", "| A | 2 | 25.0% | 50.0% |"):
+                   "query latency mean", "| A | 2 | 25.0% [0.0, 50.0] | 50.0% |"):
         assert figure in text
     assert (tmp_path / "summary.md").read_text() == text

@@ -6,12 +6,14 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from analysis.records import pick
 from baselines.base import RANKING_SESSIONS, EvidenceItem, Retrieval, Session, Turn, ranked_past
 from baselines.flat_rag import FlatRAGSystem
 from baselines.flat_sessions import FlatSessionsSystem
 from baselines.memforest_method import MemForestSystem
 from benchmarks.datasets.records import Instance
 from benchmarks.harness.evidence import retrieval_fields
+from benchmarks.harness.report import Retrieval as RecallBlock
 from benchmarks.harness.report import _served_recall_rows
 from memforest.config import MemForestConfig, TreeConfig
 from memforest.llm.calllog import CallLog
@@ -85,6 +87,7 @@ def test_the_summary_shows_the_served_recall_where_the_ranking_went_past_it() ->
                "turn": {"recall_any@10": 1.0, "recall_all@10": 0.5}}
     served = {"session": {"recall_any@1": 0.5, "recall_any@5": 0.5, "recall_any@10": 0.5},
               "turn": {"recall_any@10": 1.0, "recall_all@10": 0.5}}
-    rows = _served_recall_rows(ranking, served)
+    rows = _served_recall_rows(pick(RecallBlock, ranking), pick(RecallBlock, served))
     assert rows[0][0].startswith("session recall_any@1 / @5 / @10, served") and "50.0%" in rows[0][1]
-    assert _served_recall_rows(ranking, ranking) == [] and _served_recall_rows(ranking, {}) == []
+    assert _served_recall_rows(pick(RecallBlock, ranking), pick(RecallBlock, ranking)) == []
+    assert _served_recall_rows(pick(RecallBlock, ranking), RecallBlock()) == []

@@ -1,16 +1,18 @@
 """Building an instance's memory: reopen a completed store, copy one from another run
-(`stores_from`), or build from an empty store, and write the build row (builds.jsonl)."""
+(`stores_from`), or build from an empty store, and write the build row (builds.jsonl, an
+`analysis.records.BuildRow`). The run state keeps each build as the row written (`BuildRow.to_row`)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from analysis.records import BuildRow, CallSummary, CallWaves
 from benchmarks.datasets import Instance
 from benchmarks.harness.infrastructure import failure_kind, stop_cause
 from benchmarks.harness.results import RunFiles
@@ -50,7 +52,7 @@ def copy_store(h: Harness, instance: Instance) -> dict[str, Any] | None:
     if source.dir.resolve() == h.files.dir.resolve() or not source.builds_path.exists():
         return None
     prior = source.builds().get(iid)
-    if prior is None or prior.get("error") or not source.store_complete(iid, str(prior["build_id"])):
+    if prior is None or prior.error or not source.store_complete(iid, str(prior.build_id)):
         return None
     target = h.files.store_dir(iid)
     if target.exists():
@@ -58,10 +60,10 @@ def copy_store(h: Harness, instance: Instance) -> dict[str, Any] | None:
     shutil.copytree(source.store_dir(iid), target)
     if not attach(h.system, iid, target, instance.sessions):
         return None
-    row = {**json.loads(json.dumps(prior)), "reused_from": str(source.dir.resolve())}
-    h.files.add_build(row)
-    h.builds[iid] = row
-    return row
+    build = replace(prior, reused_from=str(source.dir.resolve()))
+    h.files.add_build(build)
+    h.builds[iid] = build.to_row()
+    return h.builds[iid]
 
 
 def build_memory(h: Harness, instance: Instance, workdir: Path) -> dict[str, Any]:
@@ -85,24 +87,23 @@ def build_memory(h: Harness, instance: Instance, workdir: Path) -> dict[str, Any
     if failure is not None:
         error = failure_text(failure)
         log.error("build of %s failed: %s", iid, error, exc_info=not isinstance(failure, MemForestError))
-    row: dict[str, Any] = {
-        "build_id": uuid.uuid4().hex, "instance_id": iid, "method": h.cfg.method.name,
-        "dataset": h.dataset.name, "sessions": len(instance.sessions), "turns": instance.num_turns,
-        "build_seconds": round(seconds, 4), "build_cpu_seconds": round(cpu_seconds, 4),
-        "turns_per_second": round(instance.num_turns / seconds, 3),
-        "llm": summarize(calls), "call_waves": derived_waves(calls), "simulated": is_simulated(h.cfg),
-        "system": stats, "error": error,
-        **({"error_kind": failure_kind(failure)} if failure is not None else {}),
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
+    embedder = None
     if h.embedder is not None:
         after = embed_cache_counts(h.embedder)
-        row["embedder"] = {**embedder_settings(h.embedder),
-                           **{k: v - cache_before.get(k, 0) for k, v in after.items()}}
+        embedder = {**embedder_settings(h.embedder),
+                    **{k: v - cache_before.get(k, 0) for k, v in after.items()}}
+    build = BuildRow(
+        build_id=uuid.uuid4().hex, instance_id=iid, method=h.cfg.method.name, dataset=h.dataset.name,
+        sessions=len(instance.sessions), turns=instance.num_turns, build_seconds=round(seconds, 4),
+        build_cpu_seconds=round(cpu_seconds, 4), turns_per_second=round(instance.num_turns / seconds, 3),
+        llm=CallSummary.from_row(summarize(calls)), call_waves=CallWaves.from_row(derived_waves(calls)),
+        simulated=is_simulated(h.cfg), system=stats, error=error,
+        error_kind=failure_kind(failure) if failure is not None else None,
+        finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), embedder=embedder)
     if error is None:
-        h.files.mark_store_complete(iid, row["build_id"])
-    h.files.add_build(row)
-    h.builds[iid] = row
+        h.files.mark_store_complete(iid, str(build.build_id))
+    h.files.add_build(build)
+    row = h.builds[iid] = build.to_row()
     h.wandb.log_build(row)
     return row
 

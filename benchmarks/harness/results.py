@@ -6,6 +6,10 @@ A run directory is deterministic, so running the same configuration again resume
 may add a variant level before `seed<N>` (`mode_<query.mode>`, `k<final_units>`, `turns<max_turns>`,
 `families_<a+b>`, `mode_<m>/compose<N>`); read knob values from run.json's `config`, not the path.
 
+Every row of records, builds, judgments and served calls is written and read through the typed records
+of `analysis.records` (`QuestionRecord`, `BuildRow`, `JudgeVerdict`, `ServedCall`), whose fields are the
+layout; each row carries its layout `version` (rows without one are layout 1, which is still read).
+
 Files and the fields the paper's analysis reads:
 
 - run.json: config, system, dataset, models, git, packages, fingerprint, invocations, embedder;
@@ -57,6 +61,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from analysis.records import BuildRow, JudgeVerdict, QuestionRecord, ServedCall
 from analysis.rows import read_jsonl
 from benchmarks.jsonl import JsonlWriter
 from memforest.llm.calllog import CallLog, CallRecord
@@ -154,6 +159,7 @@ class RunFiles:
         self.judgments_path = self.dir / "judgments.jsonl"
         self.builds_path = self.dir / "builds.jsonl"
         self.calls_path = self.dir / "llm_calls.jsonl"
+        self.served_path = self.dir / "served_calls.jsonl"  # simulated runs: the latency server writes it
         self.summary_path = self.dir / "summary.md"
         self.skipped_path = self.dir / "SKIPPED"  # the reason a system could not run here
         self.stores = self.dir / "stores"
@@ -167,14 +173,18 @@ class RunFiles:
             self._writers[path] = JsonlWriter(path)
         return self._writers[path]
 
-    def add_record(self, row: Mapping[str, Any]) -> None:
-        self._writer(self.records_path).write(row)
+    def add_record(self, record: QuestionRecord | Mapping[str, Any]) -> None:
+        """Write one record in the current layout (a plain row is read as a record first)."""
+        typed = record if isinstance(record, QuestionRecord) else QuestionRecord.from_row(record)
+        self._writer(self.records_path).write(typed.to_row())
 
-    def add_judgment(self, row: Mapping[str, Any], path: Path | None = None) -> None:
-        self._writer(path or self.judgments_path).write(row)
+    def add_judgment(self, verdict: JudgeVerdict | Mapping[str, Any], path: Path | None = None) -> None:
+        typed = verdict if isinstance(verdict, JudgeVerdict) else JudgeVerdict.from_row(verdict)
+        self._writer(path or self.judgments_path).write(typed.to_row())
 
-    def add_build(self, row: Mapping[str, Any]) -> None:
-        self._writer(self.builds_path).write(row)
+    def add_build(self, build: BuildRow | Mapping[str, Any]) -> None:
+        typed = build if isinstance(build, BuildRow) else BuildRow.from_row(build)
+        self._writer(self.builds_path).write(typed.to_row())
 
     @property
     def call_log(self) -> RunCallLog:
@@ -191,18 +201,30 @@ class RunFiles:
 
     # ---- readers
 
-    def records(self) -> list[dict[str, Any]]:
-        return read_jsonl(self.records_path)
+    def records(self) -> list[QuestionRecord]:
+        """Every record, in the order written (a redone attempt after its earlier record)."""
+        return [QuestionRecord.from_row(row) for row in read_jsonl(self.records_path)]
 
-    def builds(self) -> dict[str, dict[str, Any]]:
+    def latest_records(self) -> list[QuestionRecord]:
+        """The last record of each (question, attempt)."""
+        return list({record.key: record for record in self.records()}.values())
+
+    def builds(self) -> dict[str, BuildRow]:
         """The last build row of each instance."""
-        return {str(row["instance_id"]): row for row in read_jsonl(self.builds_path)}
+        return {str(build.instance_id): build
+                for build in (BuildRow.from_row(row) for row in read_jsonl(self.builds_path))}
 
     def judgment_files(self) -> list[Path]:
         return sorted(self.dir.glob("judgments*.jsonl"))
 
-    def judgments(self) -> list[dict[str, Any]]:
-        return [row for path in self.judgment_files() for row in read_jsonl(path)]
+    def judgments(self, path: Path | None = None) -> list[JudgeVerdict]:
+        """The verdicts of every judgments file, or of the one at `path`."""
+        paths = [path] if path is not None else self.judgment_files()
+        return [JudgeVerdict.from_row(row) for p in paths for row in read_jsonl(p)]
+
+    def served_calls(self) -> list[ServedCall]:
+        """The requests the latency-model server answered (simulated runs; none otherwise)."""
+        return [ServedCall.from_row(row) for row in read_jsonl(self.served_path)]
 
     # ---- stores
 

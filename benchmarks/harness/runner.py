@@ -20,6 +20,7 @@ from typing import Any
 from hydra.utils import instantiate
 from tqdm import tqdm
 
+from analysis.records import JudgeVerdict, QuestionRecord
 from baselines.base import EvidenceItem, Retrieval, SystemUnavailable, render_evidence
 from benchmarks.datasets import Dataset, Instance, Question
 from benchmarks.harness import report
@@ -40,7 +41,7 @@ from benchmarks.harness.input_kept import reported_input
 from benchmarks.harness.inputs import dataset_metadata, load_benchmark_dataset
 from benchmarks.harness.metrics import dedupe
 from benchmarks.harness.models import library_config, scheduler
-from benchmarks.harness.results import RunFiles, git_info, package_versions, read_jsonl
+from benchmarks.harness.results import RunFiles, git_info, package_versions
 from benchmarks.harness.schema import BenchConfig, plain_config
 from benchmarks.harness.state import Harness, close_after_failure
 from benchmarks.harness.systems import Models, build_system, system_settings
@@ -153,14 +154,14 @@ def open_judge(cfg: BenchConfig, llm: ChatModel | None, files: RunFiles, closing
 
 
 def restore(h: Harness) -> None:
-    """Load what earlier invocations finished: records, the run judge's verdicts, builds."""
-    for row in h.files.records():
-        h.records[(str(row["question_id"]), int(row["attempt"]))] = row
+    """Load what earlier invocations finished: records, the run judge's verdicts, builds (the run state
+    keeps each as the row written, in the current layout)."""
+    for record in h.files.records():
+        h.records[record.key] = record.to_row()
     if h.judge is not None:
-        for row in read_jsonl(h.files.judgments_path):
-            if row.get("judge_id") == h.judge.judge_id:
-                h.judged.add((str(row["question_id"]), int(row["attempt"])))
-    h.builds = h.files.builds()
+        h.judged.update(v.key for v in h.files.judgments(h.files.judgments_path)
+                        if v.judge_id == h.judge.judge_id)
+    h.builds = {iid: build.to_row() for iid, build in h.files.builds().items()}
 
 
 # ---------------------------------------------------------------- the loop
@@ -234,11 +235,12 @@ def skipped(files: RunFiles, cfg: BenchConfig, reason: str) -> dict[str, Any]:
 
 
 def keep_record(h: Harness, row: dict[str, Any]) -> None:
-    """Write one record; an attempt redone after a failure is judged anew (its last verdict counts)."""
-    key = (str(row["question_id"]), int(row["attempt"]))
-    h.files.add_record(row)
-    h.records[key] = row
-    h.judged.discard(key)
+    """Write one record (the row the question loop put together, read as a `QuestionRecord`); an attempt
+    redone after a failure is judged anew (its last verdict counts)."""
+    record = QuestionRecord.from_row(row)
+    h.files.add_record(record)
+    h.records[record.key] = record.to_row()
+    h.judged.discard(record.key)
     h.bar.update(1)
 
 
@@ -402,8 +404,9 @@ def judge_instance(h: Harness, instance: Instance) -> None:
         return
     h.call_log.context = {"instance": instance.instance_id, "phase": "judge"}
     for verdict in judge_rows(h.judge, rows):
-        h.files.add_judgment(verdict.to_dict())
-        h.judged.add((verdict.question_id, verdict.attempt))
+        judged = JudgeVerdict.from_row(verdict.to_dict())
+        h.files.add_judgment(judged)
+        h.judged.add(judged.key)
     h.call_log.context = {}
 
 
