@@ -186,6 +186,18 @@ Bounds = Sequence[float] | None  # a `<figure>_ci95` entry: [low, high]
 
 
 @dataclass(frozen=True)
+class JudgeRepeats:
+    """A judge asked several times per answer (`judge.repeats`): how often its repeats agree and how far
+    the accuracy moves between them (`metrics._repeat_figures`)."""
+
+    repeats: int = 0
+    agreement: float | None = None
+    accuracy_min: float | None = None
+    accuracy_max: float | None = None
+    majority_accuracy: float | None = None
+
+
+@dataclass(frozen=True)
 class JudgeBlock:
     """One judge's figures of a summary block (`metrics.summarize`), with their intervals where the
     summary has them, and the accuracy over answered questions that the report adds."""
@@ -207,6 +219,7 @@ class JudgeBlock:
     accuracy_answered: float | None = None
     accuracy_answered_ci95: Bounds = None
     answered_questions: int | None = None
+    repeats: Mapping[str, Any] | None = None  # a judge asked several times: agreement, accuracy range
 
     def top_k(self) -> int:
         return max((int(n) for n in self.pass_at_k), default=1)
@@ -407,6 +420,11 @@ def _accuracy_rows(judges: Mapping[str, JudgeBlock]) -> list[list[str]]:
         if j.answered_questions is not None:
             rows.append([f"accuracy pass@1 over answered questions ({j.answered_questions}) [{label}]",
                          _pct_ci(j.accuracy_answered, j.accuracy_answered_ci95)])
+        if j.repeats:
+            r = pick(JudgeRepeats, j.repeats)
+            rows.append([f"judge repeats: agreement / accuracy range over {r.repeats} [{label}]",
+                         f"{_pct(r.agreement)} / {_pct(r.accuracy_min)} – {_pct(r.accuracy_max)} "
+                         f"(majority {_pct(r.majority_accuracy)})"])
         if j.unparsed or j.errors:
             rows.append([f"unparsed / failed verdicts [{label}]", f"{j.unparsed} / {j.errors}"])
     return rows

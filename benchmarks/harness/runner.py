@@ -23,6 +23,7 @@ from tqdm import tqdm
 from analysis.records import JudgeVerdict, QuestionRecord
 from baselines.base import EvidenceItem, Retrieval, SystemUnavailable, render_evidence
 from benchmarks.datasets import Dataset, Instance, Question
+from benchmarks.datasets.errata import errata_fields
 from benchmarks.harness import report
 from benchmarks.harness import simulation as simulated
 from benchmarks.harness.answering import answer_request, context_room
@@ -50,6 +51,7 @@ from benchmarks.harness.tokens import token_counter
 from benchmarks.harness.wandb_logger import WandbLogger
 from benchmarks.judging.grading import judge_rows, make_judge
 from benchmarks.judging.judges import Judge
+from benchmarks.judging.pinning import judge_descriptor
 from memforest.config import LLMConfig
 from memforest.errors import MemForestError, ModelBusyError, ModelUnavailableError, unavailable_cause
 from memforest.llm.base import ChatModel, ChatResponse, embedder_settings
@@ -73,6 +75,8 @@ def fingerprint(cfg: BenchConfig, dataset: Dataset) -> dict[str, Any]:
         "answer": {"max_tokens": cfg.answer.max_tokens, "temperature": cfg.answer.temperature},
         # the token budget only: runs of the other modes keep the fingerprint they were written with
         **({"budget": asdict(cfg.budget)} if cfg.budget.mode == "tokens" else {}),
+        # errata change the gold: a run with them never resumes one without (nor with other errata)
+        **({"errata_sha256": dataset.errata.sha256} if dataset.errata else {}),
     }
 
 
@@ -88,6 +92,7 @@ def run_metadata(cfg: BenchConfig, dataset: Dataset) -> dict[str, Any]:
         "simulated": simulated.is_simulated(cfg),
         "models": {"llm": cfg.llm.model, "embedder": cfg.embedder.model,
                    "judge": (judge.model or cfg.llm).model if judge.enabled else None},
+        "judge": judge_descriptor(cfg) if judge.enabled else None,  # pinned: model, prompt, sampling
     }
 
 
@@ -150,7 +155,7 @@ def open_judge(cfg: BenchConfig, llm: ChatModel | None, files: RunFiles, closing
     model = llm if same and llm is not None else instantiate(model_cfg)
     sched = scheduler(model, model_cfg, call_log if same and call_log is not None else files.call_log)
     closing += [sched] if same else [sched, model]
-    return make_judge(asdict(judge_cfg), sched, "judge")
+    return make_judge(asdict(judge_cfg), sched, "judge", model_cfg=model_cfg)
 
 
 def restore(h: Harness) -> None:
@@ -294,6 +299,7 @@ def question_fields(h: Harness, instance: Instance, question: Question, build: R
     if instance.session_aliases:
         out.update(session_aliases=dict(instance.session_aliases),
                    evidence_turns_raw=list(question.evidence_turns))
+    out.update(errata_fields(question))  # the official gold beside the corrected one (dataset.errata)
     return out
 
 

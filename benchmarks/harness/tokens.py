@@ -11,6 +11,7 @@ estimate of four characters per token counts instead. run.json records which cou
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -60,17 +61,32 @@ def token_counter(cfg: LLMConfig, model: object | None = None) -> TokenCounter:
 
 
 def llamacpp_counter(cfg: LLMConfig) -> TokenCounter:
+    """The GGUF model's own vocabulary, loaded alone (no weights, no context: `llama_cpp.Llama` with
+    `vocab_only` still makes a context, and llama.cpp then warns of a training-context overflow)."""
     import llama_cpp
+    from llama_cpp._logger import set_verbose
 
     from memforest.llm.llamacpp import packaged_gguf_path
 
     path = cfg.model_path or packaged_gguf_path()
-    vocab = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+    set_verbose(False)  # llama.cpp's own log lines, as `Llama(verbose=False)` sets it
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    model = llama_cpp.llama_model_load_from_file(str(path).encode("utf-8"), params)
+    if not model:
+        raise ValueError(f"cannot read the vocabulary of {path}")
+    vocab = llama_cpp.llama_model_get_vocab(model)
 
     def count(text: str) -> int:
-        return len(vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False)) if text else 0
+        if not text:
+            return 0
+        data = text.encode("utf-8")
+        # with no room for tokens, llama_tokenize answers minus the number it needs
+        return abs(int(llama_cpp.llama_tokenize(vocab, data, len(data), None, 0, False, False)))
 
-    return TokenCounter(f"llama.cpp vocabulary of {path}", True, count)
+    counter = TokenCounter(f"llama.cpp vocabulary of {path}", True, count)
+    weakref.finalize(counter, llama_cpp.llama_model_free, model)
+    return counter
 
 
 def transformers_counter(model: str) -> TokenCounter:
