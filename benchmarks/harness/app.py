@@ -9,6 +9,7 @@
     memforest-bench compare [--mix-judges] RUN_DIR...   stored runs side by side (a sweep prints this itself)
     memforest-bench compare [--mix-judges] SWEEP_DIR    a sweep's finished runs, comparison.md written again
     memforest-bench write-path RUN_DIR... [--out DIR]   the write-path table of stored runs
+    memforest-bench -v [overrides...]              the same, with the libraries' own log lines and bars
     memforest-bench report RUN_DIR_OR_SWEEP [--out FILE]   one self-contained HTML page of a run or a sweep:
         summary with intervals, plots, and every question side by side (default FILE: <dir>/report.html)
     memforest-bench data dataset=<name> [dataset.path=FILE] [dataset.errata=FILE] [dataset.<key>=<value>...]
@@ -27,6 +28,7 @@ would need the directory shipped as package data).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import fields
@@ -79,6 +81,13 @@ def run_app(cfg: DictConfig) -> None:
         return
     if summary.get("failures"):
         FAILED_RUNS.append((resolved.run_dir, failed_instances(summary["failures"])))
+    if HydraConfig.get().mode != RunMode.MULTIRUN:  # a sweep ends with its comparison and page instead
+        from benchmarks.harness.estimate import next_steps
+        from benchmarks.harness.html_report import PAGE_NAME
+
+        page = Path(resolved.run_dir) / PAGE_NAME
+        part = resolved.dataset.name == "sample" and resolved.dataset.limit is not None
+        print(next_steps(resolved.run_dir, str(page) if page.exists() else None, full_sample=part))
 
 
 class SweepComparison(Callback):
@@ -113,6 +122,14 @@ class SweepComparison(Callback):
             return
         text, run_dirs = found
         print(text)
+        try:
+            from benchmarks.harness.html_report import PAGE_NAME, write_report
+
+            title = f"MemForest report: {self.sweep_dir.name}"
+            page = write_report(run_dirs, self.sweep_dir / PAGE_NAME, title)
+            print(f"report: {page}")
+        except Exception as exc:  # the page is a convenience: never the reason a sweep fails
+            log.warning("report.html not written: %s", error_line(exc))
         if config.get("experiment_name") == "write_path":  # write_path.md / .json
             from benchmarks.harness.write_path import markdown, write
 
@@ -305,6 +322,21 @@ def report_command(argv: Sequence[str]) -> int:
     return 0
 
 
+NOISY_LIBRARIES = ("sentence_transformers", "transformers", "huggingface_hub", "mem0", "urllib3")
+
+
+def quiet_libraries(argv: Sequence[str]) -> list[str]:
+    """The libraries' own log lines and weight-loading bars are off unless `-v` (or `--verbose`) asks for
+    them: `-v` becomes Hydra's `hydra.verbose=[...]` for those loggers. The bars follow
+    HF_HUB_DISABLE_PROGRESS_BARS, set here for this process only where the caller has not set it."""
+    verbose = any(a in ("-v", "--verbose") for a in argv)
+    args = [a for a in argv if a not in ("-v", "--verbose")]
+    if verbose:
+        return [*args, f"hydra.verbose=[{','.join(NOISY_LIBRARIES)}]"]
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    return args
+
+
 def shown_multirun(argv: Sequence[str]) -> list[str]:
     """`-m ... --cfg X`, which Hydra refuses (one command at a time), as `--cfg X ... hydra.mode=MULTIRUN`:
     the configuration a sweep's jobs are composed with, launcher included."""
@@ -332,7 +364,7 @@ def main() -> None:
         from benchmarks.harness.write_path import command
 
         sys.exit(command(sys.argv[2:]))
-    sys.argv[1:] = shown_multirun(sys.argv[1:])
+    sys.argv[1:] = quiet_libraries(shown_multirun(sys.argv[1:]))
     FAILED_RUNS.clear()  # what this invocation's jobs report, not an earlier one's in this process
     DATASET_ERRORS.clear()
     STOPPED_RUNS.clear()

@@ -11,6 +11,7 @@ was serving (benchmarks.harness.infrastructure): the next invocation resumes the
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
@@ -29,7 +30,9 @@ from benchmarks.harness import simulation as simulated
 from benchmarks.harness.answering import answer_request, context_room
 from benchmarks.harness.building import ensure_memory, failure_text
 from benchmarks.harness.context_budget import cut_to_budget, fit_window
+from benchmarks.harness.estimate import estimate
 from benchmarks.harness.evidence import retrieval_fields
+from benchmarks.harness.html_report import PAGE_NAME, write_report
 from benchmarks.harness.infrastructure import (
     INFRASTRUCTURE,
     SYSTEM,
@@ -172,6 +175,16 @@ def restore(h: Harness) -> None:
 # ---------------------------------------------------------------- the loop
 
 
+def say_estimate(cfg: BenchConfig, dataset: Dataset, files: RunFiles, pending: int) -> None:
+    """Print, before any work, what the run will do and about how long it will take."""
+    built = files.builds()
+    todo = [i for i in dataset.instances if i.instance_id not in built or built[i.instance_id].error]
+    turns = sum(i.num_turns for i in todo)
+    wanted = cfg.answer.enabled or cfg.method.needs_chat_model
+    guess = estimate(cfg.llm.backend, turns, pending, list(built.values()), files.records(), wanted)
+    print(guess.line(len(todo), turns, pending), file=sys.stderr, flush=True)
+
+
 def run_benchmark(cfg: BenchConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     """Run (or resume) one configuration; return the run summary, also written as summary.md."""
     dataset = load_benchmark_dataset(cfg.dataset)  # a file that cannot be read stops here, before any work
@@ -194,6 +207,7 @@ def run_benchmark(cfg: BenchConfig, run_dir: str | Path | None = None) -> dict[s
     try:
         pending = sum(not h.finished((q.question_id, a)) for _, q in dataset.questions()
                       for a in range(h.attempts))
+        say_estimate(cfg, dataset, files, pending)
         h.bar = tqdm(total=pending, desc="questions", unit="q", position=1, disable=not progress, leave=False)
         for instance in tqdm(dataset.instances, desc="instances", unit="inst", position=0,
                              disable=not progress):
@@ -207,6 +221,8 @@ def run_benchmark(cfg: BenchConfig, run_dir: str | Path | None = None) -> dict[s
         h.bar.close()
         summary = report.write_summary(files, report.RunLabels.of(cfg))
         files.note_invocation(input_kept=summary["build"].get("input"))
+        write_report([files.dir], files.dir / PAGE_NAME,
+                     f"MemForest report: {cfg.method.name} on {dataset.name}")
         h.wandb.log_summary(summary)
     finally:
         h.close()
