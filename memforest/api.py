@@ -571,7 +571,7 @@ def _settle_if_large(snap: Snapshot, config: MemForestConfig) -> threading.Threa
     they are instead of traversed once more) and back it with huge pages (`MemForestConfig.huge_pages`).
     A memory whose trees are read on demand first has its large entity and scene trees read, in the
     same background thread (`MemForestConfig.warm_tree_leaves`)."""
-    nodes, user = config.gc_freeze_nodes, snap.state.user
+    nodes, user = config.gc_freeze_nodes or 0, snap.state.user
 
     def collapsed(report: object) -> None:
         log.debug("huge pages after loading %s: %s", user, report)

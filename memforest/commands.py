@@ -10,7 +10,14 @@ from typing import Any
 
 import yaml
 
-from memforest.config import QUERY_MODES, MemForestConfig, dotted_overrides, from_dict, with_overrides
+from memforest.config import (
+    QUERY_MODES,
+    MemForestConfig,
+    dotted_overrides,
+    from_dict,
+    with_host_policy,
+    with_overrides,
+)
 from memforest.errors import ConfigError, InputError
 
 
@@ -64,9 +71,10 @@ def _store_parser(
 
 
 def load_config(path: str | None, overrides: list[str]) -> MemForestConfig:
-    """MemForestConfig from an optional YAML/JSON file of overrides, then `-o KEY=VALUE` items."""
+    """MemForestConfig from an optional YAML/JSON file of overrides, then `-o KEY=VALUE` items, with the
+    heap policy of a process that owns itself where they leave it open (`with_host_policy`)."""
     base = from_dict(MemForestConfig, _read_config_file(path) if path else {})
-    return with_overrides(base, dotted_overrides(overrides, _yaml_scalar)).validate()
+    return with_host_policy(with_overrides(base, dotted_overrides(overrides, _yaml_scalar))).validate()
 
 
 def _read_config_file(path: str) -> dict[str, Any]:

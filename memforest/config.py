@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import types
 import typing
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, TypeVar, Union
 
 from memforest.errors import ConfigError, shown
@@ -185,17 +185,20 @@ class MemForestConfig:
     query: QueryConfig = field(default_factory=QueryConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     degraded_ok: bool = False  # on model failure: fail atomically (False) or degrade and record it
-    # After loading a store of at least this many tree nodes (0: never), collect once and move every
-    # object the process holds into the permanent generation (gc.freeze): the cyclic collector would
-    # otherwise rescan a resident memory's millions of objects in each full collection, stalling one
-    # operation for seconds (2.3 s at 10^4 sessions, 550k nodes). A memory's objects are acyclic, so
-    # later versions still free what they replace by reference counting. Each operation on such a
-    # memory then collects what it left and freezes it too (`memforest.api._freeze_if_large`).
-    gc_freeze_nodes: int = 50_000
+    # Process-wide heap policy, off unless the process's owner asks (None: off; `with_host_policy`
+    # turns both on where they are None, as the CLI, the benchmark harness and the micro benchmarks do,
+    # which own their process). After loading a store of at least this many tree nodes, collect once
+    # and move every object the process holds into the permanent generation (gc.freeze): the cyclic
+    # collector would otherwise rescan a resident memory's millions of objects in each full collection,
+    # stalling one operation for seconds (2.3 s at 10^4 sessions, 550k nodes). A memory's objects are
+    # acyclic, so later versions still free what they replace by reference counting. Each operation on
+    # such a memory then collects what it left and freezes it too (`memforest.api._freeze_if_large`).
+    # 0: never.
+    gc_freeze_nodes: int | None = None
     # After loading a store that large, back the process's populated heap with transparent huge pages
     # (Linux; `memforest.hugepages`): an operation's scattered reads over gigabytes of small objects
     # then miss the TLB far less (the 10^4-session query: 27 -> 21 ms on a 2-core virtual machine).
-    huge_pages: bool = True
+    huge_pages: bool | None = None
     # Open a memory reading its trees' nodes only when an operation first reaches a tree (their rows
     # stay in SQLite, read in the snapshot the memory was opened at: `memforest.store.tree_source`);
     # False reads every node at the open, as a store check does.
@@ -239,13 +242,25 @@ class MemForestConfig:
             value = getattr(getattr(self, section), name)
             if value > most:
                 raise ConfigError(f"option {section}.{name}: {value} is above {most}")
-        if not self.gc_freeze_nodes >= 0:
+        if self.gc_freeze_nodes is not None and not self.gc_freeze_nodes >= 0:
             raise ConfigError(f"option gc_freeze_nodes: {self.gc_freeze_nodes} is below 0")
         if not self.warm_tree_leaves >= 0:
             raise ConfigError(f"option warm_tree_leaves: {self.warm_tree_leaves} is below 0")
         if not self.release_check_s >= 0:
             raise ConfigError(f"option release_check_s: {self.release_check_s} is below 0")
         return self
+
+
+# What a process that owns itself turns on (`with_host_policy`): the library alone changes nothing
+# process-wide (garbage collector, page advice).
+HOST_POLICY: dict[str, Any] = {"gc_freeze_nodes": 50_000, "huge_pages": True}
+
+
+def with_host_policy(config: MemForestConfig) -> MemForestConfig:
+    """`config` with the host's heap policy (`HOST_POLICY`) where it leaves the choice open (None): for a
+    process that owns itself, such as the `memforest` CLI or the benchmark harness, not for a library
+    embedded in another's process."""
+    return replace(config, **{k: v for k, v in HOST_POLICY.items() if getattr(config, k) is None})
 
 
 # llm.api / embedder.api: the request fields an OpenAI-compatible server takes (see LLMConfig.api)

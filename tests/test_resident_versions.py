@@ -117,7 +117,7 @@ def test_a_large_loaded_memory_is_frozen_out_of_the_collector_and_still_freed(sc
     writer = scripted_forest(path=tmp_path / "st")
     small = scripted_forest(path=tmp_path / "st")  # the default bound: this store is far below it
     large = scripted_forest(path=tmp_path / "st")
-    large.config.gc_freeze_nodes = 1  # every store counts as large
+    large.config.gc_freeze_nodes, large.config.huge_pages = 1, True  # every store counts as large
     plain = scripted_forest(path=tmp_path / "st")
     plain.config.gc_freeze_nodes, plain.config.huge_pages = 1, False
     sessions = make_sessions(3, 4)
@@ -170,7 +170,8 @@ def test_operations_can_wait_for_the_background_work_of_a_large_load(scripted_fo
     writer = scripted_forest(path=tmp_path / "st")
     writer.ingest_sessions("u", make_sessions(2, 4))
     large = scripted_forest(path=tmp_path / "st")
-    large.config.gc_freeze_nodes = 1  # every store counts as large: its heap is collapsed in the background
+    # every store counts as large: its heap is collapsed in the background
+    large.config.gc_freeze_nodes, large.config.huge_pages = 1, True
     try:
         large.snapshot("u")
         assert large.wait_settled(60)
@@ -419,5 +420,29 @@ def test_operations_on_a_large_memory_freeze_what_they_leave(tmp_path) -> None:
                 trace = forest.query("u", "what about Boston", answer=False).trace
                 assert ("collect" in trace["latency"]) is large and (gc.get_freeze_count() > 0) is large
                 assert ("collect" in forest.delete_session("u", "s001")["timings"]) is large
+    finally:
+        gc.unfreeze()
+
+
+def test_the_library_leaves_the_garbage_collector_and_pages_alone_unless_the_host_asks(
+        scripted_forest, tmp_path, monkeypatch) -> None:
+    """A memory embedded in another's process changes nothing process-wide by default; the host's
+    policy (`with_host_policy`, as the CLI and the harness take it) turns freezing and page advice on."""
+    from memforest.config import HOST_POLICY, MemForestConfig, with_host_policy
+
+    advised: list[int] = []
+    monkeypatch.setattr("memforest.api.advise_heap_later", lambda done=None: advised.append(1))
+    assert MemForestConfig().gc_freeze_nodes is None and MemForestConfig().huge_pages is None
+    hosted = with_host_policy(MemForestConfig())
+    assert (hosted.gc_freeze_nodes, hosted.huge_pages) == (HOST_POLICY["gc_freeze_nodes"], True)
+    assert with_host_policy(MemForestConfig(gc_freeze_nodes=0)).gc_freeze_nodes == 0  # the user's choice
+    writer = scripted_forest(path=tmp_path / "st")
+    writer.ingest_sessions("u", make_sessions(2, 4))
+    guest = scripted_forest(path=tmp_path / "st")
+    gc.unfreeze()
+    try:
+        guest.snapshot("u")
+        guest.query("u", "what happened?")
+        assert gc.get_freeze_count() == 0 and not advised
     finally:
         gc.unfreeze()

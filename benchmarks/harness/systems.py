@@ -26,7 +26,7 @@ from baselines.base import Endpoints, MemorySystem, Session, SystemUnavailable
 from benchmarks.harness.models import library_config
 from benchmarks.harness.schema import ChatModelNode, EmbedderNode, MemForestNode, MethodNode, ServingNode
 from benchmarks.serving.stack import ProxiedSystem, ServingStack
-from memforest.config import EmbedderConfig, LLMConfig, MemForestConfig, from_dict
+from memforest.config import EmbedderConfig, LLMConfig, MemForestConfig, from_dict, with_host_policy
 from memforest.errors import configured_key
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
@@ -74,11 +74,12 @@ def _plain(value: Any) -> bool:
 
 def memforest_config(node: MemForestNode) -> MemForestConfig:
     """A MemForest method's `memforest` node as the library's MemForestConfig (its backbone and
-    embedder as the library's LLMConfig and EmbedderConfig, without the harness's labels)."""
+    embedder as the library's LLMConfig and EmbedderConfig, without the harness's labels), with the
+    heap policy of the harness's own process (`with_host_policy`) where the node leaves it open."""
     values = asdict(node)
     values.update(llm=vars(library_config(LLMConfig, node.llm)),
                   embedder=vars(library_config(EmbedderConfig, node.embedder)))
-    return from_dict(MemForestConfig, values)
+    return with_host_policy(from_dict(MemForestConfig, values))
 
 
 def build_system(method: MethodNode, llm: ChatModelNode, embedder: EmbedderNode,

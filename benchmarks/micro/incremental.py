@@ -55,7 +55,7 @@ from benchmarks.micro.profile_responder import ProfileResponder
 from memforest import vector_table
 from memforest.api import MemForest
 from memforest.cache_file import cache_dir
-from memforest.config import MemForestConfig
+from memforest.config import MemForestConfig, with_host_policy
 from memforest.index import lexical_cache, partition_cache, tree_rows_cache
 from memforest.index.lexical_cache import FILE_NAME as LEXICAL_CACHE
 from memforest.index.partition_cache import FILE_NAME as PARTITIONS_CACHE
@@ -142,7 +142,7 @@ EXTRACTORS: dict[str, tuple[str, Callable[[], Responder]]] = {
 
 def _forest(path: Path, clock: ModelClock | None = None, extractor: str = "profile", huge_pages: bool = True,
             lazy_trees: bool = True) -> MemForest:
-    cfg = MemForestConfig(huge_pages=huge_pages, lazy_trees=lazy_trees)
+    cfg = with_host_policy(MemForestConfig(huge_pages=huge_pages, lazy_trees=lazy_trees))  # owns its process
     clock = clock or ModelClock()
     return MemForest(path, cfg, llm=ScriptedChatModel(_timed(EXTRACTORS[extractor][1](), clock)),
                      embedder=_TimedEmbedder(cfg.embedder.dim, clock))

@@ -10,7 +10,7 @@ from typing import Any
 
 from memforest.api import MemForest
 from memforest.commands import load_config
-from memforest.config import MemForestConfig
+from memforest.config import MemForestConfig, with_host_policy
 
 NAMES = ["Ana", "Ben", "Chloe", "Dev", "Elif", "Farid", "Greta", "Hiro"]
 CITIES = ["Lisbon", "Oslo", "Quito", "Hanoi", "Perth", "Tunis", "Riga", "Cusco"]
@@ -38,7 +38,7 @@ def instance_sessions(i: int, sessions: int = 2) -> list[dict]:
 
 
 def run(max_n: int = 8, cfg: MemForestConfig | None = None) -> list[dict[str, Any]]:
-    cfg = cfg or MemForestConfig()
+    cfg = cfg or with_host_policy(MemForestConfig())  # a benchmark owns its process
     rows = []
     with tempfile.TemporaryDirectory() as d, MemForest(d, cfg) as forest:
         sequential = 0.0

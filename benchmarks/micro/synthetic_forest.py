@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memforest.config import MemForestConfig
+from memforest.config import MemForestConfig, with_host_policy
 from memforest.state import EntityStat, NodeData, Scene, UserState
 from memforest.types import Cell, Fact, Occurrence, Session, Turn
 
@@ -25,7 +25,7 @@ def build_state(
 ) -> UserState:
     """A state with session, `entity:user`, entity and scene trees, every node summarised
     (extractive text) and embedded (mean of children)."""
-    cfg = cfg or MemForestConfig()
+    cfg = cfg or with_host_policy(MemForestConfig())  # a benchmark owns its process
     rng = np.random.default_rng(seed)
     st = UserState(user, embedder="synthetic", dim=dim)
     t0 = 1.6e9 + seed * 400 * DAY

@@ -13,7 +13,7 @@ import numpy as np
 
 from memforest.api import MemForest
 from memforest.commands import load_config
-from memforest.config import MemForestConfig
+from memforest.config import MemForestConfig, with_host_policy
 from memforest.demo import example_sessions
 from memforest.llm.base import Embedder, EmbedKind
 from memforest.llm.factory import build_embedder
@@ -37,7 +37,7 @@ class TimedEmbedder:
 
 
 def profile(cfg: MemForestConfig | None = None, sessions: list[dict] | None = None) -> dict[str, Any]:
-    cfg = cfg or MemForestConfig()
+    cfg = cfg or with_host_policy(MemForestConfig())  # a benchmark owns its process
     embedder = TimedEmbedder(build_embedder(cfg.embedder))
     with tempfile.TemporaryDirectory() as d, MemForest(d, cfg, embedder=embedder) as forest:
         scheduler = forest.scheduler
