@@ -35,8 +35,10 @@ RUN_ARGS ?= dataset.limit=1
 run: $(VENV)/.installed-cpu
 	$(VENV)/bin/memforest-bench $(RUN_ARGS)
 
+# The whole suite, spread over the machine's cores (pytest-xdist; TEST_WORKERS=0 runs it in one process).
+TEST_WORKERS ?= auto
 test: $(VENV)/.installed-dev browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15
 
 # Headless Chromium (Debian's package) for the test that renders `memforest-bench report`'s page; where
 # it cannot be installed (no root, no apt-get) that test is skipped and says so.
