@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from benchmarks.datasets import DatasetError, load_dataset, load_errata
-from benchmarks.datasets.errata import ERRATA_DIR, describe_errata, errata_fields
+from benchmarks.datasets.download import github_cache_path, remote_files
+from benchmarks.datasets.errata import ERRATA_DIR, errata_fields
 from benchmarks.harness.app import compose_config, main
 from benchmarks.harness.schema import bench_config
 
@@ -141,7 +142,18 @@ def test_shipped_errata_files_are_well_formed() -> None:
     assert set(shipped) == {"longmemeval", "locomo"}
     for errata in shipped.values():
         assert all(entry.source.startswith("https://github.com/") for entry in errata.entries)
-    assert describe_errata(shipped["locomo"]).endswith("0 entries\n")
+    assert len(shipped["locomo"].entries) == 5
+
+
+# the pinned public file where `python -m benchmarks.datasets.download locomo` puts it (never shipped)
+LOCOMO = github_cache_path(remote_files()["locomo"])  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not LOCOMO.exists(), reason="the public locomo10.json is not here")
+def test_shipped_locomo_errata_apply_to_the_pinned_file() -> None:
+    data = load_dataset("locomo", path=LOCOMO, errata=ERRATA_DIR / "locomo.yaml")
+    assert data.errata is not None and not data.errata.not_loaded
+    assert (data.counts.errata_answers_changed, data.counts.errata_questions_dropped) == (4, 1)
 
 
 @pytest.mark.skipif(not REAL_ORACLE.exists(), reason="the real LongMemEval oracle file is not here")
