@@ -208,6 +208,9 @@ class MemForest:
     def _current(self, user: str, db: UserDB, version: int) -> Snapshot:
         """The resident snapshot of `user` at committed `version` (as read by `db.validate`)."""
         snap = self._snapshots.get(user)
+        if snap is not None and self._maps_changed(user, db):
+            self._supersede(user, snap)
+            snap = None
         if snap is None or snap.version != version:
             if snap is not None and snap.version < version:  # another process committed since
                 self._supersede(user, snap)
@@ -227,6 +230,17 @@ class MemForest:
                 if held is None or held.version < snap.version:
                     self._snapshots[user] = snap
         return snap
+
+    def _maps_changed(self, user: str, db: UserDB) -> bool:
+        """Whether a cache file the resident version of `user` maps was changed in place since it
+        was mapped (one fstat per mapped file, `cache_file.MappedFiles`): the version is then read
+        from the store again instead of touching the changed map, which could kill the process
+        (a truncated file) or answer from other data (an overwritten one)."""
+        changed = self._caches_of(user, db).mapped.changed()
+        if changed:
+            log.warning("memforest: warning: cache files of user %r changed in place under this process "
+                        "(%s); reading the memory from the store again", user, "; ".join(changed))
+        return bool(changed)
 
     def _supersede(self, user: str, snap: Snapshot) -> None:
         """`snap`, the resident version of `user`, is older than the store's: it is resident no more,

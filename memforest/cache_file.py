@@ -1,36 +1,58 @@
 """Files of arrays kept beside a user's database: caches of what is derived from it, in the form a
-query reads, so a process that opens the memory maps them instead of rebuilding them.
+query reads, so a process that opens the memory reads or maps them instead of rebuilding them.
 
 SQLite stays the source of truth. A cache file says what it holds (`kind`, format version) and which
 committed version of the store it reflects; its header and its arrays carry CRC-32 checksums. A file
-that is missing, truncated, zeroed, of another format version, of another store version or whose
-checksums do not match is reported as unusable (`CacheMiss`, with the reason) and rebuilt by its
-reader, never trusted. Files are written atomically (a temporary file, fsynced, renamed over the old
-one, the folder fsynced), so a reader sees a whole old file or a whole new one.
+that is missing, not a regular file (a FIFO, a device, a link: never opened for reading), truncated,
+zeroed, of another format version, of another store version or whose checksums do not match is
+reported as unusable (`CacheMiss`, with the reason) and rebuilt by its reader, never trusted.
+
+Files are written beside their final name (`.NAME.*.tmp`, locked by its writer while it writes),
+fsynced, renamed over the old one and the folder fsynced, so a reader sees a whole old file or a
+whole new one, and a file a process has mapped is never changed by a later write of ours: the
+rename leaves the mapped file's contents as they were. Temporary files whose writer died
+(`remove_stale_temporary`) are removed when a memory opens its caches and by `memforest check`.
 
 Layout: 8 bytes of magic, the header's length and CRC-32 (two little-endian uint32), the header
 (JSON: kind, format, store version, checksum of the payload, each array's dtype, shape and offset),
-then the arrays, each aligned to 64 bytes. Arrays are returned as read-only (or copy-on-write) views
-of a memory map, so their pages are read on demand and shared by every process that maps the same
-file; the pages the checksum read leave the process's resident set once it matches."""
+then the arrays, each aligned to 64 bytes. A file under `READ_BELOW` bytes is read into private
+memory. A larger one is mapped, so its pages are read on demand and shared by every process that
+maps it; its checksum is computed by reading the file, not the map, so no page stays resident.
+
+What a map does not protect against, and what `MappedFiles` adds: a mapped file truncated in place
+(by another program: ours never write in place) would kill the process with SIGBUS on the next
+touch of a page past the new end, and one overwritten in place would change the arrays under their
+readers. `MappedFiles.changed` compares each mapped file's identity (device, inode, size,
+modification and change times, through its own open descriptor: one `fstat`, no read) with the one
+it had when mapped; the caller checks it before each operation and reads the store again instead
+of touching a changed map. Not protected: a file changed during an operation (between the check
+and the touch), and a change that keeps the size and both times (possible only by resetting the
+clock), which only a checksum of the whole file, too costly per query, would find."""
 
 from __future__ import annotations
 
-import contextlib
+import fcntl
 import json
 import mmap
 import os
+import stat
 import struct
 import tempfile
+import threading
+import weakref
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 MAGIC = b"MFCACHE\x01"
 _PREFIX = struct.Struct("<8sII")  # magic, header bytes, header CRC-32
 _ALIGN = 64
+_CHUNK = 1 << 20  # bytes read at a time for a checksum
+READ_BELOW = 16 << 20  # files smaller than this are read into private memory instead of mapped
+TEMPORARY = ".*.tmp"  # the names of files being written (`write_arrays`)
 
 
 @dataclass(frozen=True)
@@ -72,6 +94,7 @@ def write_arrays(path: Path, kind: str, fmt: int, store_version: str, arrays: di
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:
+            fcntl.flock(out.fileno(), fcntl.LOCK_EX)  # held until renamed: it is not stale meanwhile
             out.write(_PREFIX.pack(MAGIC, len(header), zlib.crc32(header)))
             out.write(header)
             for raw, pad in blobs:
@@ -79,8 +102,8 @@ def write_arrays(path: Path, kind: str, fmt: int, store_version: str, arrays: di
                 out.write(b"\0" * pad)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)  # readable as the database beside it is (a temporary file is private)
-        os.replace(tmp, path)
+            os.fchmod(out.fileno(), 0o644)  # readable as the database beside it is (mkstemp's is private)
+            os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -101,63 +124,227 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def read_arrays(path: Path, kind: str, fmt: int, store_version: str,
-                writable: bool = False) -> dict[str, np.ndarray] | CacheMiss:
-    """The arrays of the cache file at `path`, as read-only views of a memory map, when it is a whole,
-    unchanged file of `kind`, format `fmt` and committed `store_version`; else why not. `writable`:
-    views of a private, copy-on-write map instead (a write copies its page, the file never changes)."""
+def remove_stale_temporary(folder: Path) -> list[tuple[str, int]]:
+    """Remove the temporary files in `folder` whose writer is gone (a process killed while writing a
+    cache): those no live writer holds locked. Returns (name, bytes) of each removed; one that cannot
+    be removed (a read-only store) is left and not listed."""
+    removed = []
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < _PREFIX.size:
-                return CacheMiss(f"{path.name}: truncated ({size} bytes)")
-            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY if writable else mmap.ACCESS_READ)
-    except FileNotFoundError:
-        return CacheMiss(f"{path.name}: missing")
+        names = sorted(p.name for p in folder.glob(TEMPORARY))
+    except OSError:
+        return []
+    for name in names:
+        size = _remove_if_unlocked(folder / name)
+        if size is not None:
+            removed.append((name, size))
+    return removed
+
+
+def _remove_if_unlocked(path: Path) -> int | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fails while its writer lives
+        if os.lstat(path).st_ino != st.st_ino:  # (renamed into place meanwhile, the name reused)
+            return None
+        path.unlink()
+        return st.st_size
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def changed_since(then: os.stat_result, now: os.stat_result) -> str | None:
+    """How a file whose status was `then` has changed in place (None: it has not). A file only
+    renamed over or removed (its link count dropped) keeps its contents: its change time is then
+    not compared."""
+    if (now.st_dev, now.st_ino) != (then.st_dev, then.st_ino):
+        return "replaced"
+    if now.st_size != then.st_size:
+        return f"truncated to {now.st_size} bytes" if now.st_size < then.st_size else "grown in place"
+    if now.st_mtime_ns != then.st_mtime_ns:
+        return "rewritten in place"
+    if now.st_nlink == then.st_nlink and now.st_ctime_ns != then.st_ctime_ns:
+        return "changed in place"
+    return None
+
+
+class MappedFiles:
+    """The cache files whose maps arrays still use, each with the status it had when mapped and an
+    open descriptor of its own (closed when the map is freed): `changed` tells, for one `fstat`
+    each, which have since been changed in place."""
+
+    def __init__(self) -> None:
+        self._held: list[tuple[str, weakref.ref[mmap.mmap], int, os.stat_result]] = []
+        self._lock = threading.Lock()
+
+    def add(self, name: str, buf: mmap.mmap, fd: int, st: os.stat_result) -> None:
+        weakref.finalize(buf, os.close, fd)
+        with self._lock:
+            self._held.append((name, weakref.ref(buf), fd, st))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(ref() is not None for _, ref, _, _ in self._held)
+
+    def changed(self) -> list[str]:
+        """What changed in place among the files still mapped (as 'NAME: how'); those are forgotten,
+        so each change is reported once."""
+        with self._lock:
+            held, self._held = self._held, []
+        kept, found = [], []
+        for entry in held:
+            name, ref, fd, st = entry
+            buf = ref()  # (held while its descriptor is used: the map's finaliser closes it)
+            if buf is None:
+                continue
+            try:
+                how = changed_since(st, os.fstat(fd))
+            except OSError as e:
+                how = f"unreadable ({type(e).__name__})"
+            if how is None:
+                kept.append(entry)
+            else:
+                found.append(f"{name}: {how}")
+            del buf
+        with self._lock:
+            self._held = kept + self._held
+        return found
+
+
+def read_arrays(path: Path, kind: str, fmt: int, store_version: str, writable: bool = False,
+                watch: MappedFiles | None = None) -> dict[str, np.ndarray] | CacheMiss:
+    """The arrays of the cache file at `path` when it is a whole, unchanged regular file of `kind`,
+    format `fmt` and committed `store_version`; else why not. A file under `READ_BELOW` bytes is read
+    into private memory; a larger one is mapped, its arrays read-only views of the map (`writable`:
+    of a private, copy-on-write map: a write copies its page, the file never changes), and the map
+    is added to `watch`, which tells when the file is later changed in place."""
+    opened = _open_regular(path)
+    if isinstance(opened, CacheMiss):
+        return opened
+    fd, st = opened
+    try:
+        found = _header_of(fd, st.st_size, path.name, kind, fmt, store_version)
+        if isinstance(found, CacheMiss):
+            return found
+        start, header = found
+        if st.st_size < READ_BELOW:
+            return _read_in(fd, st.st_size, start, header, path.name, writable)
+        return _mapped(fd, st, start, header, path.name, writable, watch)
     except (OSError, ValueError) as e:
         return CacheMiss(f"{path.name}: unreadable ({type(e).__name__})")
-    magic, header_bytes, header_crc = _PREFIX.unpack_from(buf, 0)
+    finally:
+        os.close(fd)
+
+
+def _open_regular(path: Path) -> tuple[int, os.stat_result] | CacheMiss:
+    """An open descriptor of the regular file at `path` (never a FIFO, device or link, whose open or
+    read could block or reach outside the cache folder), and its status."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return CacheMiss(f"{path.name}: not a regular file")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return CacheMiss(f"{path.name}: missing")
+    except OSError as e:
+        return CacheMiss(f"{path.name}: unreadable ({type(e).__name__})")
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # (replaced between the two looks)
+        os.close(fd)
+        return CacheMiss(f"{path.name}: not a regular file")
+    return fd, st
+
+
+def _header_of(fd: int, size: int, name: str, kind: str, fmt: int,
+               store_version: str) -> tuple[int, dict[str, Any]] | CacheMiss:
+    """(where the payload starts, the header) of a whole file of `kind`, `fmt` and `store_version`."""
+    if size < _PREFIX.size:
+        return CacheMiss(f"{name}: truncated ({size} bytes)")
+    magic, header_bytes, header_crc = _PREFIX.unpack(os.pread(fd, _PREFIX.size, 0))
     if magic != MAGIC:
-        return CacheMiss(f"{path.name}: not a cache file (bad magic)")
+        return CacheMiss(f"{name}: not a cache file (bad magic)")
     start = _PREFIX.size + header_bytes
     if start > size:
-        return CacheMiss(f"{path.name}: truncated inside its header")
-    header_raw = buf[_PREFIX.size:start]
-    if zlib.crc32(header_raw) != header_crc:
-        return CacheMiss(f"{path.name}: header checksum mismatch")
+        return CacheMiss(f"{name}: truncated inside its header")
+    header_raw = os.pread(fd, header_bytes, _PREFIX.size)
+    if len(header_raw) != header_bytes or zlib.crc32(header_raw) != header_crc:
+        return CacheMiss(f"{name}: header checksum mismatch")
     try:
         header = json.loads(header_raw)
-    except ValueError:
-        return CacheMiss(f"{path.name}: unreadable header")
+        payload = int(header["payload_bytes"])
+    except (ValueError, KeyError, TypeError):
+        return CacheMiss(f"{name}: unreadable header")
     if header.get("kind") != kind or header.get("format") != fmt:
-        return CacheMiss(f"{path.name}: {header.get('kind')} format {header.get('format')}, "
+        return CacheMiss(f"{name}: {header.get('kind')} format {header.get('format')}, "
                          f"this version reads {kind} format {fmt}")
     if header.get("store_version") != store_version:
-        return CacheMiss(f"{path.name}: reflects store version {header.get('store_version')}, "
+        return CacheMiss(f"{name}: reflects store version {header.get('store_version')}, "
                          f"the store is at {store_version}")
-    payload = int(header["payload_bytes"])
     if start + payload != size:
-        return CacheMiss(f"{path.name}: {size} bytes, its header says {start + payload}")
-    view = memoryview(buf)[start:]
-    if zlib.crc32(view) != header["payload_crc32"]:
-        return CacheMiss(f"{path.name}: content checksum mismatch")
-    view.release()
-    _unmap_pages(buf)
-    out = {}
-    for spec in header["arrays"]:
-        dtype = np.dtype(spec["dtype"])
-        out[spec["name"]] = np.ndarray(tuple(spec["shape"]), dtype, buffer=buf,
-                                       offset=start + int(spec["offset"]))
+        return CacheMiss(f"{name}: {size} bytes, its header says {start + payload}")
+    return start, header
+
+
+def _file_crc(fd: int, start: int, size: int) -> int | None:
+    """CRC-32 of bytes [start, size) read through the descriptor (None: the file ended sooner)."""
+    crc, at, chunk = 0, start, bytearray(_CHUNK)
+    view = memoryview(chunk)
+    while at < size:
+        n = os.preadv(fd, [view[: min(_CHUNK, size - at)]], at)
+        if n <= 0:
+            return None
+        crc = zlib.crc32(view[:n], crc)
+        at += n
+    return crc
+
+
+def _read_in(fd: int, size: int, start: int, header: dict[str, Any], name: str,
+             writable: bool) -> dict[str, np.ndarray] | CacheMiss:
+    """The arrays of a small file, read into private memory: nothing of it stays mapped."""
+    data = bytearray(size - start)
+    view, at = memoryview(data), 0
+    while at < len(data):
+        n = os.preadv(fd, [view[at:]], start + at)
+        if n <= 0:
+            return CacheMiss(f"{name}: truncated while it was read")
+        at += n
+    if zlib.crc32(data) != header["payload_crc32"]:
+        return CacheMiss(f"{name}: content checksum mismatch")
+    out = _arrays(header, data, 0)
+    if not writable:
+        for arr in out.values():
+            arr.flags.writeable = False
     return out
 
 
-def _unmap_pages(buf: mmap.mmap) -> None:
-    """Drop the pages the checksum read from this process's resident set: they stay in the page
-    cache, and a later read maps only the pages it reaches (where the platform allows it)."""
-    advice = getattr(mmap, "MADV_DONTNEED", None)
-    if advice is not None:
-        with contextlib.suppress(OSError, ValueError):
-            buf.madvise(advice)
+def _mapped(fd: int, st: os.stat_result, start: int, header: dict[str, Any], name: str, writable: bool,
+            watch: MappedFiles | None) -> dict[str, np.ndarray] | CacheMiss:
+    """The arrays of a large file as views of its map, after a checksum of the file read through the
+    descriptor (no page of the map is touched before it is known whole)."""
+    buf = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY if writable else mmap.ACCESS_READ)
+    crc = _file_crc(fd, start, st.st_size)
+    if crc is None or changed_since(st, os.fstat(fd)) is not None:
+        return CacheMiss(f"{name}: changed while it was read")
+    if crc != header["payload_crc32"]:
+        return CacheMiss(f"{name}: content checksum mismatch")
+    if watch is not None:
+        watch.add(name, buf, os.dup(fd), st)
+    return _arrays(header, buf, start)
+
+
+def _arrays(header: dict[str, Any], buffer: Any, start: int) -> dict[str, np.ndarray]:
+    out = {}
+    for spec in header["arrays"]:
+        dtype = np.dtype(spec["dtype"])
+        out[spec["name"]] = np.ndarray(tuple(spec["shape"]), dtype, buffer=buffer,
+                                       offset=start + int(spec["offset"]))
+    return out
 
 
 def pack_strings(values: list[str]) -> dict[str, np.ndarray]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from memforest import publish
-from memforest.cache_file import CacheMiss, cache_dir
+from memforest.cache_file import CacheMiss, MappedFiles, cache_dir, remove_stale_temporary
+from memforest.check import CacheCheck
 from memforest.errors import StoreError
 from memforest.index.forest_index import cell_meta, fact_meta, node_uid
 from memforest.index.lexical_cache import FILE_NAME, build_lexical, read_lexical, write_lexical
@@ -53,6 +55,8 @@ class StoreCaches:
         self.written: int | None = None  # the version whose lexical cache this process wrote or read
         self.partitions_written: int | None = None  # the same for the partitions cache
         self._read: dict[int, dict[str, SavedPartitions] | None] = {}
+        self.mapped = MappedFiles()  # the cache files the loaded versions' arrays map
+        self.stale_removed = remove_stale_temporary(cache_dir(db_path))  # (name, bytes), until reported
 
     def load(self, db: UserDB, user: str, lazy: bool = False) -> Snapshot:
         """The committed version (`publish.load`), its tables taking the cached partitions when the
@@ -75,7 +79,7 @@ class StoreCaches:
         return snap
 
     def _tree_rows_for(self, version: int, dim: int) -> BulkRows | None:
-        found = read_tree_rows(self.tree_rows_path, self.db.stamp(version), dim)
+        found = read_tree_rows(self.tree_rows_path, self.db.stamp(version), dim, self.mapped)
         if isinstance(found, CacheMiss):
             log.debug("memforest: reading the tree rows from the store: %s", found.reason)
             return None
@@ -84,7 +88,7 @@ class StoreCaches:
 
     def _partitions_for(self, version: int) -> dict[str, SavedPartitions] | None:
         if version not in self._read:
-            found = read_partitions(self.partitions_path, self.db.stamp(version))
+            found = read_partitions(self.partitions_path, self.db.stamp(version), self.mapped)
             if isinstance(found, CacheMiss):
                 log.debug("memforest: training the vector tables' partitions: %s", found.reason)
             self._read[version] = None if isinstance(found, CacheMiss) else found
@@ -134,7 +138,7 @@ class StoreCaches:
         else built from the state (and the cache rewritten)."""
         def source(state: UserState) -> VersionedLexical:
             stamp = self.db.stamp(state.version)
-            found = read_lexical(self.lexical_path, stamp, state)
+            found = read_lexical(self.lexical_path, stamp, state, self.mapped)
             if not isinstance(found, CacheMiss):
                 self.written = state.version
                 return found
@@ -156,34 +160,66 @@ class StoreCaches:
         if stamp is not None:
             self._write(stamp, lexical, snap.version)
 
-    def findings(self, state: UserState) -> list[str]:
-        """What is wrong with the caches of `state` (the store's committed version); each one found
-        damaged or stale is rebuilt from the state (the partitions cache is removed: the next load
-        trains the partitions and writes it)."""
-        out = []
+    def findings(self, state: UserState) -> CacheCheck:
+        """What is wrong with the caches of `state` (the store's committed version), what was checked
+        and what was done: each cache found damaged or stale is rebuilt from the state (the
+        partitions cache is removed: the next load trains the partitions and writes it), and the
+        temporary files of cache writes that never finished are removed."""
+        out = CacheCheck()
+        stale = self.stale_removed + remove_stale_temporary(self.lexical_path.parent)
+        self.stale_removed = []
+        out.checked.append("temporary files of cache writes")
+        if stale:
+            size = sum(n for _, n in stale)
+            out.findings.append(f"{len(stale)} temporary cache file(s) of writes that never finished "
+                                f"({size} bytes)")
+            out.done.append(f"removed {', '.join(name for name, _ in stale)}")
         stamp = self.db.stamp(state.version)
-        if self.lexical_path.exists():
-            found = read_lexical(self.lexical_path, stamp, state)
-            if isinstance(found, CacheMiss):
-                self._write(stamp, build_lexical(state), state.version)
-                out.append(f"lexical cache {found.reason}: rebuilt from the store")
-        if self.tree_rows_path.exists():
-            rows = read_tree_rows(self.tree_rows_path, stamp, state.dim)
-            truth = bulk_of_state(state)
-            wrong = rows.reason if isinstance(rows, CacheMiss) else bulk_difference(rows, truth)
-            if wrong is not None:
-                write_tree_rows(self.tree_rows_path, stamp, truth, state.dim)
-                self.tree_rows_written = state.version
-                out.append(f"tree rows cache {wrong}: rebuilt from the store")
-        if self.partitions_path.exists():
-            parts = read_partitions(self.partitions_path, stamp)
-            wrong = parts.reason if isinstance(parts, CacheMiss) else rows_difference(parts, state)
-            del parts  # (its maps with it, before the file is removed)
-            if wrong is not None:
-                self.partitions_path.unlink(missing_ok=True)
-                self.partitions_written = None
-                out.append(f"partitions cache {wrong}: removed (trained again at the next load)")
+        for what, path, check in (("lexical cache", self.lexical_path, self._check_lexical),
+                                  ("tree rows cache", self.tree_rows_path, self._check_tree_rows),
+                                  ("partitions cache", self.partitions_path, self._check_partitions)):
+            if not os.path.lexists(path):
+                out.checked.append(f"{what}: absent (written when next needed)")
+                continue
+            try:
+                wrong, done = check(stamp, state)
+            except OSError as e:
+                out.findings.append(f"{what}: could not be checked or rebuilt ({type(e).__name__}: {e})")
+                continue
+            if wrong is None:
+                out.checked.append(f"{what}: holds the store's committed version")
+            else:
+                out.checked.append(f"{what}: {wrong}")
+                out.findings.append(f"{what} {wrong}: {done}")
+                out.done.append(f"{what} {done}")
         return out
+
+    def _check_lexical(self, stamp: str, state: UserState) -> tuple[str | None, str]:
+        found = read_lexical(self.lexical_path, stamp, state)
+        if not isinstance(found, CacheMiss):
+            return None, ""
+        self._write(stamp, build_lexical(state), state.version)
+        return found.reason, "rebuilt from the store"
+
+    def _check_tree_rows(self, stamp: str, state: UserState) -> tuple[str | None, str]:
+        rows = read_tree_rows(self.tree_rows_path, stamp, state.dim)
+        truth = bulk_of_state(state)
+        wrong = rows.reason if isinstance(rows, CacheMiss) else bulk_difference(rows, truth)
+        if wrong is None:
+            return None, ""
+        write_tree_rows(self.tree_rows_path, stamp, truth, state.dim)
+        self.tree_rows_written = state.version
+        return wrong, "rebuilt from the store"
+
+    def _check_partitions(self, stamp: str, state: UserState) -> tuple[str | None, str]:
+        parts = read_partitions(self.partitions_path, stamp)
+        wrong = parts.reason if isinstance(parts, CacheMiss) else rows_difference(parts, state)
+        del parts  # (its maps with it, before the file is removed)
+        if wrong is None:
+            return None, ""
+        self.partitions_path.unlink(missing_ok=True)
+        self.partitions_written = None
+        return wrong, "removed (trained again at the next load)"
 
     def _write(self, stamp: str, lexical: VersionedLexical, version: int) -> None:
         try:

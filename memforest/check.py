@@ -8,6 +8,7 @@ or stale indexes are dropped and rebuilt from it."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from memforest.errors import MemForestError, StoreError, error_line
@@ -20,14 +21,26 @@ from memforest.store.space import lacks_room
 from memforest.trees.memtree import TreeInvariantError
 
 
+@dataclass
+class CacheCheck:
+    """What a check of the cache files beside a database found wrong, what it checked and what it did."""
+
+    findings: list[str] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+    done: list[str] = field(default_factory=list)
+
+
 def check_store(user: str, db: UserDB, index: ForestIndex | None,
-                cache_findings: Callable[[UserState], list[str]] | None = None) -> dict[str, Any]:
+                cache_findings: Callable[[UserState], CacheCheck] | None = None) -> dict[str, Any]:
     """`ok` is whether the database is sound; `problems` lists what is wrong with it, `cache` what
     was wrong with the resident indexes `index` (the caller then drops them: `index_rebuilt`) and,
-    with `cache_findings`, with the cache files beside the database (rebuilt by it: `caches_rebuilt`)."""
+    with `cache_findings`, with the cache files beside the database (rebuilt by it: `caches_rebuilt`);
+    `checked` says what was checked (and found), `done` what was rebuilt or removed."""
     report: dict[str, Any] = {"user": user, "path": str(db.path), "ok": False, "problems": [], "cache": [],
-                              "index_rebuilt": False, "caches_rebuilt": False}
+                              "index_rebuilt": False, "caches_rebuilt": False, "checked": [], "done": []}
+    checked: list[str] = report["checked"]
     problems = database_problems(db.path)
+    checked.append("database file, SQLite integrity and schema")
     state = None
     if not problems:
         state, problems = _loaded(user, db)
@@ -40,21 +53,37 @@ def check_store(user: str, db: UserDB, index: ForestIndex | None,
             problems.append(f"{db.path}: the stored state cannot be checked ({_one_line(e)})")
         if not problems:
             report.update(version=state.version, trees=len(state.trees), facts=len(state.facts))
-    if state is not None and not problems and index is not None:
+        checked.append(f"stored state: vector widths, tree structure, placements and facts "
+                       f"({len(state.trees)} trees, {len(state.facts)} facts)")
+    if state is not None and not problems:
+        _check_caches(report, state, index, cache_findings)
+    report["problems"], report["ok"] = problems, not problems
+    return report
+
+
+def _check_caches(report: dict[str, Any], state: UserState, index: ForestIndex | None,
+                  cache_findings: Callable[[UserState], CacheCheck] | None) -> None:
+    """The resident indexes and the cache files of a sound store, into `report`."""
+    if index is None:
+        report["checked"].append("resident indexes: none loaded in this process")
+    else:
         try:
             report["cache"] = index_findings(index, state)
         except Exception as e:
             report["cache"] = [f"the resident indexes cannot be compared with the store ({_one_line(e)})"]
         report["index_rebuilt"] = bool(report["cache"])
-    if state is not None and not problems and cache_findings is not None:
+        report["checked"].append("resident indexes against the store")
+        if report["index_rebuilt"]:
+            report["done"].append("resident indexes dropped (built from the store at the next read)")
+    if cache_findings is not None:
         try:
             files = cache_findings(state)
         except Exception as e:
-            files = [f"the cache files cannot be checked ({_one_line(e)})"]
-        report["cache"] = [*report["cache"], *files]
-        report["caches_rebuilt"] = bool(files)
-    report["problems"], report["ok"] = problems, not problems
-    return report
+            files = CacheCheck([f"the cache files cannot be checked ({_one_line(e)})"])
+        report["cache"] = [*report["cache"], *files.findings]
+        report["checked"] += files.checked
+        report["done"] += files.done
+        report["caches_rebuilt"] = bool(files.findings)
 
 
 def store_problems(user: str, db: UserDB) -> list[str]:

@@ -393,3 +393,60 @@ def test_a_damaged_partitions_cache_is_not_used_and_check_removes_it(scripted_fo
     assert _answers(checked) == before
     assert not isinstance(read_partitions(parts_file, stamp), CacheMiss)
     assert checked.check("u")["cache"] == []
+
+
+def test_temporary_files_of_unfinished_writes_are_removed_and_reported(scripted_forest, tmp_path) -> None:
+    """A temporary file whose writer died is removed when the memory opens its caches, and `check`
+    says so; one a live writer holds (locked) is left alone."""
+    import fcntl
+
+    _stored(scripted_forest, tmp_path)
+    folder = tmp_path / "store" / "users" / "u" / "cache"
+    stale = folder / ".lexical.cache.dead1.tmp"
+    stale.write_bytes(b"\0" * 5000)
+    live = folder / ".partitions.cache.live1.tmp"
+    live.write_bytes(b"\0" * 10)
+    with open(live, "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        forest = scripted_forest(path=tmp_path / "store")
+        report = forest.check("u")
+        assert not stale.exists() and live.exists()
+    assert report["ok"] and report["caches_rebuilt"]
+    assert report["cache"] == ["1 temporary cache file(s) of writes that never finished (5000 bytes)"]
+    assert report["done"] == ["removed .lexical.cache.dead1.tmp"]
+    assert "temporary files of cache writes" in report["checked"]
+    assert forest.check("u")["done"] == ["removed .partitions.cache.live1.tmp"]  # its writer gone now
+    again = forest.check("u")
+    assert again["cache"] == [] and again["done"] == [] and not again["caches_rebuilt"]
+
+
+def test_check_says_what_it_checked_and_what_it_rebuilt(scripted_forest, tmp_path) -> None:
+    _stored(scripted_forest, tmp_path)
+    forest = scripted_forest(path=tmp_path / "store")
+    _answers(forest)
+    DAMAGE["zeroed"](_cache_path(forest))
+    report = forest.check("u")
+    assert report["checked"][:2] == ["database file, SQLite integrity and schema",
+                                     "stored state: vector widths, tree structure, placements and facts "
+                                     f"({report['trees']} trees, {report['facts']} facts)"]
+    assert "resident indexes against the store" in report["checked"]
+    assert "lexical cache: lexical.cache: not a cache file (bad magic)" in report["checked"]
+    assert "partitions cache: absent (written when next needed)" in report["checked"]
+    assert report["done"] == ["lexical cache rebuilt from the store"]
+    assert "lexical cache: holds the store's committed version" in forest.check("u")["checked"]
+
+
+def test_a_cache_of_another_store_is_not_taken_for_this_ones(scripted_forest, tmp_path) -> None:
+    """Two stores of the same sessions at the same version differ in identity (their first
+    operation's time): a cache copied from one to the other is rebuilt, never used."""
+    for name in ("a", "b"):
+        forest = scripted_forest(path=tmp_path / name)
+        forest.ingest_sessions("u", make_sessions(6, 4))
+        _answers(forest)
+        forest.close()
+    a, b = (scripted_forest(path=tmp_path / n) for n in ("a", "b"))
+    state = b.snapshot("u").state
+    stamps = [f._caches_of("u", f._open_db("u", False)).db.stamp(state.version) for f in (a, b)]
+    assert stamps[0] != stamps[1]
+    _cache_path(b).write_bytes(_cache_path(a).read_bytes())
+    assert "store version" in _miss(read_lexical(_cache_path(b), stamps[1], state))

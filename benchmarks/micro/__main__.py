@@ -20,6 +20,7 @@ from benchmarks.micro import (
     merge_speed,
     retrieval_latency,
     retrieval_quality,
+    soak,
     structure,
     write_profile,
 )
@@ -32,6 +33,7 @@ SUITES: dict[str, Callable[[list[str]], Any]] = {
     "merge": merge_speed.main,
     "llm_throughput": llm_throughput.main,
     "incremental": incremental.main,
+    "soak": soak.main,
 }
 
 

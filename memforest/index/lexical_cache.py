@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memforest.cache_file import CacheMiss, pack_strings, read_arrays, unpack_strings, write_arrays
+from memforest.cache_file import (
+    CacheMiss,
+    MappedFiles,
+    pack_strings,
+    read_arrays,
+    unpack_strings,
+    write_arrays,
+)
 from memforest.index.lexical_versions import Segment, VersionedLexical, Vocabulary
 from memforest.state import UserState
 
@@ -34,9 +41,11 @@ def write_lexical(path: Path, stamp: str, lexical: VersionedLexical) -> int:
     return write_arrays(path, KIND, FORMAT, stamp, arrays)
 
 
-def read_lexical(path: Path, stamp: str, state: UserState) -> VersionedLexical | CacheMiss:
-    """The cached index of `state` (committed version `stamp`), or why the cache cannot serve it."""
-    found = read_arrays(path, KIND, FORMAT, stamp)
+def read_lexical(path: Path, stamp: str, state: UserState,
+                 watch: MappedFiles | None = None) -> VersionedLexical | CacheMiss:
+    """The cached index of `state` (committed version `stamp`), or why the cache cannot serve it; a
+    mapped file is added to `watch` (`cache_file.read_arrays`)."""
+    found = read_arrays(path, KIND, FORMAT, stamp, watch=watch)
     if isinstance(found, CacheMiss):
         return found
     try:

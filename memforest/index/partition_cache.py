@@ -18,7 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from memforest.cache_file import CacheMiss, pack_strings, read_arrays, unpack_strings, write_arrays
+from memforest.cache_file import (
+    CacheMiss,
+    MappedFiles,
+    pack_strings,
+    read_arrays,
+    unpack_strings,
+    write_arrays,
+)
 from memforest.vector_table import SavedPartitions
 
 KIND = "partitions"
@@ -44,10 +51,11 @@ def write_partitions(path: Path, stamp: str, tables: Mapping[str, SavedPartition
     return write_arrays(path, KIND, FORMAT, stamp, arrays)
 
 
-def read_partitions(path: Path, stamp: str) -> dict[str, SavedPartitions] | CacheMiss:
+def read_partitions(path: Path, stamp: str,
+                    watch: MappedFiles | None = None) -> dict[str, SavedPartitions] | CacheMiss:
     """The cached partitions by table name for committed version `stamp`, or why there are none; their
-    vectors are copy-on-write views of the file's memory map."""
-    found = read_arrays(path, KIND, FORMAT, stamp, writable=True)
+    vectors are writable (of a large file: copy-on-write views of its map, added to `watch`)."""
+    found = read_arrays(path, KIND, FORMAT, stamp, writable=True, watch=watch)
     if isinstance(found, CacheMiss):
         return found
     out = {}

@@ -18,7 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from memforest.cache_file import CacheMiss, pack_strings, read_arrays, unpack_strings, write_arrays
+from memforest.cache_file import (
+    CacheMiss,
+    MappedFiles,
+    pack_strings,
+    read_arrays,
+    unpack_strings,
+    write_arrays,
+)
 from memforest.index.forest_index import ForestIndex
 from memforest.state import BulkRows, UserState
 
@@ -93,10 +100,11 @@ def write_tree_rows(path: Path, stamp: str, bulk: BulkRows, dim: int) -> int:
     return write_arrays(path, KIND, FORMAT, stamp, arrays)
 
 
-def read_tree_rows(path: Path, stamp: str, dim: int) -> BulkRows | CacheMiss:
-    """The cached rows of committed version `stamp` (vectors are read-only views of the file's
-    memory map), or why the cache cannot serve them."""
-    found = read_arrays(path, KIND, FORMAT, stamp)
+def read_tree_rows(path: Path, stamp: str, dim: int,
+                   watch: MappedFiles | None = None) -> BulkRows | CacheMiss:
+    """The cached rows of committed version `stamp` (vectors are read-only; of a large file, views of
+    its map, added to `watch`), or why the cache cannot serve them."""
+    found = read_arrays(path, KIND, FORMAT, stamp, watch=watch)
     if isinstance(found, CacheMiss):
         return found
     try:

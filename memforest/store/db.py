@@ -164,12 +164,17 @@ class UserDB:
         return int(row[0]) if row else 0
 
     def stamp(self, version: int) -> str:
-        """Which committed version `version` is, for caches kept beside the store: the version and
-        the time its operation committed (so a store restored from an older copy and written again
-        to the same version number has another stamp)."""
+        """Which committed version of which store `version` is, for caches kept beside the store:
+        the version and the time its operation committed (so a store restored from an older copy
+        and written again to the same version number has another stamp), then the store's own
+        identity: its embedder, dimension and the time of its first operation (so a cache copied
+        from another store is not taken for this one's)."""
         with self.read() as con:
             row = con.execute("SELECT time FROM operations WHERE version=?", (version,)).fetchone()
-        return f"{version}:{row[0]!r}" if row else f"{version}:"
+            first = con.execute("SELECT time FROM operations ORDER BY version LIMIT 1").fetchone()
+            meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim')"))
+        when = f"{version}:{row[0]!r}" if row else f"{version}:"
+        return f"{when} {meta.get('embedder')}/{meta.get('dim')}/{first[0] if first else ''!r}"
 
     def load(self, user: str, saved: SavedFor | None = None, lazy: bool = False,
              cached_rows: Callable[[int, int], BulkRows | None] | None = None) -> UserState:
