@@ -63,10 +63,10 @@ def test_worker_restarts_after_close(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
-def test_worker_errors_are_reported() -> None:
+def test_worker_errors_are_reported(tmp_path: Path) -> None:
     system = echo(fail="retrieve")
     try:
-        system.reset("x", Path("/tmp") / "echo-worker-test")
+        system.reset("x", tmp_path / "echo-worker-test")
         with pytest.raises(WorkerError, match="asked to fail on retrieve"):
             system.retrieve("anything", None)
         assert system.ingest(sessions())["turns"] == 4  # the worker keeps serving after an error
