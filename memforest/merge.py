@@ -21,6 +21,7 @@ from memforest.facts.extraction import Candidate
 from memforest.llm.scheduler import Scheduler
 from memforest.routing import entities, scenes
 from memforest.routing.router import Router
+from memforest.sentences import stored_sentences
 from memforest.state import ChangeSet, EntityStat, TreeInfo, UserState
 from memforest.trees.memtree import MemTree
 from memforest.types import Cell, Session
@@ -51,7 +52,9 @@ def merge_into(
 
 
 def _copy_sessions(target: UserState, source: UserState, ch: ChangeSet) -> None:
-    """The sessions and cells of `source`, read whole (the copies never read from `source`'s store)."""
+    """The sessions and cells of `source`, read whole (the copies never read from `source`'s store),
+    with the sentence vectors its store holds for them."""
+    ch.sentences.update(stored_sentences(source, [c for cs in source.session_cells.values() for c in cs]))
     for sid, session in source.sessions.items():
         target.add_session(Session(sid, session.time, list(session.turns)))
         target.session_cells[sid] = list(source.session_cells.get(sid, []))

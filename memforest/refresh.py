@@ -19,7 +19,8 @@ from memforest.llm.base import ChatRequest, Embedder, normalize_rows
 from memforest.llm.scheduler import Scheduler, parse_json
 from memforest.prompts import summary as prompt
 from memforest.prompts import token_bound
-from memforest.state import ChangeSet, LazyNodeMap, NodeData, NodeKey, TreeInfo, UserState
+from memforest.sentences import cell_turns, read_whole, turn_words, user_sentences
+from memforest.state import CellSentences, ChangeSet, LazyNodeMap, NodeData, NodeKey, TreeInfo, UserState
 from memforest.timeutil import interval_header, iso_date, iso_minute
 from memforest.types import Cell
 
@@ -118,10 +119,31 @@ def _refresh_leaves(
             cells.append((key, text))
         changes.nodes.add(key)
     if cells:
-        vecs = embedder.embed([cell_embed_text(state, state.cells[_item(state, k)], words) for k, _ in cells])
+        made = [state.cells[_item(state, k)] for k, _ in cells]
+        said = _sentences(state, made, words, changes)
+        vecs = embedder.embed([cell_embed_text(state, cell, words) for cell in made]
+                              + [s for _, _, found in said for s in found or ()])
         for (key, text), vec in zip(cells, vecs):
             state.nodes[key] = NodeData(text, "leaf", vec)
+        at = len(cells)
+        for cell_id, n, found in said:
+            rows = None if found is None else np.asarray(vecs[at : at + len(found)], np.float32)
+            changes.sentences[cell_id] = CellSentences(n, rows)
+            at += len(found or ())
     stats.leaves += len(leaves)
+
+
+def _sentences(state: UserState, cells: list[Cell], words: int, changes: ChangeSet
+               ) -> list[tuple[str, int, list[str] | None]]:
+    """(cell id, words, the sentences to embed, None for a cell its leaf vector reads whole) of the
+    cells of `cells` this operation made (of a session it writes), embedded in the cells' batch."""
+    out: list[tuple[str, int, list[str] | None]] = []
+    for cell in cells:
+        if cell.session_id in changes.sessions and cell.id not in changes.sentences:
+            turns = cell_turns(state, cell)
+            n = turn_words(turns)
+            out.append((cell.id, n, None if read_whole(n, words) else user_sentences(turns)))
+    return out
 
 
 def _item(state: UserState, key: NodeKey) -> str:

@@ -262,7 +262,19 @@ class ChangeSet:
     scenes: set[str] = field(default_factory=set)
     deleted_scenes: set[str] = field(default_factory=set)
     pending_cells: bool = False  # rewrite the pending-cell list
+    # cell id -> its sentences, embedded (or copied) by this operation: written with the cell
+    sentences: dict[str, CellSentences] = field(default_factory=dict)
     operation: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CellSentences:
+    """What the store holds of a cell's sentences (`memforest.sentences`): the words of its turns,
+    and its sentences' vectors, one row each (None: not embedded, the cell being no longer than the
+    write's leaf vector read; no rows: it has no sentence long enough)."""
+
+    words: int
+    vectors: np.ndarray | None
 
 
 def _cow() -> CowMap:

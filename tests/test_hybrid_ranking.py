@@ -216,11 +216,13 @@ def test_a_cell_is_found_by_its_closest_user_sentence(tmp_path: Path) -> None:
     cfg = replace(cfg, query=replace(cfg.query, final_units=1, lexical_weight=0.0))
     closer = MemForest(tmp_path / "closer", cfg, embedder=embedder, generate=False)
     closer.ingest_sessions("u", _diluted_sessions())
+    # the write embeds the long cells' sentences in the batch of the cells' vectors, after them
+    (batch,) = [b for b in embedder.batches if any(s.startswith("I loved") for s in b)]
+    sentences = [s for s in batch if not s.startswith(("user:", "assistant:"))]
     embedder.batches.clear()
     evidence = closer.query("u", question, answer=False).evidence
     assert evidence[0].session_ids == ["school"]
-    question_batch, sentences = embedder.batches  # the question, then one batch of sentences
-    assert question_batch == [question]
+    assert embedder.batches == [[question]]  # the question alone: the sentences' vectors are stored
     school = [s for s in sentences if s.startswith("Budget line") or s.startswith("I loved")]
     assert len(school) == 8 and school[-1] == "I loved the debate team at my high school reunion."
     assert all(len(s.split()) >= 4 for s in sentences)
@@ -240,7 +242,10 @@ def test_cells_their_vector_reads_whole_are_not_rescored(tmp_path: Path) -> None
 
     whole = MemForest(tmp_path / "whole", replace(cfg, tree=replace(cfg.tree, leaf_words=0)),
                       embedder=embedder, generate=False)  # the vector reads up to the encoder's window
+    embedder.batches.clear()
     whole.ingest_sessions("u", _diluted_sessions())
+    (batch,) = [b for b in embedder.batches if any(s.startswith("I loved") for s in b)]
+    assert len([s for s in batch if not s.startswith(("user:", "assistant:"))]) > 8
     embedder.batches.clear()
     whole.query("u", "should I go to the debate team high school reunion?", answer=False)
-    assert len(embedder.batches) == 2 and len(embedder.batches[1]) > 8
+    assert embedder.batches == [["should I go to the debate team high school reunion?"]]

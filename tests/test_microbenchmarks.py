@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.datasets.synthetic import write_longmemeval_s_sized
 from benchmarks.micro import __main__ as bench
 from benchmarks.micro import (
     llm_throughput,
@@ -30,11 +31,18 @@ def test_structure_suite() -> None:
     assert out["random"][-1]["validate_s"] >= 0
 
 
-def test_retrieval_latency_suite() -> None:
-    rows = retrieval_latency.main(["--forests", "1,2", "--queries", "5"])
+def test_retrieval_latency_suite(tmp_path: Path) -> None:
+    rows = retrieval_latency.main(["--forests", "1,2", "--queries", "5", "--no-instance"])["forests"]
     assert [r["forests"] for r in rows] == [1, 2]
     assert rows[1]["facts"] > rows[0]["facts"] and rows[1]["trees"] > rows[0]["trees"]
     assert all(r["browse"]["p95_ms"] >= r["browse"]["p50_ms"] > 0 for r in rows)
+    data = write_longmemeval_s_sized(tmp_path / "lme.json", questions=3, sessions=6, turns=6)
+    out = retrieval_latency.main(["--forests", "", "--data", str(data), "--embedder", "hash"])["instance"]
+    assert out["questions"] == 3 and out["same_ranking"] == 3 and out["cells"] > 0
+    for path in ("stored", "query_time"):
+        stages = out["latency"][path]
+        assert {"embed", "recall", "browse", "assemble", "total"} <= set(stages)
+        assert all(s["p95_ms"] >= s["p50_ms"] >= 0 for s in stages.values())
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from memforest.hugepages import (
     private_anonymous,
     thp_mode,
 )
+from memforest.store.schema import SCHEMA_VERSION
 from memforest.store.tree_source import STRUCTURE
 from memforest.vector_table import VectorTable
 
@@ -265,35 +266,41 @@ INSERT INTO entities SELECT e.label,
   (SELECT json_group_object(session_id, facts) FROM entity_sessions s WHERE s.label = e.label), e.tree_id
   FROM entities_v2 e;
 DROP TABLE entities_v2; DROP TABLE entity_facts; DROP TABLE entity_sessions;
-DROP INDEX nodes_structure;
+DROP INDEX nodes_structure; DROP TABLE cell_sentences;
 UPDATE meta SET value = '1' WHERE key = 'schema_version';
 """
 V2_NODES = """
-DROP INDEX nodes_structure;
+DROP INDEX nodes_structure; DROP TABLE cell_sentences;
 UPDATE meta SET value = '2' WHERE key = 'schema_version';
+"""
+V3_SENTENCES = """
+DROP TABLE cell_sentences;
+UPDATE meta SET value = '3' WHERE key = 'schema_version';
 """
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_older_store_is_migrated_when_opened_and_reads_the_same(scripted_forest, tmp_path,
                                                                    version: int) -> None:
     """Schema 1 kept an entity's facts and session counts as JSON in its row; schema 2 had no index of
-    the nodes' places in their trees. Opening such a store brings it to this schema in one
-    transaction, and the memory reads as before (its trees' structure through the new index)."""
+    the nodes' places in their trees; schema 3 had no sentence vectors of cells. Opening such a store
+    brings it to this schema in one transaction, and the memory reads as before (its trees' structure
+    through the new index)."""
     forest = scripted_forest(path=tmp_path / "st")
     forest.ingest_sessions("u", make_sessions(8, 4))
     before = fingerprint(forest.snapshot("u"))
     assert any(e[0] for e in before["entities"].values())
     db = tmp_path / "st" / "users" / "u" / "memory.sqlite"
     with sqlite3.connect(db) as con:
-        con.executescript({1: V1_ENTITIES, 2: V2_NODES}[version])
+        con.executescript({1: V1_ENTITIES, 2: V2_NODES, 3: V3_SENTENCES}[version])
     reopened = scripted_forest(path=tmp_path / "st")
     assert (reopened.check("u")["problems"]
-            == [f"{db} has schema version {version}, older than 3: any MemForest command "
+            == [f"{db} has schema version {version}, older than {SCHEMA_VERSION}: any MemForest command "
                  "that opens it for use migrates it"])
     assert fingerprint(reopened.snapshot("u")) == before
     with sqlite3.connect(db) as con:
-        assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+        assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+            str(SCHEMA_VERSION),)
         plan = con.execute(f"EXPLAIN QUERY PLAN SELECT {STRUCTURE} FROM nodes WHERE tree_id = 'x'").fetchall()
         assert "COVERING INDEX nodes_structure" in str(plan)
     reopened.ingest_sessions("u", make_sessions(9, 4)[8:])

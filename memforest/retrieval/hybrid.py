@@ -11,16 +11,16 @@ Candidates are the union of the dense top list (node and fact indexes) and the l
 the items a planner browse reached. Unit scores only fall as units are taken, so they rank the evidence.
 The best `sentence_rerank` cells by that score are looked at closer where they are longer than their leaf
 vector reads (`TreeConfig.leaf_words`): cos(q, item) becomes the larger of the cell vector's and its
-closest user sentence's, the sentences embedded at query time (such a cell's vector never saw its later
-words and averages every topic of the rest; a question usually asks about one sentence). A cell the
-vector reads whole is scored by the vector alone: the best of its few sentences only adds noise
-(LoCoMo's cells: median 41 words; LongMemEval's: 314)."""
+closest user sentence's (`memforest.sentences`; such a cell's vector never saw its later words and
+averages every topic of the rest; a question usually asks about one sentence). The sentences' vectors
+are those the write stored with the cell, read in one statement for all of them; a cell stored without
+them has its sentences embedded here, in one call. A cell the vector reads whole is scored by the vector
+alone: the best of its few sentences only adds noise (LoCoMo's cells: median 41 words; LongMemEval's: 314)."""
 
 from __future__ import annotations
 
 import heapq
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,23 +30,25 @@ from memforest.index.lexical_versions import LexicalScores
 from memforest.llm.base import Embedder
 from memforest.retrieval.browse import Hit
 from memforest.routing.router import session_tree_id
+from memforest.sentences import cell_turns, read_whole, stored_sentences, turn_words, user_sentences
 from memforest.snapshot import Snapshot
 from memforest.state import NodeKey, UserState
 from memforest.timeutil import relative_delta
+from memforest.types import Cell
 
 DAY = 86400.0
-SENTENCE_MIN_WORDS = 4  # shorter sentences ("Thanks!", "Hi Nate!") say too little to match on
-SENTENCES_PER_CELL = 8  # the first ones of its user turns: a pasted document does not flood the batch
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 @dataclass(frozen=True)
 class Sentences:
-    """What scoring long cells by their sentences needs: the embedder, and how many words of a cell its
-    leaf vector reads (`TreeConfig.leaf_words`; longer cells are rescored, all of them when it is 0)."""
+    """What scoring long cells by their sentences needs: the embedder, how many words of a cell its
+    leaf vector reads (`TreeConfig.leaf_words`; longer cells are rescored, all of them when it is 0),
+    and whether the sentence vectors stored with the cells are used (False: every one is embedded
+    at query time, as for cells stored without them)."""
 
     embedder: Embedder
     leaf_words: int
+    stored: bool = True
 
 
 @dataclass(frozen=True)
@@ -218,31 +220,41 @@ def rank_units(
 def _best_sentences(state: UserState, items: list[str], base: list[float], qvec: np.ndarray,
                     sentences: Sentences, top: int) -> dict[int, float]:
     """For the long cells among the `top` best-scored cells of `items`: the similarity of the question to
-    the closest of their user sentences (at least SENTENCE_MIN_WORDS words, the first SENTENCES_PER_CELL
-    of the cell), by position in `items`; one embedding call for all of them."""
-    texts: list[str] = []
-    owner: list[int] = []
-    seen = 0
+    the closest of their user sentences (`memforest.sentences`), by position in `items`; the stored
+    vectors of all of them read in one statement, the sentences of cells stored without them embedded
+    in one call."""
+    ranked: list[tuple[int, Cell]] = []
     for i in sorted(range(len(items)), key=lambda i: -base[i]):
         cell = state.cells.get(items[i])
-        if cell is None:
-            continue
-        seen += 1
-        if seen > top:
-            break
-        session = state.sessions.get(cell.session_id)
-        turns = session.turns[cell.turn_lo : cell.turn_hi + 1] if session is not None else []
-        if 0 < sentences.leaf_words >= sum(len(turn.content.split()) for turn in turns):
+        if cell is not None:
+            ranked.append((i, cell))
+            if len(ranked) == top:
+                break
+    stored = stored_sentences(state, [cell.id for _, cell in ranked]) if sentences.stored else {}
+    texts: list[str] = []
+    owner: list[int] = []
+    held: list[np.ndarray] = []
+    held_owner: list[int] = []
+    for i, cell in ranked:
+        row = stored.get(cell.id)
+        if row is not None and read_whole(row.words, sentences.leaf_words):
             continue  # its vector read all of it
-        found = [sentence for turn in turns if turn.role == "user"
-                 for sentence in _SENTENCE_END.split(" ".join(turn.content.split()))
-                 if len(sentence.split()) >= SENTENCE_MIN_WORDS][:SENTENCES_PER_CELL]
+        if row is not None and row.vectors is not None:
+            held.append(row.vectors)
+            held_owner += [i] * len(row.vectors)
+            continue
+        turns = cell_turns(state, cell)
+        if row is None and read_whole(turn_words(turns), sentences.leaf_words):
+            continue
+        found = user_sentences(turns)
         texts += found
         owner += [i] * len(found)
     best: dict[int, float] = {}
-    if texts:
-        for i, sim in zip(owner, (sentences.embedder.embed(texts, "passage") @ qvec).tolist()):
-            best[i] = max(best.get(i, -1.0), sim)
+    for at, vecs in ((held_owner, np.concatenate(held) if held_owner else None),
+                     (owner, sentences.embedder.embed(texts, "passage") if texts else None)):
+        if vecs is not None:
+            for i, sim in zip(at, (vecs @ qvec).tolist()):
+                best[i] = max(best.get(i, -1.0), sim)
     return best
 
 

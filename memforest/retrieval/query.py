@@ -41,11 +41,14 @@ def retrieve(
     scheduler: Scheduler | None,
     tags: dict[str, Any],
     leaf_words: int,
+    stored_sentences: bool = True,
 ) -> tuple[list[Evidence], dict[str, Any], list[Evidence]]:
     """Evidence for `question`, the trace of how it was found, and the ranked units past the served
     evidence (`QueryConfig.rank_sessions`; only the hybrid ranking goes on past the budget).
-    `leaf_words` is how much of a cell its leaf vector reads (`TreeConfig.leaf_words`)."""
-    sentences = Sentences(embedder, leaf_words)
+    `leaf_words` is how much of a cell its leaf vector reads (`TreeConfig.leaf_words`);
+    `stored_sentences=False` embeds every long cell's sentences here, ignoring those stored with it
+    (the same ranking, slower: for comparisons)."""
+    sentences = Sentences(embedder, leaf_words, stored_sentences)
     lat: dict[str, float] = {}
     t = time.perf_counter()
     qvec = embedder.embed([question], "query")[0]

@@ -29,9 +29,14 @@ def write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet, base: U
     for sid in ch.deleted_sessions | ch.sessions:
         if base is None or sid in base.sessions:
             con.execute("DELETE FROM sessions WHERE session_id=?", (sid,))
+            con.execute("DELETE FROM cell_sentences WHERE cell_id IN (SELECT cell_id FROM cells WHERE "
+                        "session_id=?)", (sid,))
             con.execute("DELETE FROM cells WHERE session_id=?", (sid,))
         if sid in st.sessions:
             _write_session(con, st, sid)
+    con.executemany("INSERT OR REPLACE INTO cell_sentences VALUES (?, ?, ?)", [
+        (cid, s.words, None if s.vectors is None else _blob(s.vectors))
+        for cid, s in sorted(ch.sentences.items()) if cid in st.cells])
     for fid in ch.deleted_facts | ch.facts:
         edit = _occurrence_edit(base, st, fid)
         if edit is not None and base is not None and _edit_fact(con, st, base, fid, *edit):

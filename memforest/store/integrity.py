@@ -68,6 +68,12 @@ def width_problems(con: sqlite3.Connection, path: Path) -> list[str]:
             width = f"{size // 4}-d" if size % 4 == 0 else f"{size} bytes"
             problems.append(f"{path} is damaged: {wrong} of {total} vectors in {table}.{column} "
                             f"are not {dim}-d (the store's meta dim), e.g. one of {width}; {_RESTORE}")
+    if dim:  # a cell's sentence vectors: rows of `dim` floats, one per sentence
+        total, wrong = con.execute("SELECT count(vectors), coalesce(sum(length(vectors) % ? != 0), 0) "
+                                   "FROM cell_sentences", (4 * dim,)).fetchone()
+        if wrong:
+            problems.append(f"{path} is damaged: {wrong} of {total} sentence matrices in "
+                            f"cell_sentences.vectors are not rows of {dim} floats; {_RESTORE}")
     return problems
 
 

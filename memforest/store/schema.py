@@ -1,6 +1,6 @@
 """SQLite schema of one user's memory. SQLite is the source of truth; FAISS files are caches."""
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -10,6 +10,7 @@ CREATE TABLE IF NOT EXISTS cells (
   cell_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, idx INTEGER NOT NULL, turn_lo INTEGER NOT NULL,
   turn_hi INTEGER NOT NULL, time REAL NOT NULL, text TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS cells_by_session ON cells(session_id);
+CREATE TABLE IF NOT EXISTS cell_sentences (cell_id TEXT PRIMARY KEY, words INTEGER NOT NULL, vectors BLOB);
 CREATE TABLE IF NOT EXISTS facts (
   fact_id TEXT PRIMARY KEY, text TEXT NOT NULL, norm TEXT NOT NULL, origin TEXT NOT NULL,
   role TEXT NOT NULL, participants TEXT NOT NULL, entities TEXT NOT NULL, topics TEXT NOT NULL,
@@ -49,7 +50,9 @@ CREATE TABLE IF NOT EXISTS operations (
 # (edited per member) instead of JSON lists rewritten whole on every change. 2 -> 3: an index holding
 # every node's place in its tree (`nodes_structure`), so a tree's structure is read from its run of
 # index entries (small, adjacent) instead of from its rows among the texts and vectors of all the
-# others (`memforest.store.tree_source`; ~2.6% more file).
+# others (`memforest.store.tree_source`; ~2.6% more file). 3 -> 4: the vectors of a long cell's user
+# sentences, written with the cell (`memforest.sentences`); a cell stored before has none, and a query
+# embeds its sentences itself.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         "ALTER TABLE entities RENAME TO entities_v1",
@@ -67,5 +70,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: (
         "CREATE INDEX IF NOT EXISTS nodes_structure ON nodes(tree_id, node_id, level, parent, children, "
         "t_lo, item_lo, t_hi, item_hi, count, item, prev, next)",
+    ),
+    3: (
+        "CREATE TABLE IF NOT EXISTS cell_sentences (cell_id TEXT PRIMARY KEY, words INTEGER NOT NULL, "
+        "vectors BLOB)",
     ),
 }

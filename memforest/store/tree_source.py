@@ -41,14 +41,14 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from memforest.errors import StoreError
-from memforest.state import BulkRows, NodeData, NodeKey, TreeInfo, Waiting
+from memforest.state import BulkRows, CellSentences, NodeData, NodeKey, TreeInfo, Waiting
 from memforest.store.connection import open_reader, rollback
 from memforest.trees.memtree import MemTree
 from memforest.trees.node import Node
@@ -453,6 +453,28 @@ class StoreTreeSource:
         """The text of a cell of the loaded version (`memforest.types.TextSource`)."""
         (rows,) = self._read_rows("cell", cell_id, "SELECT text FROM cells WHERE cell_id=?")
         return str(rows[0][0])
+
+    def cell_sentences(self, version: int, cell_ids: Sequence[str]) -> dict[str, CellSentences] | None:
+        """The stored sentences of those of `cell_ids` that have them, in one statement
+        (`memforest.sentences.SentenceStore`); None unless the source reads `version` (and can still
+        read it). A row whose vectors are not a whole number of `dim`-d rows is left out."""
+        width = 4 * self.dim
+        with self.waiting, self.lock:
+            if version != self.version or self._con is None:
+                return None
+            try:
+                rows = self._open_snapshot("cells", "sentences").execute(
+                    "SELECT cell_id, words, vectors FROM cell_sentences WHERE cell_id IN "
+                    "(SELECT value FROM json_each(?))", (json.dumps(list(cell_ids)),)).fetchall()
+            except (sqlite3.Error, StoreError):  # the cells' sentences are then embedded by the query
+                return None
+        out: dict[str, CellSentences] = {}
+        for cid, words, blob in rows:
+            if blob is None:
+                out[cid] = CellSentences(int(words), None)
+            elif isinstance(blob, bytes) and width and len(blob) % width == 0:
+                out[cid] = CellSentences(int(words), vec_of(blob).reshape(-1, self.dim))
+        return out
 
     def fact_occurrences(self, fact_id: str) -> list[Occurrence]:
         """The occurrences of a fact of the loaded version, in order
