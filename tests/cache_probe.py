@@ -16,6 +16,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 QUESTIONS = ["Where did I move to?", "What do I keep near the door in Boston?", "Denver trip plans",
              "item3x2 Miami"]
@@ -30,7 +31,7 @@ def small_tables() -> None:
     memforest.index.forest_index.ROOTS_EXACT_ROWS = 4
 
 
-def open_memory(store: Path):  # type: ignore[no-untyped-def]
+def open_memory(store: Path) -> Any:
     from memforest.api import MemForest
     from memforest.config import MemForestConfig
     from memforest.llm.testing import HashEmbedder, ScriptedChatModel
@@ -38,7 +39,7 @@ def open_memory(store: Path):  # type: ignore[no-untyped-def]
     return MemForest(store, MemForestConfig(), llm=ScriptedChatModel(), embedder=HashEmbedder())
 
 
-def answers(forest, user: str = "u") -> list[list[list[object]]]:  # type: ignore[no-untyped-def]
+def answers(forest: Any, user: str = "u") -> list[list[list[object]]]:
     out = []
     for q in QUESTIONS:
         result = forest.query(user, q, answer=False)

@@ -109,4 +109,5 @@ def test_a_fifo_at_a_cache_path_is_rebuilt_not_waited_on(built, tmp_path) -> Non
     assert all((folder / name).is_file() for name in FILES if name != "trees.cache")
     assert cache_file.read_arrays(folder / "x", "kind", 1, "1:0") == cache_file.CacheMiss("x: missing")
     os.mkfifo(folder / "fifo.cache")
-    assert "not a regular file" in cache_file.read_arrays(folder / "fifo.cache", "k", 1, "1:0").reason
+    fifo = cache_file.read_arrays(folder / "fifo.cache", "k", 1, "1:0")
+    assert isinstance(fifo, cache_file.CacheMiss) and "not a regular file" in fifo.reason
