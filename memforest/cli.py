@@ -7,7 +7,9 @@ I/O or internal failure, 130 when interrupted. `--debug` shows the traceback ins
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import signal
 import sqlite3
 import sys
@@ -56,6 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("memforest: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of our output went away (`| head`): not a store problem
+        _quiet_stdout()
+        return 141  # as a shell reports a process ended by SIGPIPE
     except Exception as e:
         if args.debug:
             traceback.print_exc()
@@ -66,6 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         code, message = failure(e, getattr(args, "store", None))
         print(f"memforest: error: {' '.join(redact(message).split())}", file=sys.stderr)
         return code
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's flush at exit finds no closed pipe
+    (and prints no second error)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def _keep_writes_failing_not_fatal() -> None:

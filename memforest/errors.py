@@ -35,10 +35,13 @@ def configured_key(env_name: str | None) -> str | None:
 
 
 def add_secret(value: str | None) -> None:
-    """Have `redact` remove `value` (and its URL- and JSON-escaped forms) from any text."""
+    """Have `redact` remove `value` (and its URL- and JSON-escaped forms, `\\uXXXX` escapes of every
+    character included) from any text."""
     if not value or len(value.strip()) < MIN_KEY_CHARS:
         return
-    forms = {value, value.strip(), quote(value, safe=""), json.dumps(value)[1:-1]}
+    forms = {value, value.strip(), quote(value, safe=""), json.dumps(value)[1:-1],
+             json.dumps(value, ensure_ascii=False)[1:-1], "".join(f"\\u{ord(c):04x}" for c in value),
+             "".join(f"\\u{ord(c):04X}" for c in value)}
     with _keys_lock:
         _keys.update(f for f in forms if len(f) >= MIN_KEY_CHARS)
 

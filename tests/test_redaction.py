@@ -106,8 +106,10 @@ def test_a_configured_key_is_redacted_wherever_it_appears(monkeypatch: pytest.Mo
     assert configured_key(KEY_ENV) == KEY
     from urllib.parse import quote
 
+    escaped = "".join(f"\\u{ord(c):04x}" for c in KEY)  # as a client escaping every character writes it
+    shouted = "".join(f"\\u{ord(c):04X}" for c in KEY)
     for text in (f"failed: {KEY}", f"url ?key={quote(KEY, safe='')}", json.dumps({"key": KEY}),
-                 f"{KEY}{KEY}"):
+                 f"{KEY}{KEY}", f"key={escaped}", f"key={shouted}"):
         assert no_part_of(KEY, redact(text)) and "[redacted]" in redact(text), text
 
 
@@ -143,3 +145,20 @@ def test_keys_of_known_shapes_are_redacted_without_being_configured(key: str) ->
     for text in (f"HTTP 500: invalid key {key}", f'{{"detail": "key {key} revoked"}}', f"key={key}."):
         out = redact(text)
         assert key not in out and no_part_of(key, out) and "[redacted]" in out, out
+
+
+def test_a_reader_that_goes_away_is_not_a_store_problem(monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`memforest ... | head`: the closed pipe ends the command quietly (141, as SIGPIPE does), with no
+    diagnosis of a store."""
+    def closed_pipe(args: Any) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def no_diagnosis(args: Any, exc: Exception) -> Exception:
+        raise AssertionError(f"diagnosed as a store problem: {exc}")
+
+    monkeypatch.setattr("memforest.cli._cmd_calls", closed_pipe)
+    monkeypatch.setattr("memforest.commands.diagnose", no_diagnosis)
+    monkeypatch.setattr("memforest.cli._quiet_stdout", lambda: None)  # pytest's own stdout stays
+    assert main(["calls", "log.jsonl"]) == 141
+    assert capsys.readouterr().err == ""
