@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
@@ -51,45 +52,74 @@ def references(node: Any) -> set[str]:
     return set(_REFERENCE.findall(node)) if isinstance(node, str) else set()
 
 
-def test_every_combination_of_every_group_composes_and_resolves() -> None:
+def touched_groups(experiment: str) -> set[str]:
+    """The groups an experiment's file changes: its top-level keys and the groups its defaults list
+    overrides (`override /method: ...`); every other group's nodes compose as without it."""
+    data = yaml.safe_load((CONFIG_DIR / "experiment" / f"{experiment}.yaml").read_text()) or {}
+    touched = set(data)
+    for entry in data.get("defaults") or ():
+        for key in entry if isinstance(entry, dict) else ():
+            touched.add(str(key).removeprefix("override ").strip("/").split("/")[0])
+    if "budget" in touched:  # the budget choice lands in the method node (budget_method@method)
+        touched.add("method")
+    return touched
+
+
+_PLAIN_NODES: dict[str, dict[str, Any]] = {}
+
+
+def plain_node(group: str, option: str) -> Any:
+    """A group option's node composed with no experiment (once per process; inside a compose context)."""
+    key = f"{group}={option}"
+    if key not in _PLAIN_NODES:
+        cfg = OmegaConf.to_container(compose("config", overrides=[key]))
+        assert isinstance(cfg, dict)
+        _PLAIN_NODES[key] = cfg[group]
+    return _PLAIN_NODES[key]
+
+
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_every_combination_of_every_group_composes_and_resolves(experiment: str) -> None:
     """Hydra composes each option of each group under each experiment (each group owns its package;
     an experiment's overrides are in every node composed under it). A node's resolved value depends
     only on the nodes its interpolations reach, so each node is resolved once per choice of the groups
     it reaches; every combination is then the union of its resolved nodes, and a broken interpolation
-    or a bad value anywhere fails here."""
+    or a bad value anywhere fails here. One experiment a case, so that the cases run side by side; the
+    nodes of groups an experiment leaves alone are composed once (`touched_groups`, `plain_node`)."""
     groups = GROUPS[:-1]
     choices = list(itertools.product(*(options(g) for g in groups)))
     combos = 0
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3", job_name="compose-all"):
-        for experiment in options("experiment"):
-            def composed(*overrides: str, experiment: str = experiment) -> dict[str, Any]:
-                cfg = OmegaConf.to_container(compose("config",
-                                                     overrides=[f"experiment={experiment}", *overrides]))
-                assert isinstance(cfg, dict)
-                return {str(k): v for k, v in cfg.items()}
+        def composed(*overrides: str) -> dict[str, Any]:
+            asked = [f"experiment={experiment}", *overrides]
+            cfg = OmegaConf.to_container(compose("config", overrides=asked))
+            assert isinstance(cfg, dict)
+            return {str(k): v for k, v in cfg.items()}
 
-            top = {k: v for k, v in composed().items() if k not in groups}
-            nodes = {g: {o: composed(f"{g}={o}")[g] for o in options(g)} for g in groups}
-            reach = {g: {o: _reached(g, nodes[g][o], top, nodes) for o in options(g)} for g in groups}
-            resolved: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, Any]] = {}
-            top_reach = references(top) & set(groups)  # resolution is lazy: direct references suffice
-            for choice in choices:
-                picked = dict(zip(groups, choice))
-                cfg: dict[str, Any] = {}
-                for g in (*groups, ""):
-                    deps = reach[g][picked[g]] | {g} if g else top_reach
-                    key = (g, tuple(sorted((d, picked[d]) for d in deps)))
-                    if key not in resolved:
-                        scope = OmegaConf.create({**top, **{d: nodes[d][o] for d, o in key[1]}})
-                        resolved[key] = _resolve(scope, [g] if g else list(top))
-                    cfg.update(resolved[key])
-                assert cfg["judge"]["judge_id"] in JUDGE_IDS, (experiment, choice)
-                method, llm = cfg["method"]["name"], cfg["llm"]["name"]
-                # an experiment may name its variant (mode, k, chunk size...) between backbone and seed
-                assert re.search(rf"/{method}/{llm}(/[^/]+)*/seed{cfg['seed']}$",
-                                 cfg["run_dir"]), (experiment, choice)
-                combos += 1
-    assert combos == len(list(itertools.product(*(options(g) for g in GROUPS))))
+        top = {k: v for k, v in composed().items() if k not in groups}
+        touched = touched_groups(experiment)
+        nodes = {g: {o: composed(f"{g}={o}")[g] if g in touched else plain_node(g, o) for o in options(g)}
+                 for g in groups}
+        reach = {g: {o: _reached(g, nodes[g][o], top, nodes) for o in options(g)} for g in groups}
+        resolved: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, Any]] = {}
+        top_reach = references(top) & set(groups)  # resolution is lazy: direct references suffice
+        for choice in choices:
+            picked = dict(zip(groups, choice))
+            cfg: dict[str, Any] = {}
+            for g in (*groups, ""):
+                deps = reach[g][picked[g]] | {g} if g else top_reach
+                key = (g, tuple(sorted((d, picked[d]) for d in deps)))
+                if key not in resolved:
+                    scope = OmegaConf.create({**top, **{d: nodes[d][o] for d, o in key[1]}})
+                    resolved[key] = _resolve(scope, [g] if g else list(top))
+                cfg.update(resolved[key])
+            assert cfg["judge"]["judge_id"] in JUDGE_IDS, (experiment, choice)
+            method, llm = cfg["method"]["name"], cfg["llm"]["name"]
+            # an experiment may name its variant (mode, k, chunk size...) between backbone and seed
+            assert re.search(rf"/{method}/{llm}(/[^/]+)*/seed{cfg['seed']}$",
+                             cfg["run_dir"]), (experiment, choice)
+            combos += 1
+    assert combos == len(choices) > 0
 
 
 def _resolve(scope: Any, keys: list[str]) -> dict[str, Any]:
