@@ -8,6 +8,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from memforest.errors import StoreError
+from memforest.store.space import file_size as _size
 
 # primary result codes: a file that may not be written, an I/O error, a full disk, a file not opened
 _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN = 8, 10, 13, 14
@@ -69,9 +70,3 @@ def _primary_code(e: sqlite3.Error) -> int | None:
             return code
     return None
 
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0

@@ -47,7 +47,7 @@ def room_left(path: Path) -> str | None:
     folder = Path(path).parent
     limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
     if limit != resource.RLIM_INFINITY:
-        largest = max((_size(Path(f"{path}{suffix}")) for suffix in ("", "-wal", "-shm")), default=0)
+        largest = max((file_size(Path(f"{path}{suffix}")) for suffix in ("", "-wal", "-shm")), default=0)
         if largest + _PROBE_BYTES >= limit:
             return f"a file-size limit is reached (RLIMIT_FSIZE {limit:,} bytes)"
     try:
@@ -72,7 +72,8 @@ def _probe(folder: Path, size: int) -> str | None:
     return None
 
 
-def _size(path: Path) -> int:
+def file_size(path: Path) -> int:
+    """The size of the file at `path` in bytes; 0 when it cannot be read (absent, no permission)."""
     try:
         return path.stat().st_size
     except OSError:
