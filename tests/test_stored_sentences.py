@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_hybrid_ranking import CountingEmbedder
 
 from memforest.api import MemForest
 from memforest.config import MemForestConfig, TreeConfig
@@ -22,18 +23,6 @@ from memforest.types import Turn
 QUESTIONS = ["should I go to the debate team high school reunion?", "what did I pay for insurance?",
              "which trip did the budget cover?", "where did I leave my blue school bag?",
              "what about the garden tomatoes?"]
-
-
-class CountingEmbedder(HashEmbedder):
-    """The hashing embedder, recording every batch it is asked to embed."""
-
-    def __init__(self) -> None:
-        super().__init__(256)
-        self.batches: list[list[str]] = []
-
-    def embed(self, texts: Any, kind: Any = "passage") -> np.ndarray:
-        self.batches.append(list(texts))
-        return super().embed(texts, kind)
 
 
 def _long_session(sid: str, day: int, topic: str, answer: str) -> dict:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.report import JudgeBlock, RunLabels, RunSummary, run_summary
+from benchmarks.harness.report import JudgeBlock, RunLabels, RunSummary, pct_ci, run_summary
 from benchmarks.harness.results import RunFiles, write_text_atomic
 
 PAGE_NAME = "report.html"
@@ -89,19 +89,6 @@ def load_system(run_dir: Path) -> SystemRun:
     return SystemRun(label, Path(run_dir), summary, questions)
 
 
-def _pct(value: Any) -> str:
-    return "–" if value is None else f"{100 * float(value):.1f}%"
-
-
-def _with_interval(value: Any, interval: Any) -> str:
-    if value is None:
-        return "–"
-    if not interval:
-        return _pct(value)
-    low, high = interval
-    return f"{_pct(value)} [{100 * float(low):.1f}, {100 * float(high):.1f}]"
-
-
 def summary_rows(system: SystemRun) -> list[tuple[str, str]]:
     """The summary figures of one system, as (name, value) rows."""
     summary = system.summary
@@ -110,9 +97,9 @@ def summary_rows(system: SystemRun) -> list[tuple[str, str]]:
     label, judge = system.first_judge()
     rows = [("questions", str(summary.questions))]
     if label is not None:
-        rows.append((f"accuracy [{label}]", _with_interval(judge.accuracy, judge.accuracy_ci95)))
+        rows.append((f"accuracy [{label}]", pct_ci(judge.accuracy, judge.accuracy_ci95)))
         rows.append(("accuracy over answered questions",
-                     _with_interval(judge.accuracy_answered, judge.accuracy_answered_ci95)))
+                     pct_ci(judge.accuracy_answered, judge.accuracy_answered_ci95)))
     for level in ("session", "turn"):
         figures = summary.retrieval.level(level)
         plain = figures.value("recall_any@5") is None  # LoCoMo's evidence recall (dia ids) instead
@@ -121,7 +108,7 @@ def summary_rows(system: SystemRun) -> list[tuple[str, str]]:
                 name = f"{metric}@{k}"
                 value = figures.value(name)
                 if value is not None:
-                    rows.append((f"{level} {name}", _with_interval(value, figures.bounds(name))))
+                    rows.append((f"{level} {name}", pct_ci(value, figures.bounds(name))))
     build, query = summary.build, summary.query
     kept = build.input or {}
     if kept.get("given"):

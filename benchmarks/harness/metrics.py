@@ -26,7 +26,8 @@ from analysis.intervals import (
     bootstrap_mean_columns,
 )
 from analysis.rows import mean, pass_at_k, ranked_ids, write_rate
-from benchmarks.judging.repeats import repeat_summary
+from benchmarks.judging.grading import OFFICIAL_GOLD_SUFFIX
+from benchmarks.judging.repeats import majority_correct, repeat_summary
 
 # ---------------------------------------------------------------- pass@k and accuracy
 
@@ -312,7 +313,6 @@ def _one_group(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return rows
 
 
-OFFICIAL_GOLD = "@official_gold"  # a judge id's suffix on verdicts against the official gold (errata on)
 
 
 def settled_verdicts(judgments: Iterable[Mapping[str, Any]], keys: Iterable[Key] | None = None
@@ -334,7 +334,7 @@ def settled_verdicts(judgments: Iterable[Mapping[str, Any]], keys: Iterable[Key]
             out[answer] = last
             continue
         votes = sum(bool(v.get("correct")) for v in by_repeat.values())
-        out[answer] = {**last, "correct": 2 * votes > len(by_repeat), "repeats": len(by_repeat),
+        out[answer] = {**last, "correct": majority_correct(votes, len(by_repeat)), "repeats": len(by_repeat),
                        "votes": votes}
     return out
 
@@ -344,12 +344,12 @@ def _with_official_gold(verdicts: dict[tuple[str, Key], Mapping[str, Any]]
     """With dataset errata on, the questions an erratum changed are judged against the official gold too
     (judge id `<id>@official_gold ...`): those verdicts become a judge of their own, `<label>, official
     gold`, that is the run's judge with them swapped in, so that both scores stand side by side."""
-    companions = {jid for jid, _ in verdicts if OFFICIAL_GOLD in jid}
+    companions = {jid for jid, _ in verdicts if OFFICIAL_GOLD_SUFFIX in jid}
     if not companions:
         return verdicts
     out = {answer: v for answer, v in verdicts.items() if answer[0] not in companions}
     for companion in companions:
-        base = companion.replace(OFFICIAL_GOLD, "")
+        base = companion.replace(OFFICIAL_GOLD_SUFFIX, "")
         official = f"{base}, official gold"
         for (jid, key), verdict in verdicts.items():
             if jid == base:

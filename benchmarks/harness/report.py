@@ -390,7 +390,7 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}%"
 
 
-def _pct_ci(value: float | None, bounds: Bounds) -> str:
+def pct_ci(value: float | None, bounds: Bounds) -> str:
     """`81.2% [79.1, 83.2]`, or the figure alone where the summary has no interval (older summaries)."""
     if value is None or not bounds:
         return _pct(value)
@@ -410,16 +410,16 @@ def _accuracy_rows(judges: Mapping[str, JudgeBlock]) -> list[list[str]]:
     rows = []
     for label, j in judges.items():
         k = j.top_k()
-        rows.append([f"accuracy pass@1 [{label}]", _pct_ci(j.accuracy, j.accuracy_ci95)])
+        rows.append([f"accuracy pass@1 [{label}]", pct_ci(j.accuracy, j.accuracy_ci95)])
         if k > 1:
             rows.append([f"accuracy pass@{k} [{label}]",
-                         _pct_ci(j.pass_at_k.get(str(k)), j.pass_at_k_ci95.get(str(k)))])
+                         pct_ci(j.pass_at_k.get(str(k)), j.pass_at_k_ci95.get(str(k)))])
         rows.append([f"task-averaged / abstention [{label}]",
-                     f"{_pct_ci(j.task_averaged, j.task_averaged_ci95)} / "
-                     f"{_pct_ci(j.abstention_accuracy, j.abstention_accuracy_ci95)}"])
+                     f"{pct_ci(j.task_averaged, j.task_averaged_ci95)} / "
+                     f"{pct_ci(j.abstention_accuracy, j.abstention_accuracy_ci95)}"])
         if j.answered_questions is not None:
             rows.append([f"accuracy pass@1 over answered questions ({j.answered_questions}) [{label}]",
-                         _pct_ci(j.accuracy_answered, j.accuracy_answered_ci95)])
+                         pct_ci(j.accuracy_answered, j.accuracy_answered_ci95)])
         if j.repeats:
             r = pick(JudgeRepeats, j.repeats)
             rows.append([f"judge repeats: agreement / accuracy range over {r.repeats} [{label}]",
@@ -448,7 +448,7 @@ def _recall_rows(retrieval: Retrieval, dataset: str) -> list[list[str]]:
                     continue
                 label = (f"evidence recall@{k} (dia ids)" if level_name == "turn" and name == "recall"
                          else f"{level_name} {metric}")
-                rows.append([label, _pct_ci(level.value(metric), level.bounds(metric))])
+                rows.append([label, pct_ci(level.value(metric), level.bounds(metric))])
     if session or turn:
         rows.append(["questions with retrieval gold", str((session or turn).questions)])
     return rows
@@ -528,7 +528,7 @@ def _category_table(judges: Mapping[str, JudgeBlock]) -> list[str]:
         k = max(int(n) for n in j.per_category_pass_at_k)
         head = ["category", "questions", "pass@1"] + ([f"pass@{k}"] if k > 1 else [])
         rows = [
-            [c, str(j.per_category_questions[c]), _pct_ci(v, j.per_category_ci95.get(c))]
+            [c, str(j.per_category_questions[c]), pct_ci(v, j.per_category_ci95.get(c))]
             + ([_pct(j.per_category_pass_at_k[str(k)][c])] if k > 1 else [])
             for c, v in j.per_category.items()
         ]
@@ -635,13 +635,13 @@ def comparison_row(run: ComparedRun, reference: ComparedRun | None = None) -> li
     published = published_for(labels.method, labels.dataset, labels.backbone, run.judge_id)
     build, query = summary.build, summary.query
     return [*names, str(summary.questions), input_cell(build.input),
-            _pct_ci(judge.accuracy, judge.accuracy_ci95) if judge else "–",
-            _pct_ci(judge.accuracy_answered, judge.accuracy_answered_ci95) if judge else "–",
+            pct_ci(judge.accuracy, judge.accuracy_ci95) if judge else "–",
+            pct_ci(judge.accuracy_answered, judge.accuracy_answered_ci95) if judge else "–",
             "reference" if same else _difference(summary.scores, ref.scores, summary) if ref else "–",
             published.cell() if published else "–",
-            _pct_ci(recall.value(metric), recall.bounds(metric)),
+            pct_ci(recall.value(metric), recall.bounds(metric)),
             "reference" if same else _difference(summary.recalls, ref.recalls, summary) if ref else "–",
-            _pct_ci(recall.value(ten), recall.bounds(ten)),
+            pct_ci(recall.value(ten), recall.bounds(ten)),
             str(query.failed), str(query.timed_out), str(query.prompt_cut), str(query.declined),
             _num(build.build_seconds_mean), _num(build.llm_calls_mean, 1),
             " / ".join(_num(v, 0) for v in build.tokens_mean()),

@@ -56,11 +56,16 @@ def repeat_summary(verdicts: Iterable[Verdict | Mapping[str, Any]]) -> dict[str,
     }
 
 
+def majority_correct(votes: int, repeats: int) -> bool:
+    """The majority verdict of `repeats` verdicts of which `votes` say correct: a tie is incorrect."""
+    return 2 * votes > repeats
+
+
 def _majority(answer: Answer, by_repeat: Mapping[int, bool]) -> dict[str, Any]:
     method, dataset, question_id, attempt = answer
     votes = sum(by_repeat.values())
     return {"method": method, "dataset": dataset, "question_id": question_id, "attempt": attempt,
-            "correct": 2 * votes > len(by_repeat), "votes": votes, "repeats": len(by_repeat)}
+            "correct": majority_correct(votes, len(by_repeat)), "votes": votes, "repeats": len(by_repeat)}
 
 
 def _accuracy(correct: Mapping[Answer, bool]) -> float | None:
