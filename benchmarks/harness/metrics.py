@@ -26,7 +26,7 @@ from analysis.intervals import (
     bootstrap_mean_columns,
 )
 from analysis.rows import mean, pass_at_k, ranked_ids, write_rate
-from benchmarks.judging.grading import OFFICIAL_GOLD_SUFFIX
+from benchmarks.judging.judges import OFFICIAL_GOLD_SUFFIX
 from benchmarks.judging.repeats import majority_correct, repeat_summary
 
 # ---------------------------------------------------------------- pass@k and accuracy

@@ -14,14 +14,12 @@ from typing import Any
 
 from hydra.utils import instantiate
 
-from benchmarks.judging.judges import Judge, JudgeItem, Verdict
+from benchmarks.judging.judges import OFFICIAL_GOLD, OFFICIAL_GOLD_SUFFIX, Judge, JudgeItem, Verdict
 from benchmarks.judging.pinning import describe_judge
 from memforest.llm.base import ChatRequest, ChatResponse
 from memforest.llm.scheduler import Scheduler
 
 Config = Mapping[str, Any]
-OFFICIAL_GOLD = "answer_official"  # the record field holding the official gold an erratum replaced
-OFFICIAL_GOLD_SUFFIX = "@official_gold"
 JUDGE_KEYS = ("_target_", "judge_id", "official_dir", "max_tokens", "temperature", "top_p", "seed", "repeats")
 
 

@@ -120,6 +120,8 @@ LABEL_SCHEMA: dict[str, Any] = {
 }
 JUDGE_IDS = ("longmemeval", "locomo-generous", "strict", "longmemeval-official")
 OFFICIAL_PROMPT_ID = "judge.longmemeval.official"
+OFFICIAL_GOLD = "answer_official"  # the record field holding the official gold an erratum replaced
+OFFICIAL_GOLD_SUFFIX = "@official_gold"  # the judge id suffix of verdicts graded against that gold
 OFFICIAL_MAX_TOKENS = 10  # as the official evaluation script: only whether "yes" appears matters
 
 
