@@ -7,24 +7,19 @@
 
 from __future__ import annotations
 
-import gc
 import itertools
 import logging
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from memforest import publish
-from memforest.caches import StoreCaches
 from memforest.check import check_store, damaged
 from memforest.config import LLM_QUERY_MODES, QUERY_MODES, MemForestConfig, QueryConfig
 from memforest.errors import InputError, StoreError, configured_key, redact
-from memforest.hugepages import advise_heap_later
 from memforest.lifecycle import delete_session
 from memforest.llm.base import ChatModel, Embedder
 from memforest.llm.calllog import CallLog
@@ -33,10 +28,10 @@ from memforest.llm.retrying import RetryingEmbedder
 from memforest.llm.scheduler import Scheduler
 from memforest.merge import merge_into
 from memforest.refresh import RefreshStats, refresh
+from memforest.resident.heap import collect_before_load, freeze_if_large, settle_if_large
 from memforest.retrieval.query import run_query
 from memforest.retrieval.results import QueryResult
 from memforest.sessions import check_id, parse_session, parse_sessions
-from memforest.snapshot import Snapshot
 from memforest.state import ChangeSet, UserState
 from memforest.store.db import UserDB
 from memforest.store.folders import make_folder, remove_folder
@@ -45,6 +40,9 @@ from memforest.store.versions import StoreWatch, SupersededSources, file_marks, 
 from memforest.timeutil import iso_minute, parse_time
 from memforest.timing import Clock
 from memforest.types import Session
+from memforest.versions import publish
+from memforest.versions.caches import StoreCaches
+from memforest.versions.snapshot import Snapshot
 from memforest.write import IngestReport, ingest_sessions, refresh_pending
 
 log = logging.getLogger(__name__)
@@ -216,12 +214,13 @@ class MemForest:
                 self._supersede(user, snap)
                 snap = None
                 self._superseded.release(_version_of)  # before the load: its snapshot holds no old frames
-            if self.config.gc_freeze_nodes:  # garbage that exists now stays out of a freeze after the load
-                gc.collect()
+            collect_before_load(self.config.gc_freeze_nodes)
             snap = self._caches_of(user, db).load(db, user, lazy=self.config.lazy_trees)
             if snap.state.tree_source is not None:
                 self._start_watch()
-            settling = _settle_if_large(snap, self.config)
+            settling = settle_if_large(user, len(snap.state.nodes), self.config.gc_freeze_nodes,
+                                       bool(self.config.huge_pages), snap.state.tree_source,
+                                       self.config.warm_tree_leaves)
             if settling is not None:
                 with self._lock:
                     self._settling = [t for t in self._settling if t.is_alive()] + [settling]
@@ -382,7 +381,7 @@ class MemForest:
                 if con is not None and self._held.setdefault(user, (con, db.file_id()))[0] is not con:
                     con.close()
         clock.lap("publish")
-        if _freeze_if_large(state, self.config):
+        if freeze_if_large(len(state.nodes), self.config.gc_freeze_nodes):
             clock.lap("collect")
 
     def _held_connection(self, user: str, db: UserDB) -> sqlite3.Connection | None:
@@ -556,67 +555,10 @@ class MemForest:
                 raise diagnosis from e
             raise
         clock.merge(result.trace["latency"])
-        if _freeze_if_large(snap.state, self.config):
+        if freeze_if_large(len(snap.state.nodes), self.config.gc_freeze_nodes):
             clock.lap("collect")
         result.trace["latency"] = clock.total()
         return result
-
-
-def _freeze_if_large(state: UserState, config: MemForestConfig) -> bool:
-    """After an operation on a large memory (`MemForestConfig.gc_freeze_nodes`), collect what is not
-    frozen yet and freeze what survives: the nodes of trees the operation read on demand and of the
-    version it made join the memory's permanent generation, so no later full collection rescans them
-    (at 10^4 sessions a full collection over the trees twenty rounds of writes had read took ~100 ms
-    and struck one write in ten). The collection traverses only what was made since the last freeze,
-    so it costs what the operation allocated, not what the memory holds. Whether it ran."""
-    nodes = config.gc_freeze_nodes
-    if not nodes or len(state.nodes) < nodes:
-        return False
-    gc.collect()
-    gc.freeze()
-    return True
-
-
-
-def _settle_if_large(snap: Snapshot, config: MemForestConfig) -> threading.Thread | None:
-    """Keep the cyclic collector off a large resident memory (`MemForestConfig.gc_freeze_nodes`; the
-    collection before the load kept the garbage that existed then out of the permanent generation,
-    and the load itself, read with the collector off, leaves no cycles: its objects are frozen as
-    they are instead of traversed once more) and back it with huge pages (`MemForestConfig.huge_pages`).
-    A memory whose trees are read on demand first has its large entity and scene trees read, in the
-    same background thread (`MemForestConfig.warm_tree_leaves`)."""
-    nodes, user = config.gc_freeze_nodes or 0, snap.state.user
-
-    def collapsed(report: object) -> None:
-        log.debug("huge pages after loading %s: %s", user, report)
-    large = bool(nodes) and len(snap.state.nodes) >= nodes
-    source = snap.state.tree_source
-    if source is not None and not source.to_warm(config.warm_tree_leaves):
-        source = None
-    if large:
-        gc.freeze()
-    if source is None:
-        if large and config.huge_pages:  # collapsed in the background: the open does not wait for the kernel
-            return advise_heap_later(collapsed)
-        return None
-
-    def settle() -> None:
-        t = time.perf_counter()
-        try:
-            read = source.warm(config.warm_tree_leaves)
-        except StoreError as e:  # the tree is read, and the damage reported, by the operation reaching it
-            log.debug("memforest: trees of %s not read ahead: %s", user, e)
-            return
-        log.debug("memforest: %d trees of %s read ahead in %.2f s", read, user, time.perf_counter() - t)
-        if large:
-            gc.freeze()
-            if config.huge_pages:
-                collapse = advise_heap_later(collapsed)
-                if collapse is not None:
-                    collapse.join()
-    thread = threading.Thread(target=settle, name="memforest-settle", daemon=True)
-    thread.start()
-    return thread
 
 
 def _version_of(path: Path) -> int | None:

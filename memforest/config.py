@@ -192,11 +192,11 @@ class MemForestConfig:
     # collector would otherwise rescan a resident memory's millions of objects in each full collection,
     # stalling one operation for seconds (2.3 s at 10^4 sessions, 550k nodes). A memory's objects are
     # acyclic, so later versions still free what they replace by reference counting. Each operation on
-    # such a memory then collects what it left and freezes it too (`memforest.api._freeze_if_large`).
+    # such a memory then collects what it left and freezes it too (`memforest.resident.heap.freeze_if_large`).
     # 0: never.
     gc_freeze_nodes: int | None = None
     # After loading a store that large, back the process's populated heap with transparent huge pages
-    # (Linux; `memforest.hugepages`): an operation's scattered reads over gigabytes of small objects
+    # (Linux; `memforest.resident.hugepages`): an operation's scattered reads over gigabytes of small objects
     # then miss the TLB far less (the 10^4-session query: 27 -> 21 ms on a 2-core virtual machine).
     huge_pages: bool | None = None
     # Open a memory reading its trees' nodes only when an operation first reaches a tree (their rows

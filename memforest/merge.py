@@ -14,15 +14,16 @@ from typing import Any
 import numpy as np
 
 from memforest.config import MemForestConfig
-from memforest.cow import CowMap
 from memforest.errors import InputError
 from memforest.facts.canonical import canonicalize, matrix_neighbours
 from memforest.facts.extraction import Candidate
 from memforest.llm.scheduler import Scheduler
+from memforest.resident.cow import CowMap
+from memforest.resident.ondemand import TreeInfo
 from memforest.routing import entities, scenes
 from memforest.routing.router import Router
 from memforest.sentences import stored_sentences
-from memforest.state import ChangeSet, EntityStat, TreeInfo, UserState
+from memforest.state import ChangeSet, EntityStat, UserState
 from memforest.trees.memtree import MemTree
 from memforest.types import Cell, Session
 

@@ -25,9 +25,9 @@ QUESTIONS = ["Where did I move to?", "What do I keep near the door in Boston?", 
 def small_tables() -> None:
     """The bounds the stores of these tests are built with, so their tables are partitioned."""
     import memforest.index.forest_index
-    import memforest.vector_table
+    import memforest.resident.vector_table
 
-    memforest.vector_table.EXACT_ROWS = 12
+    memforest.resident.vector_table.EXACT_ROWS = 12
     memforest.index.forest_index.ROOTS_EXACT_ROWS = 4
 
 
@@ -116,9 +116,9 @@ def damage(store: Path, name: str, how: str) -> dict[str, object]:
 def main() -> None:
     command, store = sys.argv[1], Path(sys.argv[2])
     if sys.argv[-1] == "mapped":
-        import memforest.cache_file
+        import memforest.resident.cache_file
 
-        memforest.cache_file.READ_BELOW = 0
+        memforest.resident.cache_file.READ_BELOW = 0
     small_tables()
     if command == "build":
         from conftest import make_sessions

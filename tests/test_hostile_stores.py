@@ -83,7 +83,7 @@ def test_a_write_with_another_embedder_is_refused_before_anything_changes(
 def test_a_failure_after_the_commit_does_not_fail_the_committed_ingest(
         store: dict[str, Any], capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from memforest import publish
+    from memforest.versions import publish
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("no memory left for the new indexes")

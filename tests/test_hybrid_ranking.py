@@ -12,10 +12,10 @@ import pytest
 
 from memforest.api import MemForest
 from memforest.config import MemForestConfig, TreeConfig
-from memforest.cow import CowMap
 from memforest.errors import InputError
 from memforest.llm.testing import HashEmbedder
 from memforest.refresh import cell_embed_text
+from memforest.resident.cow import CowMap
 from memforest.retrieval.hybrid import candidate_items, date_target, lexical_scores, rank_units
 from memforest.timeutil import parse_time
 

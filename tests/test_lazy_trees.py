@@ -17,13 +17,13 @@ from test_resident_versions import fingerprint
 from test_store_caches import DAMAGE as CACHE_DAMAGE
 
 from memforest.api import MemForest
-from memforest.cache_file import CacheMiss
 from memforest.config import MemForestConfig
-from memforest.cow import FOLD_AT
 from memforest.errors import StoreError
 from memforest.index import tree_rows_cache
 from memforest.llm.testing import HashEmbedder, ScriptedChatModel
-from memforest.state import LazyNodeMap, NodeData, Waiting
+from memforest.resident.cache_file import CacheMiss
+from memforest.resident.cow import FOLD_AT
+from memforest.resident.ondemand import LazyNodeMap, NodeData, Waiting
 
 
 def _forest(path: Path, lazy: bool = True, warm: bool = False) -> MemForest:
@@ -99,7 +99,7 @@ def test_facts_read_their_fields_and_occurrences_on_demand_and_an_old_version_ke
     cache and reads of its facts only their ids, normalised texts and event starts at the open;
     after writes that change and drop facts, the version opened first still reads the fields and
     occurrences it was opened with."""
-    monkeypatch.setattr("memforest.vector_table.EXACT_ROWS", 12)
+    monkeypatch.setattr("memforest.resident.vector_table.EXACT_ROWS", 12)
     monkeypatch.setattr("memforest.index.forest_index.ROOTS_EXACT_ROWS", 4)
     root, copy = _built_and_copied(tmp_path)
     with _forest(root) as forest:

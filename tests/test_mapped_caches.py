@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from cache_probe import DAMAGE
 
-from memforest import cache_file
-from memforest.cache_file import MappedFiles, read_arrays, write_arrays
+from memforest.resident import cache_file
+from memforest.resident.cache_file import MappedFiles, read_arrays, write_arrays
 
 PROBE = Path(__file__).with_name("cache_probe.py")
 FILES = ["lexical.cache", "partitions.cache", "trees.cache"]

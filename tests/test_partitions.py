@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import memforest.vector_table as vt
-from memforest.vector_table import VectorTable
+import memforest.resident.vector_table as vt
+from memforest.resident.vector_table import VectorTable
 
 
 @pytest.fixture(autouse=True)
@@ -161,7 +161,7 @@ def test_an_int_keys_table_finds_the_rows_of_many_keys_as_row_of_does_in_every_v
 def test_a_probe_takes_the_nearest_partitions_as_a_full_sort_orders_them(seed: int) -> None:
     """The partitions a probe selects first (ties included: scores drawn from a few values) are
     those a stable sort of every partition's score gives, in its order."""
-    from memforest.partitions import Partitions
+    from memforest.resident.partitions import Partitions
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 60))

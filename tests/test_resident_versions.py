@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from conftest import make_sessions
 
-from memforest.cow import CowMap, CowSet
-from memforest.hugepages import (
+from memforest.resident.cow import CowMap, CowSet
+from memforest.resident.hugepages import (
     HugePageReport,
     Mapping,
     advise_heap,
@@ -22,9 +22,9 @@ from memforest.hugepages import (
     private_anonymous,
     thp_mode,
 )
+from memforest.resident.vector_table import VectorTable
 from memforest.store.schema import SCHEMA_VERSION
 from memforest.store.tree_source import STRUCTURE
-from memforest.vector_table import VectorTable
 
 
 def fingerprint(snap) -> dict:
@@ -114,7 +114,7 @@ def test_a_large_loaded_memory_is_frozen_out_of_the_collector_and_still_freed(sc
     def advise_later(done=None) -> None:
         advised.append(1)
 
-    monkeypatch.setattr("memforest.api.advise_heap_later", advise_later)
+    monkeypatch.setattr("memforest.resident.heap.advise_heap_later", advise_later)
     writer = scripted_forest(path=tmp_path / "st")
     small = scripted_forest(path=tmp_path / "st")  # the default bound: this store is far below it
     large = scripted_forest(path=tmp_path / "st")
@@ -438,7 +438,7 @@ def test_the_library_leaves_the_garbage_collector_and_pages_alone_unless_the_hos
     from memforest.config import HOST_POLICY, MemForestConfig, with_host_policy
 
     advised: list[int] = []
-    monkeypatch.setattr("memforest.api.advise_heap_later", lambda done=None: advised.append(1))
+    monkeypatch.setattr("memforest.resident.heap.advise_heap_later", lambda done=None: advised.append(1))
     assert MemForestConfig().gc_freeze_nodes is None and MemForestConfig().huge_pages is None
     hosted = with_host_policy(MemForestConfig())
     assert (hosted.gc_freeze_nodes, hosted.huge_pages) == (HOST_POLICY["gc_freeze_nodes"], True)

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from conftest import make_sessions
 
-from memforest import cache_file
-from memforest.cache_file import CacheMiss, read_arrays, write_arrays
 from memforest.index import lexical_cache, partition_cache
 from memforest.index.lexical_cache import build_lexical, read_lexical, write_lexical
 from memforest.index.lexical_versions import VersionedLexical
 from memforest.index.partition_cache import read_partitions, write_partitions
-from memforest.vector_table import SavedPartitions
+from memforest.resident import cache_file
+from memforest.resident.cache_file import CacheMiss, read_arrays, write_arrays
+from memforest.resident.vector_table import SavedPartitions
 
 QUESTIONS = ["Where did I move to?", "What do I keep near the door in Boston?", "Denver trip plans"]
 
@@ -55,7 +55,7 @@ def _reopened_without_building(scripted_forest, tmp_path, monkeypatch):
 
     def refuse(state):
         raise AssertionError("the lexical index was rebuilt although the cache serves this version")
-    monkeypatch.setattr("memforest.caches.build_lexical", refuse)
+    monkeypatch.setattr("memforest.versions.caches.build_lexical", refuse)
     return forest
 
 
@@ -204,7 +204,7 @@ def test_cache_files_round_trip_and_refuse_what_they_do_not_hold(tmp_path) -> No
 
 
 def _table(keys, vecs, exact_rows=40, batch=25):
-    from memforest.vector_table import VectorTable
+    from memforest.resident.vector_table import VectorTable
 
     table = VectorTable(vecs.shape[1], exact_rows=exact_rows)
     for lo in range(0, len(keys), batch):  # grown in batches: partitions trained, then split as they fill
@@ -213,9 +213,9 @@ def _table(keys, vecs, exact_rows=40, batch=25):
 
 
 def test_a_table_filled_with_saved_partitions_searches_as_the_saved_table(monkeypatch) -> None:
-    from memforest.vector_table import VectorTable
+    from memforest.resident.vector_table import VectorTable
 
-    monkeypatch.setattr("memforest.vector_table.PARTITION_ROWS", 32)
+    monkeypatch.setattr("memforest.resident.vector_table.PARTITION_ROWS", 32)
 
     rng = np.random.default_rng(3)
     vecs = rng.standard_normal((400, 16)).astype(np.float32)
@@ -244,9 +244,9 @@ def test_a_table_takes_cached_rows_without_their_vectors_and_appends_privately(t
     """A table filled from a partitions cache with rows searches them in the file's map (the vectors
     it was given are never asked for); new rows go to the map's zero rows, then past them to private
     memory, and neither the file nor an older version changes."""
-    from memforest.vector_table import VectorTable, slack_rows
+    from memforest.resident.vector_table import VectorTable, slack_rows
 
-    monkeypatch.setattr("memforest.vector_table.PARTITION_ROWS", 32)
+    monkeypatch.setattr("memforest.resident.vector_table.PARTITION_ROWS", 32)
     rng = np.random.default_rng(5)
     vecs = rng.standard_normal((400, 16)).astype(np.float32)
     keys = [f"k{i}" for i in range(400)]
@@ -300,7 +300,7 @@ def test_a_reopened_large_store_takes_its_cached_partitions(scripted_forest, tmp
     """Past the exact bound (lowered here), a reopened store's tables take the partitions and rows the
     closing process cached (no vector is read from the store or stacked for them); a damaged
     partitions cache is found by check and removed, then written again."""
-    monkeypatch.setattr("memforest.vector_table.EXACT_ROWS", 12)
+    monkeypatch.setattr("memforest.resident.vector_table.EXACT_ROWS", 12)
     monkeypatch.setattr("memforest.index.forest_index.ROOTS_EXACT_ROWS", 4)
     forest = scripted_forest(path=tmp_path / "store")
     forest.ingest_sessions("u", make_sessions(8, 4))
@@ -311,7 +311,7 @@ def test_a_reopened_large_store_takes_its_cached_partitions(scripted_forest, tmp
     assert {a["name"] for a in _header(parts_file)["arrays"]} >= {"facts/vecs", "cells/vecs", "roots/vecs"}
 
     with monkeypatch.context() as m:
-        m.setattr("memforest.vector_table.Partitions.build", _fail("partitions were trained"))
+        m.setattr("memforest.resident.vector_table.Partitions.build", _fail("partitions were trained"))
         m.setattr("memforest.store.load._fact_vectors", _fail("fact vectors were read from the store"))
         m.setattr("memforest.index.forest_index._stack", _fail("cell or root vectors were gathered"))
         m.setattr("memforest.store.load._fact_meta", _fail("fact row meta was computed"))
@@ -366,7 +366,7 @@ def test_a_damaged_partitions_cache_is_not_used_and_check_removes_it(scripted_fo
     used (the tables train their own partitions from the store's vectors); one whose vectors or row
     meta are not the store's (a sound file of this version) is found by check. Either way check
     removes it and the next load writes it again."""
-    monkeypatch.setattr("memforest.vector_table.EXACT_ROWS", 12)
+    monkeypatch.setattr("memforest.resident.vector_table.EXACT_ROWS", 12)
     forest = scripted_forest(path=tmp_path / "store")
     forest.ingest_sessions("u", make_sessions(8, 4))
     before = _answers(forest)

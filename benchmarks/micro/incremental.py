@@ -11,11 +11,11 @@ chat model's, which the write path makes O(log N) of through refreshed ancestors
 `model_mean_s` are reported beside it. Opening the store and the first query after it are once per
 process and reported apart, wall and CPU seconds (`load_s`, `load_cpu_s`, `first_query_s`,
 `first_query_cpu_s`: CPU time shows what a shared machine's load adds to the wall time). A large
-memory's heap is collapsed into huge pages in the background after the open (`memforest.hugepages`),
+memory's heap is collapsed into huge pages in the background after the open (`memforest.resident.hugepages`),
 after its large entity and scene trees are read (`MemForestConfig.warm_tree_leaves`); operations are
 timed once that is done (`settle_s`: how much longer it ran after the first query).
 The store is opened as a restarted process finds it: with the caches a previous process left beside
-it (a base store is opened, queried and closed once after it is built; `memforest.caches`), so the
+it (a base store is opened, queried and closed once after it is built; `memforest.versions.caches`), so the
 first query maps the lexical index instead of building it and the open takes what it needs of the
 trees it does not read (`MemForestConfig.lazy_trees`; `--eager-trees` reads them all, as before) from
 the tree rows cache. Memory is the resident set's growth over the open and the first query, per stored
@@ -52,9 +52,7 @@ from benchmarks.datasets.longmemeval import format_date, parse_date
 from benchmarks.datasets.synthetic_haystack import filler_session
 from benchmarks.datasets.synthetic_text import TOPIC_NAMES
 from benchmarks.micro.profile_responder import ProfileResponder
-from memforest import vector_table
 from memforest.api import MemForest
-from memforest.cache_file import cache_dir
 from memforest.config import MemForestConfig, with_host_policy
 from memforest.index import lexical_cache, partition_cache, tree_rows_cache
 from memforest.index.lexical_cache import FILE_NAME as LEXICAL_CACHE
@@ -62,6 +60,8 @@ from memforest.index.partition_cache import FILE_NAME as PARTITIONS_CACHE
 from memforest.index.tree_rows_cache import FILE_NAME as TREE_ROWS_CACHE
 from memforest.llm.base import ChatRequest, EmbedKind
 from memforest.llm.testing import HashEmbedder, Responder, ScriptedChatModel, rule_responder
+from memforest.resident import vector_table
+from memforest.resident.cache_file import cache_dir
 from memforest.store.schema import SCHEMA_VERSION
 
 USER = "bench"

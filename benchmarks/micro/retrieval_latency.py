@@ -23,8 +23,8 @@ from memforest.refresh import refresh
 from memforest.retrieval.assemble import assemble, temporal_neighbours
 from memforest.retrieval.browse import embed_browse
 from memforest.retrieval.recall import recall_trees
-from memforest.snapshot import Snapshot
 from memforest.state import ChangeSet, UserState
+from memforest.versions.snapshot import Snapshot
 
 
 def compose(n: int, dim: int = 384, cfg: MemForestConfig | None = None) -> UserState:

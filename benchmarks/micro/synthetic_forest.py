@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from memforest.config import MemForestConfig, with_host_policy
-from memforest.state import EntityStat, NodeData, Scene, UserState
+from memforest.resident.ondemand import NodeData
+from memforest.state import EntityStat, Scene, UserState
 from memforest.types import Cell, Fact, Occurrence, Session, Turn
 
 DAY = 86400.0

@@ -18,11 +18,12 @@ from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
-from memforest.cow import CowMap
+from memforest.resident.cow import CowMap
+from memforest.resident.ondemand import BulkRows, TreeInfo
+from memforest.resident.vector_table import SavedPartitions, VectorTable
 from memforest.routing.router import session_tree_id
-from memforest.state import BulkRows, ChangeSet, TreeInfo, UserState
+from memforest.state import ChangeSet, UserState
 from memforest.types import Fact
-from memforest.vector_table import SavedPartitions, VectorTable
 
 
 def node_uid(tree_rowid: int, node_id: int) -> int:
@@ -52,7 +53,7 @@ class ForestIndex:
     def build(cls, state: UserState, dim: int, saved: Mapping[str, SavedPartitions] | None = None,
               facts_meta: bool = True) -> ForestIndex:
         """The indexes of `state`; a table past its exact bound takes its `saved` partitions (from a
-        cache of this version, `memforest.caches`) when they hold exactly its keys. The fact index is
+        cache of this version, `memforest.versions.caches`) when they hold exactly its keys. The fact index is
         `state`'s fact table, its row meta written here (`facts_meta=False`: the rows carry it, as
         the loader writes them)."""
         idx = cls(dim)

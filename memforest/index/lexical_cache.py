@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memforest.cache_file import (
+from memforest.index.lexical_versions import Segment, VersionedLexical, Vocabulary
+from memforest.resident.cache_file import (
     CacheMiss,
     MappedFiles,
     pack_strings,
@@ -20,7 +21,6 @@ from memforest.cache_file import (
     unpack_strings,
     write_arrays,
 )
-from memforest.index.lexical_versions import Segment, VersionedLexical, Vocabulary
 from memforest.state import UserState
 
 KIND = "lexical"

@@ -18,8 +18,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from memforest.cow import CowMap
 from memforest.index.lexical import K1, B, terms
+from memforest.resident.cow import CowMap
 
 _SEQ = itertools.count(1)
 _POS_BITS = 32

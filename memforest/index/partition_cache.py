@@ -1,6 +1,6 @@
 """The partitions and rows of a committed version's large vector tables, cached beside the database.
 
-Past its exact bound a vector table is partitioned by k-means (`memforest.partitions`), which on a
+Past its exact bound a vector table is partitioned by k-means (`memforest.resident.partitions`), which on a
 large memory is the largest single cost of loading it. The cache holds each partitioned table's
 centroids, its partitions' keys (integer keys as an array, string keys as one text), and their
 vectors (followed by zero rows to append to: `vector_table.slack_rows`) and row meta in that
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memforest.cache_file import (
+from memforest.resident.cache_file import (
     CacheMiss,
     MappedFiles,
     pack_strings,
@@ -26,7 +26,7 @@ from memforest.cache_file import (
     unpack_strings,
     write_arrays,
 )
-from memforest.vector_table import SavedPartitions
+from memforest.resident.vector_table import SavedPartitions
 
 KIND = "partitions"
 FORMAT = 3  # 2: one fact table, keyed by fact id; 3: the rows' vectors and meta

@@ -1,5 +1,5 @@
-"""What an open needs of the trees it does not read (`memforest.state.BulkRows`), cached beside the
-database for one committed version.
+"""What an open needs of the trees it does not read (`memforest.resident.ondemand.BulkRows`), cached
+beside the database for one committed version.
 
 A memory opened with its trees read on demand (`MemForestConfig.lazy_trees`) still needs, for its
 indexes, the leaves of every tree and the vectors of the session trees' leaves and of every root:
@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from memforest.cache_file import (
+from memforest.index.forest_index import ForestIndex
+from memforest.resident.cache_file import (
     CacheMiss,
     MappedFiles,
     pack_strings,
@@ -26,8 +27,8 @@ from memforest.cache_file import (
     unpack_strings,
     write_arrays,
 )
-from memforest.index.forest_index import ForestIndex
-from memforest.state import BulkRows, UserState
+from memforest.resident.ondemand import BulkRows
+from memforest.state import UserState
 
 KIND = "tree_rows"
 FORMAT = 1

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from memforest.resident.ondemand import NodeKey
 from memforest.retrieval.browse import Hit
 from memforest.retrieval.results import Evidence
-from memforest.snapshot import Snapshot
-from memforest.state import NodeKey
 from memforest.timeutil import iso_date
 from memforest.trees.memtree import Node
+from memforest.versions.snapshot import Snapshot
 
 NEIGHBOUR_WINDOW = 8
 ANCHORS = 3

@@ -16,8 +16,8 @@ from memforest.llm.base import ChatRequest
 from memforest.llm.scheduler import Scheduler, parse_json
 from memforest.prompts import browse as prompt
 from memforest.prompts import token_bound
-from memforest.snapshot import Snapshot
-from memforest.state import NodeKey
+from memforest.resident.ondemand import NodeKey
+from memforest.versions.snapshot import Snapshot
 
 OPTION_CHARS = 300
 MAX_OPTIONS = 40

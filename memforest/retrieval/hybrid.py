@@ -28,13 +28,14 @@ import numpy as np
 from memforest.config import QueryConfig
 from memforest.index.lexical_versions import LexicalScores
 from memforest.llm.base import Embedder
+from memforest.resident.ondemand import NodeKey
 from memforest.retrieval.browse import Hit
 from memforest.routing.router import session_tree_id
 from memforest.sentences import cell_turns, read_whole, stored_sentences, turn_words, user_sentences
-from memforest.snapshot import Snapshot
-from memforest.state import NodeKey, UserState
+from memforest.state import UserState
 from memforest.timeutil import relative_delta
 from memforest.types import Cell
+from memforest.versions.snapshot import Snapshot
 
 DAY = 86400.0
 

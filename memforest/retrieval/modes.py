@@ -18,8 +18,8 @@ from memforest.llm.base import Embedder
 from memforest.retrieval.browse import Hit, embed_browse
 from memforest.retrieval.planner import Plan
 from memforest.retrieval.results import Evidence, RecalledTree
-from memforest.snapshot import Snapshot
 from memforest.timeutil import iso_date
+from memforest.versions.snapshot import Snapshot
 
 
 def flat_evidence(snap: Snapshot, qvec: np.ndarray, k: int,

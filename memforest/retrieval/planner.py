@@ -12,7 +12,7 @@ from memforest.llm.scheduler import Scheduler, parse_json
 from memforest.prompts import planner as prompt
 from memforest.prompts import token_bound
 from memforest.retrieval.results import RecalledTree
-from memforest.snapshot import Snapshot
+from memforest.versions.snapshot import Snapshot
 
 CARD_CHARS = 240
 _BEFORE = re.compile(r"\b(before|prior to|previously|earlier than|used to)\b", re.I)

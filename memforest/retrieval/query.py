@@ -28,8 +28,8 @@ from memforest.retrieval.modes import flat_evidence, planned_embed_browse, root_
 from memforest.retrieval.planner import Plan, plan_query, question_direction
 from memforest.retrieval.recall import recall_trees
 from memforest.retrieval.results import Evidence, QueryResult
-from memforest.snapshot import Snapshot
 from memforest.timeutil import parse_time
+from memforest.versions.snapshot import Snapshot
 
 
 def retrieve(

@@ -8,7 +8,7 @@ import numpy as np
 
 from memforest.config import QueryConfig
 from memforest.retrieval.results import RecalledTree
-from memforest.snapshot import Snapshot
+from memforest.versions.snapshot import Snapshot
 
 
 def recall_trees(snap: Snapshot, qvec: np.ndarray, cfg: QueryConfig,

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from memforest.config import SceneConfig
+from memforest.resident.vector_table import VectorTable
 from memforest.state import Scene, UserState
 from memforest.types import Fact
-from memforest.vector_table import VectorTable
 
 DAY = 86400.0
 

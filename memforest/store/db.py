@@ -15,13 +15,14 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from memforest.errors import StoreError
-from memforest.state import BulkRows, ChangeSet, UserState
+from memforest.resident.ondemand import BulkRows
+from memforest.resident.vector_table import SavedPartitions
+from memforest.state import ChangeSet, UserState
 from memforest.store.commit import write_changes
 from memforest.store.connection import open_reader, rollback
 from memforest.store.load import VectorWidthError, read_state
 from memforest.store.migrate import create_file, migrate, migration_due
 from memforest.store.validate import file_problem, identity_problem, schema_problems, store_error
-from memforest.vector_table import SavedPartitions
 
 # The connection helpers live in `connection`, reading the state in `load`, writing a ChangeSet in
 # `commit`, creating and migrating the schema in `migrate`; `open_reader` is importable from here as before.

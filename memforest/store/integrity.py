@@ -13,10 +13,10 @@ import numpy as np
 
 from memforest.errors import StoreError, shown
 from memforest.index.forest_index import ForestIndex
+from memforest.resident.vector_table import VectorTable
 from memforest.state import UserState
 from memforest.store.connection import open_reader
 from memforest.store.validate import column_problems, file_problem, schema_problems, store_error
-from memforest.vector_table import VectorTable
 
 KINDS = ("cells", "roots", "facts")
 _SHOWN_LINES = 10

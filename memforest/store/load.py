@@ -11,19 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from memforest.cow import CowMap, CowSet
 from memforest.index.forest_index import facts_meta
+from memforest.resident.cow import CowMap, CowSet
+from memforest.resident.ondemand import BulkRows, LazyNodeMap, MemberSource, NodeData, TreeInfo
+from memforest.resident.vector_table import SavedPartitions
 from memforest.routing.router import session_tree_id
-from memforest.state import (
-    BulkRows,
-    EntityStat,
-    LazyNodeMap,
-    MemberSource,
-    NodeData,
-    Scene,
-    TreeInfo,
-    UserState,
-)
+from memforest.state import EntityStat, Scene, UserState
 from memforest.store.tree_source import (
     FACT_DETAIL_COLUMNS,
     StoreTreeSource,
@@ -37,7 +30,6 @@ from memforest.store.tree_source import (
 from memforest.trees.memtree import MemTree
 from memforest.trees.node import Node
 from memforest.types import Cell, Fact, FactSource, Occurrence, Session, TextSource, Turn
-from memforest.vector_table import SavedPartitions
 
 log = logging.getLogger(__name__)
 

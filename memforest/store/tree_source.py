@@ -48,7 +48,8 @@ from typing import Any
 import numpy as np
 
 from memforest.errors import StoreError
-from memforest.state import BulkRows, CellSentences, NodeData, NodeKey, TreeInfo, Waiting
+from memforest.resident.ondemand import BulkRows, NodeData, NodeKey, TreeInfo, Waiting
+from memforest.state import CellSentences
 from memforest.store.connection import open_reader, rollback
 from memforest.trees.memtree import MemTree
 from memforest.trees.node import Node
@@ -106,7 +107,7 @@ def node_of_row(row: tuple, fact_vecs: Mapping[str, np.ndarray]) -> tuple[Node, 
 
 
 class StoreTreeSource:
-    """`memforest.state.TreeSource` over one store snapshot (see the module's notes)."""
+    """`memforest.resident.ondemand.TreeSource` over one store snapshot (see the module's notes)."""
 
     def __init__(self, path: Path, con: sqlite3.Connection, version: int, dim: int,
                  shapes: dict[str, tuple[int, int | None, int]], fact_vecs: Mapping[str, np.ndarray],
@@ -500,7 +501,7 @@ class StoreTreeSource:
 
     def entity_members(self, label: str) -> tuple[list[str], dict[str, int]]:
         """The facts of an entity label of the loaded version and its per-session fact counts
-        (`memforest.state.MemberSource`); a label may have none."""
+        (`memforest.resident.ondemand.MemberSource`); a label may have none."""
         facts, sessions = self._read_rows("label", label, "SELECT fact_id FROM entity_facts WHERE label=?",
                                           "SELECT session_id, facts FROM entity_sessions WHERE label=?",
                                           required=False)

@@ -14,7 +14,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, MutableMapping
 from typing import Any
 
-from memforest.cow import CowMap
+from memforest.resident.cow import CowMap
 from memforest.trees.navigation import TreeNavigation
 from memforest.trees.node import (
     Key,

@@ -8,16 +8,17 @@ from typing import Any
 
 from memforest.check import damaged
 from memforest.index.forest_index import ForestIndex
-from memforest.snapshot import Snapshot
-from memforest.state import BulkRows, ChangeSet, UserState
+from memforest.resident.ondemand import BulkRows
+from memforest.state import ChangeSet, UserState
 from memforest.store.db import SavedFor, UserDB
 from memforest.store.integrity import widths_agree
+from memforest.versions.snapshot import Snapshot
 
 
 def load(db: UserDB, user: str, saved: SavedFor | None = None, lazy: bool = False,
          cached_rows: Callable[[int, int], BulkRows | None] | None = None) -> Snapshot:
     """The committed version, read from SQLite, with its vector indexes built from it (`saved`: the
-    tables' partitions cached for the version read, `memforest.caches`). A store that
+    tables' partitions cached for the version read, `memforest.versions.caches`). A store that
     holds vectors whose width is not its dimension, or cannot be loaded for other damage the loader does
     not name itself, is a StoreError naming the damage (`check.damaged`)."""
     try:

@@ -6,7 +6,7 @@ new version only, so a published version never changes. Retired rows are dropped
 once they outnumber the live ones (O(size), amortised over as many changes).
 
 Search is exact while the table holds at most `EXACT_ROWS` live rows (a table may set a lower bound).
-Past that, its rows are partitioned by nearest centroid (`memforest.partitions`) and a search scores
+Past that, its rows are partitioned by nearest centroid (`memforest.resident.partitions`) and a search scores
 exactly the rows of the partitions nearest the query, at least `max(PROBE_MIN, PROBE_FACTOR * k)` of
 them, so it costs the same at any size; results are then approximate
 (`benchmarks/micro/incremental.py` reports their overlap with exact search), and may differ between a
@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from memforest.cow import CowMap
-from memforest.partitions import Partitions
+from memforest.resident.cow import CowMap
+from memforest.resident.partitions import Partitions
 
 _MIN_ROWS = 1024
 EXACT_ROWS = 16384

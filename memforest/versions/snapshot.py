@@ -12,7 +12,8 @@ import numpy as np
 
 from memforest.index.forest_index import ForestIndex
 from memforest.index.lexical_versions import VersionedLexical
-from memforest.state import ChangeSet, NodeKey, UserState
+from memforest.resident.ondemand import NodeKey
+from memforest.state import ChangeSet, UserState
 
 
 class Snapshot:

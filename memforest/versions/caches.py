@@ -20,8 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from memforest import publish
-from memforest.cache_file import CacheMiss, MappedFiles, cache_dir, remove_stale_temporary
 from memforest.check import CacheCheck
 from memforest.errors import StoreError
 from memforest.index.forest_index import cell_meta, fact_meta, node_uid
@@ -37,10 +35,13 @@ from memforest.index.tree_rows_cache import (
     read_tree_rows,
     write_tree_rows,
 )
-from memforest.snapshot import Snapshot
-from memforest.state import BulkRows, UserState
+from memforest.resident.cache_file import CacheMiss, MappedFiles, cache_dir, remove_stale_temporary
+from memforest.resident.ondemand import BulkRows
+from memforest.resident.vector_table import SavedPartitions
+from memforest.state import UserState
 from memforest.store.db import UserDB
-from memforest.vector_table import SavedPartitions
+from memforest.versions import publish
+from memforest.versions.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
