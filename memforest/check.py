@@ -3,7 +3,9 @@
 The database (file, SQLite integrity, schema version), the state it holds (tree structure,
 placements, facts, vector widths) and the resident indexes (version, rows, a checksum of the
 vectors against the store). A damaged database is reported with its path and left as it is; damaged
-or stale indexes are dropped and rebuilt from it."""
+or stale indexes are dropped and rebuilt from it. What a sound store lacks without being damaged
+(the sentence vectors of cells written before the store kept them: queries embed those sentences
+themselves) is a note, which `ok` does not count."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from memforest.errors import MemForestError, StoreError, error_line
 from memforest.index.forest_index import ForestIndex
 from memforest.routing import entities
 from memforest.state import UserState
+from memforest.store.backfill import missing_sentences
 from memforest.store.db import UserDB
 from memforest.store.integrity import database_problems, index_findings, vector_problems
 from memforest.store.space import lacks_room
@@ -37,7 +40,8 @@ def check_store(user: str, db: UserDB, index: ForestIndex | None,
     with `cache_findings`, with the cache files beside the database (rebuilt by it: `caches_rebuilt`);
     `checked` says what was checked (and found), `done` what was rebuilt or removed."""
     report: dict[str, Any] = {"user": user, "path": str(db.path), "ok": False, "problems": [], "cache": [],
-                              "index_rebuilt": False, "caches_rebuilt": False, "checked": [], "done": []}
+                              "index_rebuilt": False, "caches_rebuilt": False, "checked": [], "done": [],
+                              "notes": []}
     checked: list[str] = report["checked"]
     problems = database_problems(db.path)
     checked.append("database file, SQLite integrity and schema")
@@ -56,9 +60,25 @@ def check_store(user: str, db: UserDB, index: ForestIndex | None,
         checked.append(f"stored state: vector widths, tree structure, placements and facts "
                        f"({len(state.trees)} trees, {len(state.facts)} facts)")
     if state is not None and not problems:
+        report["notes"] += _sentence_notes(db, checked)
         _check_caches(report, state, index, cache_findings)
     report["problems"], report["ok"] = problems, not problems
     return report
+
+
+def _sentence_notes(db: UserDB, checked: list[str]) -> list[str]:
+    """A note when cells lack their sentence rows (`memforest.store.backfill`): not damage, since a
+    query embeds their sentences itself, but each such query pays for it."""
+    try:
+        with db.read() as con:
+            cells, missing = missing_sentences(con)
+    except Exception as e:  # a finding, never a crash
+        return [f"the cells' sentence vectors cannot be counted ({_one_line(e)})"]
+    checked.append(f"cell sentence vectors: {cells - missing} of {cells} cells have their row")
+    if not missing:
+        return []
+    return [f"{missing} of {cells} cells were stored without their sentence vectors (by an older MemForest): "
+            "queries embed those sentences themselves; `memforest migrate` stores them"]
 
 
 def _check_caches(report: dict[str, Any], state: UserState, index: ForestIndex | None,

@@ -45,6 +45,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda a: _run(a, lambda f: f.correct_session(a.user, _read_json(a.file, dict))))
     p = _store_parser(sub, "check", "check invariants, placements and index rows", user_flag=True)
     p.set_defaults(func=_check)
+    p = _store_parser(sub, "migrate", "bring a store written by an older MemForest up to this one: "
+                      "its schema, and the sentence vectors of cells stored without them")
+    p.add_argument("--batch", type=_positive, default=None, metavar="CELLS",
+                   help="cells embedded and written per transaction (default 256)")
+    p.set_defaults(func=_migrate)
     p = _store_parser(sub, "refresh", "redo failed extractions and degraded summaries")
     p.set_defaults(func=lambda a: _run(a, lambda f: f.refresh(a.user).to_dict()))
     p = _store_parser(sub, "merge", "merge users' forests into a target user", user_flag=False)
@@ -164,6 +169,28 @@ def _check(args: argparse.Namespace) -> int:
         report = forest.check(args.user)
     print(json.dumps(report, indent=2))
     return 0 if report["ok"] else 1
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from memforest.store.backfill import BACKFILL_BATCH, backfill
+    from memforest.store.db import UserDB
+
+    with open_forest(args, generate=False) as forest:
+        db = UserDB(forest.user_dir(args.user) / "memory.sqlite")
+        report = backfill(db, args.user, forest.embedder, forest.config.tree.leaf_words,
+                          args.batch or BACKFILL_BATCH)
+    print(json.dumps(report.to_dict(), indent=2))
+    return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return value
 
 
 def _ingest(args: argparse.Namespace) -> int:

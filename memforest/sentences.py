@@ -1,6 +1,7 @@
 """The user sentences a long cell is scored by (`memforest.retrieval.hybrid`), chosen by one rule for
-the write path, which embeds them beside the cell's vector and stores them with the cell, and for the
-query path, which embeds them itself for a cell stored without them.
+the write path, which embeds them beside the cell's vector and stores them with the cell, for the
+backfill of a store written before (`memforest.store.backfill`), which stores what the write would
+have, and for the query path, which embeds them itself for a cell stored without them.
 
 A cell's sentences are those of its user turns, split after `.`, `!` or `?`, of at least
 SENTENCE_MIN_WORDS words, the first SENTENCES_PER_CELL of them. They are looked at only for a cell
@@ -49,6 +50,13 @@ def user_sentences(turns: Sequence[Turn]) -> list[str]:
     return [sentence for turn in turns if turn.role == "user"
             for sentence in _SENTENCE_END.split(" ".join(turn.content.split()))
             if len(sentence.split()) >= SENTENCE_MIN_WORDS][:SENTENCES_PER_CELL]
+
+
+def sentences_to_embed(turns: Sequence[Turn], leaf_words: int) -> tuple[int, list[str] | None]:
+    """A cell's length in words and the sentences the write embeds for it, by the module's rule:
+    None for a cell its leaf vector reads whole (its row then holds its length alone)."""
+    words = turn_words(turns)
+    return words, None if read_whole(words, leaf_words) else user_sentences(turns)
 
 
 def stored_sentences(state: UserState, cell_ids: Sequence[str]) -> dict[str, CellSentences]:

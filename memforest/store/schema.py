@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS operations (
 # index entries (small, adjacent) instead of from its rows among the texts and vectors of all the
 # others (`memforest.store.tree_source`; ~2.6% more file). 3 -> 4: the vectors of a long cell's user
 # sentences, written with the cell (`memforest.sentences`); a cell stored before has none, and a query
-# embeds its sentences itself.
+# embeds its sentences itself until `memforest migrate` stores them (`memforest.store.backfill`).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         "ALTER TABLE entities RENAME TO entities_v1",
