@@ -10,9 +10,9 @@ Each row carries its layout `version`. Layout 1 is every row written without a v
 adds the field, and a verdict of layout 2 always carries `repeat` (the repeat index when a judge is
 asked several times) and `judge_hash` (the sha256 of the judge's pinned descriptor, None when not
 pinned). `from_row` reads either layout (a row of a newer layout is refused); `to_row` writes the
-current one. Keys a record does not know are kept in `extra` and written back, so nothing written is
-lost on a round trip; fields absent from a row stay absent when it is written again (optional fields are
-None then), except the few a writer always writes (`_ALWAYS`).
+current one (both in `analysis.record_fields`). Keys a record does not know are kept in `extra` and
+written back, so nothing written is lost on a round trip; fields absent from a row stay absent when it
+is written again (optional fields are None then), except the few a writer always writes (`_ALWAYS`).
 
 Nested objects that readers compute with are typed (`Latency`, `CallSummary`, `CallWaves`, `Usage`); the
 per-system ones (a build's `system` statistics, a record's `input` account, evidence lists) stay plain
@@ -23,82 +23,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-LAYOUT = 2  # the layout this module writes
-PREVIOUS_LAYOUT = 1  # rows without a version field
+from analysis.record_fields import LAYOUT, PREVIOUS_LAYOUT, Fields, LayoutError, Row, layout_of, pick
 
-T = TypeVar("T", bound="_Fields")
-Row = Mapping[str, Any]
-
-
-class LayoutError(ValueError):
-    """A row written in a layout this module does not know (a newer harness wrote it)."""
-
-
-def layout_of(row: Row) -> int:
-    """The layout version of a row: its `version` field, 1 without one."""
-    version = int(row.get("version", PREVIOUS_LAYOUT))
-    if version > LAYOUT or version < PREVIOUS_LAYOUT:
-        raise LayoutError(f"row of layout {version}; this reader knows layouts {PREVIOUS_LAYOUT}..{LAYOUT}")
-    return version
-
-
-def _plain(value: Any) -> Any:
-    """A value as JSON holds it: records as rows, tuples as lists."""
-    if isinstance(value, _Fields):
-        return value.to_row()
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
-class _Fields:
-    """Reading and writing of a dataclass's fields by name; the rest of a row goes to `extra`.
-
-    `_NESTED` names the fields that hold a typed sub-record; `_ALWAYS` the fields written even when
-    None (the writers always write them); `_VERSIONED` whether rows carry the layout version."""
-
-    _NESTED: ClassVar[Mapping[str, type[_Fields]]] = {}
-    _ALWAYS: ClassVar[frozenset[str]] = frozenset()
-    _VERSIONED: ClassVar[bool] = False
-
-    @classmethod
-    def _names(cls) -> list[str]:
-        return [f.name for f in fields(cls) if f.name not in ("version", "extra")]  # type: ignore[arg-type]
-
-    @classmethod
-    def from_row(cls: type[T], row: Row) -> T:
-        names = cls._names()
-        values: dict[str, Any] = {}
-        for name in names:
-            if name not in row:
-                continue
-            value, nested = row[name], cls._NESTED.get(name)
-            typed = nested is not None and isinstance(value, Mapping)
-            values[name] = nested.from_row(value) if typed and nested is not None else value
-        known = {*names, "version"}
-        values["extra"] = {key: value for key, value in row.items() if key not in known}
-        if cls._VERSIONED:
-            values["version"] = layout_of(row)
-        return cls(**values)
-
-    def to_row(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"version": LAYOUT} if self._VERSIONED else {}
-        for name in self._names():
-            value = getattr(self, name)
-            if value is not None or name in self._ALWAYS:
-                out[name] = _plain(value)
-        extra: Mapping[str, Any] = getattr(self, "extra", {})
-        return {**out, **{k: v for k, v in extra.items() if k not in out}}
+__all__ = ["PREVIOUS_LAYOUT", "LayoutError", "layout_of", "pick"]  # re-exported
 
 
 # ---------------------------------------------------------------- nested parts
 
 
 @dataclass(frozen=True)
-class Latency(_Fields):
+class Latency(Fields):
     """Seconds per query stage, as written: the system's own stages (embed, recall, plan, browse,
     assemble, ...) and the harness's `retrieve` (the whole retrieval) and `answer` (the answer call)."""
 
@@ -125,7 +62,7 @@ class Latency(_Fields):
 
 
 @dataclass(frozen=True)
-class CallSummary(_Fields):
+class CallSummary(Fields):
     """The model calls of a build or a retrieval (`memforest.llm.calllog.summarize`): chat totals, the
     embedding requests apart, waves and critical path, and totals per stage."""
 
@@ -146,7 +83,7 @@ class CallSummary(_Fields):
 
 
 @dataclass(frozen=True)
-class CallWaves(_Fields):
+class CallWaves(Fields):
     """Waves derived from call timestamps, alike for every system (`benchmarks/harness/waves.py`)."""
 
     calls: int = 0
@@ -159,7 +96,7 @@ class CallWaves(_Fields):
 
 
 @dataclass(frozen=True)
-class Usage(_Fields):
+class Usage(Fields):
     """Tokens of one answer call."""
 
     prompt_tokens: int = 0
@@ -182,12 +119,12 @@ TIMEOUT = re.compile(r"time[d ]?[ _-]?out|timeouterror|readtimeout|took too long
 
 
 @dataclass(frozen=True)
-class QuestionRecord(_Fields):
+class QuestionRecord(Fields):
     """One answered (or failed) attempt at a question: the question and its gold, what was retrieved and
     handed to the answer model, the answer, its costs, and the error when the attempt failed (`error`
     reads `<stage>: <reason>`; `error_kind` is `infrastructure` or `system`)."""
 
-    _NESTED: ClassVar[Mapping[str, type[_Fields]]] = {
+    _NESTED: ClassVar[Mapping[str, type[Fields]]] = {
         "latency": Latency, "retrieval_llm": CallSummary, "answer_usage": Usage}
     _ALWAYS: ClassVar[frozenset[str]] = frozenset({
         "method", "dataset", "instance_id", "question_id", "attempt", "category", "abstention", "question",
@@ -277,12 +214,12 @@ class QuestionRecord(_Fields):
 
 
 @dataclass(frozen=True)
-class BuildRow(_Fields):
+class BuildRow(Fields):
     """One instance build: its size and time, the model calls it made, what the system reports
     (`system`: free-form per system, e.g. MemForest's timings, facts, cells, and `input`), and the error
     when it failed; `reused_from` when the store was copied from another run."""
 
-    _NESTED: ClassVar[Mapping[str, type[_Fields]]] = {"llm": CallSummary, "call_waves": CallWaves}
+    _NESTED: ClassVar[Mapping[str, type[Fields]]] = {"llm": CallSummary, "call_waves": CallWaves}
     _ALWAYS: ClassVar[frozenset[str]] = frozenset({"error"})
     _VERSIONED: ClassVar[bool] = True
 
@@ -328,7 +265,7 @@ class BuildRow(_Fields):
 
 
 @dataclass(frozen=True)
-class JudgeVerdict(_Fields):
+class JudgeVerdict(Fields):
     """One graded response: the judge, its prompt and model, the raw output and its reading (`parsed`
     False when it could not be read; `correct` is then False); `repeat` numbers the repeats of a judge
     asked several times, `judge_hash` is the sha256 of the judge's pinned descriptor."""
@@ -372,7 +309,7 @@ class JudgeVerdict(_Fields):
 
 
 @dataclass(frozen=True)
-class ServedCall(_Fields):
+class ServedCall(Fields):
     """One request the latency-model server answered (`benchmarks/serving/latency_server.py`): its
     modelled timing, tokens, the prompt kind and output cap, the reply shape, the content source, the
     text and the error."""
@@ -413,13 +350,3 @@ class ServedCall(_Fields):
     error: str | None = None
     version: int = LAYOUT
     extra: Mapping[str, Any] = field(default_factory=dict)
-
-
-D = TypeVar("D")
-
-
-def pick(cls: type[D], row: Row) -> D:
-    """A dataclass of the keys of `row` that name its fields (the rest ignored): a typed view of a
-    plain mapping, such as a summary block or a stored configuration node."""
-    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    return cls(**{key: value for key, value in row.items() if key in names})

@@ -125,26 +125,26 @@ def test_incremental_suite_smoke(tmp_path) -> None:
 
 def test_a_base_store_built_across_reopens_holds_the_stream(tmp_path, monkeypatch) -> None:
     """A build that reopens its store every few sessions holds exactly the sessions of the stream."""
-    from benchmarks.micro import incremental
+    from benchmarks.micro import incremental_stores as stores
 
-    monkeypatch.setattr(incremental, "REOPEN_EVERY", 3)
-    path = incremental.base_store(tmp_path, 7, 4, 0, 2)
+    monkeypatch.setattr(stores, "REOPEN_EVERY", 3)
+    path = stores.base_store(tmp_path, 7, 4, 0, 2)
     assert (path / "done").read_text() == "7"
-    with incremental._forest(path) as forest:
-        held = sorted(forest.snapshot(incremental.USER).state.sessions)
-    assert held == sorted(s["session_id"] for s in incremental.longmemeval_sessions(7, 0, 4, 0))
+    with stores.open_forest(path) as forest:
+        held = sorted(forest.snapshot(stores.USER).state.sessions)
+    assert held == sorted(s["session_id"] for s in stores.longmemeval_sessions(7, 0, 4, 0))
 
 
 def test_the_session_stream_stays_within_the_dates_sessions_may_name() -> None:
     """Sessions about a day apart, then an hour apart past `DAILY_UNTIL`: a 10^5 store and the
     sessions the suite adds to it parse, in time order."""
-    from benchmarks.micro import incremental
+    from benchmarks.micro import incremental_stores as stores
     from memforest.config import MemForestConfig
     from memforest.sessions import parse_sessions
 
-    at = [0, 1, incremental.DAILY_UNTIL - 1, incremental.DAILY_UNTIL, 99_999, 100_000 + 100 + 60]
-    raws = [incremental.longmemeval_sessions(1, i, 2, 0)[0] for i in at]
+    at = [0, 1, stores.DAILY_UNTIL - 1, stores.DAILY_UNTIL, 99_999, 100_000 + 100 + 60]
+    raws = [stores.longmemeval_sessions(1, i, 2, 0)[0] for i in at]
     parsed = parse_sessions(raws, MemForestConfig().limits)
-    hours = [incremental.session_hours(i) for i in at]
+    hours = [stores.session_hours(i) for i in at]
     assert hours[:3] == [19 * i for i in at[:3]] and hours == sorted(hours)
     assert [s.time for s in parsed] == sorted(s.time for s in parsed)

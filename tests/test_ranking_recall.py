@@ -13,8 +13,8 @@ from baselines.flat_sessions import FlatSessionsSystem
 from baselines.memforest_method import MemForestSystem
 from benchmarks.datasets.records import Instance
 from benchmarks.harness.evidence import retrieval_fields
-from benchmarks.harness.report import Retrieval as RecallBlock
-from benchmarks.harness.report import _served_recall_rows
+from benchmarks.harness.summary import Retrieval as RecallBlock
+from benchmarks.harness.summary_markdown import _served_recall_rows
 from memforest.config import MemForestConfig, TreeConfig
 from memforest.llm.calllog import CallLog
 from memforest.llm.testing import HashEmbedder

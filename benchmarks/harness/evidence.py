@@ -7,7 +7,7 @@ from typing import Any
 
 from baselines.base import Retrieval
 from benchmarks.datasets import Instance
-from benchmarks.harness.metrics import dedupe
+from benchmarks.harness.scoring import dedupe
 
 
 def retrieval_fields(retrieval: Retrieval, instance: Instance | None = None) -> dict[str, Any]:

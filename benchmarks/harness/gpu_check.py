@@ -35,7 +35,7 @@ from benchmarks.datasets import DatasetError, Instance, load_longmemeval
 from benchmarks.harness import gpu_node
 from benchmarks.harness.evidence import retrieval_fields
 from benchmarks.harness.gpu_demand import cuda_place, demand
-from benchmarks.harness.metrics import retrieval_recall
+from benchmarks.harness.scoring import retrieval_recall
 from memforest.config import EmbedderConfig, MemForestConfig, from_dict
 from memforest.errors import MemForestError, error_line
 from memforest.llm.base import Embedder

@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
-from benchmarks.judging.judges import (
+from benchmarks.judging.judge_prompts import (
     ABSTENTION_PROMPT,
     LABEL_SCHEMA,
     LOCOMO_GENEROUS_PROMPT,
