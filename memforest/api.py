@@ -1,18 +1,16 @@
-"""MemForest: the façade over a store directory holding one SQLite database per user."""
+"""MemForest: the façade over a store directory holding one SQLite database per user.
 
-# One module although past 400 lines: every public operation is a short wrapper around one write
-# protocol (`_writer`, `_commit`) that shares the façade's lock, its resident snapshots and its held
-# connections; split apart, that state would be passed between modules. What needs none of it lives
-# elsewhere (store.folders, llm.factory.checked_build, publish).
+Every operation is a short wrapper around one write protocol (`_writer`) or one read of the resident
+version; the versions held in memory are kept by `versions.resident_versions`, and an operation's
+commit and the publishing of its version by `versions.committer`."""
 
 from __future__ import annotations
 
 import itertools
 import logging
-import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,7 @@ from memforest.llm.retrying import RetryingEmbedder
 from memforest.llm.scheduler import Scheduler
 from memforest.merge import merge_into
 from memforest.refresh import RefreshStats, refresh
-from memforest.resident.heap import collect_before_load, freeze_if_large, settle_if_large
+from memforest.resident.heap import freeze_if_large
 from memforest.retrieval.query import run_query
 from memforest.retrieval.results import QueryResult
 from memforest.sessions import check_id, parse_session, parse_sessions
@@ -36,18 +34,16 @@ from memforest.state import ChangeSet, UserState
 from memforest.store.db import UserDB
 from memforest.store.folders import make_folder, remove_folder
 from memforest.store.lock import write_lock
-from memforest.store.versions import StoreWatch, SupersededSources, file_marks, leased
+from memforest.store.versions import leased
 from memforest.timeutil import iso_minute, parse_time
 from memforest.timing import Clock
 from memforest.types import Session
-from memforest.versions import publish
-from memforest.versions.caches import StoreCaches
+from memforest.versions.committer import Committer
+from memforest.versions.resident_versions import ResidentVersions
 from memforest.versions.snapshot import Snapshot
 from memforest.write import IngestReport, ingest_sessions, refresh_pending
 
 log = logging.getLogger(__name__)
-
-_TRIES = 3  # loads of a memory whose store another process keeps committing to meanwhile
 
 
 class MemForest:
@@ -78,17 +74,10 @@ class MemForest:
         self._llm = llm
         self._scheduler: Scheduler | None = None
         self.generate = generate
-        self._snapshots: dict[str, Snapshot] = {}
-        self._caches: dict[str, StoreCaches] = {}  # per user: the cache files beside its database
-        self._settling: list[threading.Thread] = []  # background work a load started (huge pages)
-        # per user written to: a connection its writes use (UserDB.hold) and the file it was opened on
-        self._held: dict[str, tuple[sqlite3.Connection, tuple[int, int] | None]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the models are built once
+        self._resident = ResidentVersions(self.config)
+        self._committer = Committer(self.config, self._resident)
         self._query_ids = itertools.count(1)
-        # sources of versions other processes' commits superseded, until their snapshots end
-        self._superseded = SupersededSources()
-        self._watch: StoreWatch | None = None  # started with the first version read on demand
-        self._marks: dict[str, tuple[int, ...]] = {}  # per user: its files when last checked
 
     # ---- models -------------------------------------------------------------------------------
 
@@ -116,28 +105,8 @@ class MemForest:
             return self._scheduler
 
     def close(self) -> None:
-        watch, self._watch = self._watch, None
-        if watch is not None:
-            watch.stop()
-        with self._lock:
-            resident = [(self._caches.get(u), snap) for u, snap in self._snapshots.items()]
-        for caches, snap in resident:  # the next process maps the resident version's indexes
-            if caches is not None:
-                try:
-                    caches.persist(snap)
-                except Exception as e:  # a cache is never worth failing a close for
-                    log.warning("memforest: warning: caches of %r not written (%s)", snap.state.user,
-                                redact(str(e)))
-        with self._lock:
-            held, self._held = [con for con, _ in self._held.values()], {}
-            released, self._snapshots = list(self._snapshots.values()), {}
-        for con in held:
-            with suppress(sqlite3.Error):
-                con.close()
-        for snap in released:  # their read transactions would hold the log (and their state) on
-            if snap.state.tree_source is not None:
-                snap.state.tree_source.close()
-        self._superseded.close_all()
+        self._committer.close()
+        self._resident.close()
         if self._scheduler is not None:
             self._scheduler.close()
         if self._llm is not None and self._owns["llm"]:
@@ -181,74 +150,7 @@ class MemForest:
         process committed since. Never waits for a writer of this process. While the snapshot (or
         its state) is referenced it reads its own version, whatever is committed since; a version
         read on demand keeps the store's snapshot open meanwhile (`memforest.store.versions`)."""
-        for _ in range(_TRIES):
-            snap = self._snapshot(user)
-            source = snap.state.tree_source
-            if source is None or source.hold(snap.state):
-                return snap
-            self._supersede(user, snap)
-        raise StoreError(f"the memory of user {user!r} kept changing while it was read; retry")
-
-    def _snapshot(self, user: str) -> Snapshot:
-        db = self._open_db(user, create=False)
-        return self._current(user, db, db.validate())
-
-    def _leased_snapshot(self, user: str) -> Snapshot:
-        """`snapshot(user)` with a lease on its source taken for an operation (`_unlease` ends it)."""
-        for _ in range(_TRIES):
-            snap = self._snapshot(user)
-            source = snap.state.tree_source
-            if source is None or source.lease():
-                return snap
-            self._supersede(user, snap)
-        raise StoreError(f"the memory of user {user!r} kept changing while it was read; retry")
-
-    def _current(self, user: str, db: UserDB, version: int) -> Snapshot:
-        """The resident snapshot of `user` at committed `version` (as read by `db.validate`)."""
-        snap = self._snapshots.get(user)
-        if snap is not None and self._maps_changed(user, db):
-            self._supersede(user, snap)
-            snap = None
-        if snap is None or snap.version != version:
-            if snap is not None and snap.version < version:  # another process committed since
-                self._supersede(user, snap)
-                snap = None
-                self._superseded.release(_version_of)  # before the load: its snapshot holds no old frames
-            collect_before_load(self.config.gc_freeze_nodes)
-            snap = self._caches_of(user, db).load(db, user, lazy=self.config.lazy_trees)
-            if snap.state.tree_source is not None:
-                self._start_watch()
-            settling = settle_if_large(user, len(snap.state.nodes), self.config.gc_freeze_nodes,
-                                       bool(self.config.huge_pages), snap.state.tree_source,
-                                       self.config.warm_tree_leaves)
-            if settling is not None:
-                with self._lock:
-                    self._settling = [t for t in self._settling if t.is_alive()] + [settling]
-            with self._lock:
-                held = self._snapshots.get(user)
-                if held is None or held.version < snap.version:
-                    self._snapshots[user] = snap
-        return snap
-
-    def _maps_changed(self, user: str, db: UserDB) -> bool:
-        """Whether a cache file the resident version of `user` maps was changed in place since it
-        was mapped (one fstat per mapped file, `cache_file.MappedFiles`): the version is then read
-        from the store again instead of touching the changed map, which could kill the process
-        (a truncated file) or answer from other data (an overwritten one)."""
-        changed = self._caches_of(user, db).mapped.changed()
-        if changed:
-            log.warning("memforest: warning: cache files of user %r changed in place under this process "
-                        "(%s); reading the memory from the store again", user, "; ".join(changed))
-        return bool(changed)
-
-    def _supersede(self, user: str, snap: Snapshot) -> None:
-        """`snap`, the resident version of `user`, is older than the store's: it is resident no more,
-        and its source's snapshot ends when nothing needs it (`memforest.store.versions`)."""
-        with self._lock:
-            if self._snapshots.get(user) is snap:
-                del self._snapshots[user]
-        if snap.state.tree_source is not None:
-            self._superseded.add(snap.state.tree_source)
+        return self._resident.held(user, self._open_db(user, create=False))
 
     def release_superseded(self) -> int:
         """End the store snapshots of the versions this memory holds that other processes' commits
@@ -256,53 +158,13 @@ class MemForest:
         would read first), and checkpoint the log: an idle memory then keeps no commit of another
         process in the log. Operations do this for their user; a background thread calls it every
         `MemForestConfig.release_check_s` seconds. Returns how many snapshots ended."""
-        with self._lock:
-            resident = [(u, s) for u, s in self._snapshots.items() if s.state.tree_source is not None]
-        while resident:  # (no reference to a version left behind here: one nobody holds is closed)
-            self._release_resident(*resident.pop())
-        return self._superseded.release(_version_of)
-
-    def _release_resident(self, user: str, snap: Snapshot) -> None:
-        """Hand the resident `snap` over to be released when the store has moved past it; else end its
-        snapshot while nothing uses it."""
-        if (_version_of(snap.state.tree_source.path) or 0) > snap.version:
-            self._supersede(user, snap)
-        else:
-            snap.state.tree_source.rest()
-
-    def _watch_tick(self) -> None:
-        """`release_superseded` when a resident user's store files changed since the last tick, or
-        a superseded version waits for its snapshot to end."""
-        with self._lock:
-            paths = {u: s.state.tree_source.path for u, s in self._snapshots.items()
-                     if s.state.tree_source is not None}
-        marks = {u: file_marks(p) for u, p in paths.items()}
-        changed = marks != self._marks
-        self._marks = marks
-        if changed or len(self._superseded):
-            self.release_superseded()
-
-    def _start_watch(self) -> None:
-        with self._lock:
-            if self._watch is None and self.config.release_check_s > 0:
-                self._watch = StoreWatch(self._watch_tick, self.config.release_check_s)
+        return self._resident.release_superseded()
 
     def wait_settled(self, timeout: float | None = None) -> bool:
         """Wait for the background work loading a large memory started (its heap's collapse into
         huge pages, during which operations run but read memory more slowly) to finish; returns
         whether it has (False when `timeout` seconds passed first)."""
-        with self._lock:
-            threads = list(self._settling)
-        for thread in threads:
-            thread.join(timeout)
-        return not any(t.is_alive() for t in threads)
-
-    def _caches_of(self, user: str, db: UserDB) -> StoreCaches:
-        with self._lock:
-            caches = self._caches.get(user)
-            if caches is None or caches.db.path != db.path:
-                caches = self._caches[user] = StoreCaches(db.path)
-            return caches
+        return self._resident.wait_settled(timeout)
 
     @contextmanager
     def _writer(self, user: str, create: bool = True, clock: Clock | None = None, whole: bool = False
@@ -322,22 +184,22 @@ class MemForest:
                 try:
                     if create and not db.path.exists():
                         fresh = db.create(self.embedder.name, self.embedder.dim)
-                    con = self._held_connection(user, db)
+                    con = self._committer.held_connection(user, db)
                     if con is not None:  # this writer alone uses it now: its page cache stays warm
                         db = UserDB(db.path, con)
                     clock.lap("lock")
-                    base = self._current(user, db, db.validate(self.embedder.name, self.embedder.dim))
+                    version = db.validate(self.embedder.name, self.embedder.dim)
+                    base = self._resident.current(user, db, version)
                     state = db.load(user) if whole else base.state.fork()
                     changes = ChangeSet()
                     clock.lap("load")
                     with leased(base.state, f"user {user!r}"):  # its snapshot stays open for the write
                         yield db, state, changes
-                        self._commit(user, db, base, state, changes, clock, whole)
+                        self._committer.commit(user, db, base, state, changes, clock, whole)
                 except BaseException as e:
                     if fresh:
                         _discard_new_store(db)
-                        with self._lock:
-                            self._snapshots.pop(user, None)
+                        self._resident.forget(user)
                     if not db.path.exists():  # under the lock: no writer is creating it meanwhile
                         remove_folder(directory, lock_file=True)
                     diagnosis = damaged(e, user, db)
@@ -348,53 +210,6 @@ class MemForest:
             if create and not db.path.exists():  # the lock was not taken: only empty folders go
                 remove_folder(directory, lock_file=False)
             raise
-
-    def _commit(self, user: str, db: UserDB, base: Snapshot, state: UserState, ch: ChangeSet, clock: Clock,
-                whole: bool) -> None:
-        if whole:
-            state.derive()
-        removed_nodes = publish.collect_tree_changes(state, ch)
-        if not whole:
-            publish.read_for_commit(base.state, ch)
-        clock.lap("changes")
-        version = db.commit(state, ch, expected_version=base.version, base=None if whole else base.state)
-        clock.lap("commit")
-        if state.tree_source is not None and not whole:
-            state.tree_source.advance(version)
-        try:
-            snap: Snapshot | None = publish.next_snapshot(base, state, ch, removed_nodes, rebuild=whole)
-        except Exception as e:  # committed: the operation stands, the next reader loads it from the store
-            log.warning("memforest: warning: committed, but the new version of %r was not published in "
-                        "memory (%s: %s); it is loaded from the database when next read", user,
-                        type(e).__name__, redact(str(e)))
-            snap = None
-        clock.lap("index")
-        with self._lock:
-            if snap is None:
-                self._snapshots.pop(user, None)
-            else:
-                self._snapshots[user] = snap
-            held = user in self._held
-        if not held:
-            con = db.hold()
-            with self._lock:
-                if con is not None and self._held.setdefault(user, (con, db.file_id()))[0] is not con:
-                    con.close()
-        clock.lap("publish")
-        if freeze_if_large(len(state.nodes), self.config.gc_freeze_nodes):
-            clock.lap("collect")
-
-    def _held_connection(self, user: str, db: UserDB) -> sqlite3.Connection | None:
-        """The held connection of `user` if it is open on the file now at the store's path; one open
-        on a file since replaced (a store restored from a copy) is closed and forgotten."""
-        with self._lock:
-            con, opened = self._held.get(user, (None, None))
-            if con is None or (opened is not None and opened == db.file_id()):
-                return con
-            del self._held[user]
-        with suppress(sqlite3.Error):
-            con.close()
-        return None
 
     # ---- write path -------------------------------------------------------------------------------
 
@@ -493,14 +308,11 @@ class MemForest:
         path = self.user_dir(user) / "memory.sqlite"
         if not path.exists():
             raise StoreError(f"no memory for user {user!r} in {self.root}")
-        with self._lock:
-            resident = self._snapshots.get(user)
+        resident = self._resident.get(user)
         report = check_store(user, UserDB(path), resident.index if resident else None,
-                             self._caches_of(user, UserDB(path)).findings)
-        if report["index_rebuilt"]:
-            with self._lock:
-                if self._snapshots.get(user) is resident:
-                    del self._snapshots[user]  # the next reader rebuilds the indexes from the store
+                             self._resident.caches_of(user, UserDB(path)).findings)
+        if report["index_rebuilt"]:  # the next reader rebuilds the indexes from the store
+            self._resident.forget(user, only=resident)
         return report
 
     def _refresh(self, state: UserState, ch: ChangeSet, op: str) -> RefreshStats:
@@ -525,7 +337,7 @@ class MemForest:
             cfg = replace(cfg, rank_sessions=rank_sessions)
         if cfg.mode not in QUERY_MODES:
             raise InputError(f"unknown query mode {cfg.mode!r} ({', '.join(QUERY_MODES)})")
-        snap = self._leased_snapshot(user)
+        snap = self._resident.leased(user, self._open_db(user, create=False))
         try:
             return self._answer(user, snap, question, date, cfg, answer, clock)
         finally:
@@ -559,14 +371,6 @@ class MemForest:
             clock.lap("collect")
         result.trace["latency"] = clock.total()
         return result
-
-
-def _version_of(path: Path) -> int | None:
-    """The committed version of the store at `path` (None when it cannot be read)."""
-    try:
-        return UserDB(path).version()
-    except (StoreError, OSError):
-        return None
 
 
 def _discard_new_store(db: UserDB) -> None:

@@ -23,9 +23,9 @@ from memforest.resident.ondemand import TreeInfo
 from memforest.routing import entities, scenes
 from memforest.routing.router import Router
 from memforest.sentences import stored_sentences
-from memforest.state import ChangeSet, EntityStat, UserState
+from memforest.state import ChangeSet, UserState
 from memforest.trees.memtree import MemTree
-from memforest.types import Cell, Session
+from memforest.types import Cell, EntityStat, Session
 
 
 def merge_into(

@@ -21,9 +21,9 @@ from memforest.prompts import summary as prompt
 from memforest.prompts import token_bound
 from memforest.resident.ondemand import LazyNodeMap, NodeData, NodeKey, TreeInfo
 from memforest.sentences import cell_turns, read_whole, turn_words, user_sentences
-from memforest.state import CellSentences, ChangeSet, UserState
+from memforest.state import ChangeSet, UserState
 from memforest.timeutil import interval_header, iso_date, iso_minute
-from memforest.types import Cell
+from memforest.types import Cell, CellSentences
 
 CHILD_CHARS = 600
 

@@ -15,8 +15,8 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
-from memforest.state import CellSentences, UserState
-from memforest.types import Cell, Turn
+from memforest.state import UserState
+from memforest.types import Cell, CellSentences, Turn
 
 SENTENCE_MIN_WORDS = 4  # shorter sentences ("Thanks!", "Hi Nate!") say too little to match on
 SENTENCES_PER_CELL = 8  # the first ones of its user turns: a pasted document does not flood the batch

@@ -11,116 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from memforest.resident.cow import CowMap, CowSet
-from memforest.resident.ondemand import LazyNodeMap, MemberSource, NodeData, NodeKey, TreeInfo
+from memforest.resident.cow import CowMap
+from memforest.resident.ondemand import LazyNodeMap, NodeData, NodeKey, TreeInfo
 from memforest.resident.vector_table import Given, SavedPartitions, VectorTable
 from memforest.trees.memtree import MemTree
-from memforest.types import Cell, Fact, Session
-
-
-class EntityStat:
-    """A label's facts and per-session fact counts. A copy made for a write records the members it
-    changes (`edited`), so a commit writes those rows only. A label of a loaded version reads its
-    members from its `source` when they are first needed."""
-
-    __slots__ = ("label", "_facts", "_sessions", "tree_id", "edited", "_source")
-
-    def __init__(self, label: str, facts: CowSet[str] | None = None, sessions: CowMap[str, int] | None = None,
-                 tree_id: str | None = None, edited: tuple[set[str], set[str]] | None = None,
-                 source: MemberSource | None = None) -> None:
-        self.label, self.tree_id = label, tree_id
-        self.edited = edited  # facts, sessions
-        self._source = source if facts is None and sessions is None else None
-        self._facts = facts if facts is not None or self._source is not None else CowSet()
-        self._sessions = sessions if sessions is not None or self._source is not None else CowMap()
-
-    def _read(self) -> None:
-        source = self._source
-        if source is not None:
-            facts, sessions = source.entity_members(self.label)
-            self._facts, self._sessions = CowSet.over(dict.fromkeys(facts)), CowMap.over(sessions)
-            self._source = None
-
-    @property
-    def facts(self) -> CowSet[str]:
-        if self._facts is None:
-            self._read()
-        assert self._facts is not None
-        return self._facts
-
-    @facts.setter
-    def facts(self, facts: CowSet[str]) -> None:
-        _ = self.sessions  # (read first, so a setter never loses what the source holds)
-        self._facts = facts
-
-    @property
-    def sessions(self) -> CowMap[str, int]:  # session id -> facts from it
-        if self._sessions is None:
-            self._read()
-        assert self._sessions is not None
-        return self._sessions
-
-    @sessions.setter
-    def sessions(self, sessions: CowMap[str, int]) -> None:
-        _ = self.facts
-        self._sessions = sessions
-
-    @property
-    def is_read(self) -> bool:
-        return self._source is None
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, EntityStat):
-            return NotImplemented
-        return (self.label, self.tree_id, self.facts, self.sessions) == (
-            other.label, other.tree_id, other.facts, other.sessions)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        members = f"{len(self.facts)} facts" if self.is_read else "members not read"
-        return f"EntityStat({self.label!r}, {members}, tree_id={self.tree_id!r})"
-
-    def copy(self) -> EntityStat:
-        """A private version (copy-on-write: O(the edits since the last fold), not O(members))."""
-        return EntityStat(self.label, self.facts.fork(), self.sessions.fork(), self.tree_id, (set(), set()))
-
-    def add_fact(self, fact_id: str) -> None:
-        self.facts.add(fact_id)
-        if self.edited is not None:
-            self.edited[0].add(fact_id)
-
-    def discard_fact(self, fact_id: str) -> None:
-        self.facts.discard(fact_id)
-        if self.edited is not None:
-            self.edited[0].add(fact_id)
-
-    def count(self, session_id: str, delta: int) -> None:
-        n = self.sessions.get(session_id, 0) + delta
-        if n > 0:
-            self.sessions[session_id] = n
-        else:
-            self.sessions.pop(session_id, None)
-        if self.edited is not None:
-            self.edited[1].add(session_id)
-
-
-@dataclass
-class Scene:
-    """An online cluster of facts. `total` is the sum of its members' embeddings, so adding and
-    removing members are exact inverses; `centroid` is its direction."""
-
-    scene_id: str
-    domain: str
-    total: np.ndarray
-    size: int
-    t_last: float
-    tree_id: str
-
-    @property
-    def centroid(self) -> np.ndarray:
-        norm = float(np.linalg.norm(self.total))
-        return self.total / norm if norm else self.total
+from memforest.types import Cell, CellSentences, EntityStat, Fact, Scene, Session
 
 
 @dataclass
@@ -143,16 +38,6 @@ class ChangeSet:
     # cell id -> its sentences, embedded (or copied) by this operation: written with the cell
     sentences: dict[str, CellSentences] = field(default_factory=dict)
     operation: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class CellSentences:
-    """What the store holds of a cell's sentences (`memforest.sentences`): the words of its turns,
-    and its sentences' vectors, one row each (None: not embedded, the cell being no longer than the
-    write's leaf vector read; no rows: it has no sentence long enough)."""
-
-    words: int
-    vectors: np.ndarray | None
 
 
 def _cow() -> CowMap:

@@ -1,4 +1,6 @@
-"""Records of the memory: turns, sessions, cells, canonical facts and their occurrences.
+"""Records of the memory: turns, sessions, cells and their stored sentences, canonical facts and
+their occurrences, entity labels' members, and scenes. A record of a loaded version reads what it was
+loaded without when first needed (`memforest.resident.ondemand.OnDemand`).
 
 Times are floats: seconds since the Unix epoch, UTC. Source time (when something was said) and
 event time (when what it asserts happened) are separate fields and are never interchanged.
@@ -6,10 +8,14 @@ event time (when what it asserts happened) are separate fields and are never int
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
-from operator import attrgetter
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from memforest.fact_views import OccurrenceView
+from memforest.resident.cow import CowMap, CowSet
+from memforest.resident.ondemand import NOT_READ, OnDemand, Source
 
 ROLES = ("user", "assistant")
 ORIGINS = ("user", "assistant", "mixed", "unknown")
@@ -23,42 +29,26 @@ class Turn:
     time: float
 
 
-class TextSource(Protocol):
-    """Where the turns of a loaded version's sessions and the text of its cells are read the first
-    time something needs them (the store, in the snapshot the version was loaded from)."""
-
-    def session_turns(self, session_id: str) -> list[Turn]: ...
-
-    def cell_text(self, cell_id: str) -> str: ...
-
-
 class Session:
     """`turns`: every turn as given, in order, so a turn's index in the list is the one the caller
     gave it (cells and occurrences name turns by it). A turn with nothing readable is kept blank
     (content "") in its place, and no cell holds it. A session of a loaded version reads its turns
-    from its `source` when they are first needed (then keeps them)."""
+    from its `source` when they are first needed (`OnDemand`)."""
 
     __slots__ = ("session_id", "time", "_turns", "_source")
+    turns: OnDemand[list[Turn]] = OnDemand("_turns", "turns", "session_id")
 
     def __init__(self, session_id: str, time: float, turns: list[Turn] | None = None,
-                 source: TextSource | None = None) -> None:
+                 source: Source | None = None) -> None:
         if turns is None and source is None:
             raise ValueError(f"session {session_id!r} has neither turns nor a source")
         self.session_id, self.time = session_id, time
-        self._turns, self._source = turns, source if turns is None else None
-
-    @property
-    def turns(self) -> list[Turn]:
-        turns = self._turns
-        if turns is None:
-            assert self._source is not None
-            turns = self._turns = self._source.session_turns(self.session_id)
-            self._source = None
-        return turns
+        self._turns = turns if turns is not None else NOT_READ
+        self._source = source if turns is None else None
 
     @property
     def is_read(self) -> bool:
-        return self._turns is not None
+        return self._turns is not NOT_READ
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Session):
@@ -71,14 +61,14 @@ class Session:
         return Session, (self.session_id, self.time, self.turns)
 
     def __repr__(self) -> str:
-        turns = f"{len(self._turns)} turns" if self._turns is not None else "turns not read"
+        turns = f"{len(self.turns)} turns" if self.is_read else "turns not read"
         return f"Session({self.session_id!r}, {self.time!r}, {turns})"
 
 
 class Cell:
     """A chunk of at most b consecutive turns of one session: the unit of extraction and a
     session-tree leaf. Immutable; a cell of a loaded version reads its text from its `source` when
-    it is first needed (then keeps it)."""
+    it is first needed (`OnDemand`)."""
 
     __slots__ = ("id", "session_id", "index", "turn_lo", "turn_hi", "time", "_text", "_source")
     id: str
@@ -87,11 +77,11 @@ class Cell:
     turn_lo: int
     turn_hi: int  # inclusive
     time: float
-    _text: str | None
-    _source: TextSource | None
+    _text: str  # (or `NOT_READ`)
+    text: OnDemand[str] = OnDemand("_text", "text", "id")
 
     def __init__(self, id: str, session_id: str, index: int, turn_lo: int, turn_hi: int, time: float,
-                 text: str | None = None, source: TextSource | None = None) -> None:
+                 text: str | None = None, source: Source | None = None) -> None:
         if text is None and source is None:
             raise ValueError(f"cell {id!r} has neither text nor a source")
         put = object.__setattr__
@@ -101,22 +91,12 @@ class Cell:
         put(self, "turn_lo", turn_lo)
         put(self, "turn_hi", turn_hi)
         put(self, "time", time)
-        put(self, "_text", text)
+        put(self, "_text", text if text is not None else NOT_READ)
         put(self, "_source", source if text is None else None)
 
     @property
-    def text(self) -> str:
-        text = self._text
-        if text is None:
-            assert self._source is not None
-            text = self._source.cell_text(self.id)
-            object.__setattr__(self, "_text", text)
-            object.__setattr__(self, "_source", None)
-        return text
-
-    @property
     def is_read(self) -> bool:
-        return self._text is not None
+        return self._text is not NOT_READ
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"a Cell is immutable (cannot set {name!r})")
@@ -136,9 +116,19 @@ class Cell:
         return Cell, (*self._key(), self.text)
 
     def __repr__(self) -> str:
-        text = repr(self._text) if self._text is not None else "text not read"
+        text = repr(self.text) if self.is_read else "text not read"
         return (f"Cell({self.id!r}, {self.session_id!r}, {self.index}, {self.turn_lo}, {self.turn_hi}, "
                 f"{self.time!r}, {text})")
+
+
+@dataclass(frozen=True)
+class CellSentences:
+    """What the store holds of a cell's sentences (`memforest.sentences`): the words of its turns,
+    and its sentences' vectors, one row each (None: not embedded, the cell being no longer than the
+    write's leaf vector read; no rows: it has no sentence long enough)."""
+
+    words: int
+    vectors: np.ndarray | None
 
 
 class Occurrence(NamedTuple):
@@ -154,100 +144,71 @@ class Occurrence(NamedTuple):
     event_end: float | None = None
 
 
-class FactSource(Protocol):
-    """Where the fields and occurrences of a loaded version's facts are read the first time something
-    needs them (the store, in the snapshot the version was loaded from)."""
-
-    def fact_occurrences(self, fact_id: str) -> list[Occurrence]: ...
-
-    def fact_detail(self, fact_id: str) -> tuple: ...  # the values of `FACT_DETAIL`, in order
-
-
 _FACT_FIELDS = ("id", "text", "norm", "origin", "role", "participants", "entities", "topics", "time_text",
                 "event_start", "event_end", "attribute", "domain", "collection")
-# what a loaded fact reads when first needed: every field but its id, normalised text and event start
-# (what dedup and a leaf's place in a tree need: `time`)
+# what a loaded fact reads when first needed, in one read: every field but its id, normalised text and
+# event start (what dedup and a leaf's place in a tree need: `time`)
 FACT_DETAIL = tuple(name for name in _FACT_FIELDS if name not in ("id", "norm", "event_start"))
-_DETAIL = frozenset(FACT_DETAIL)
+_DETAIL_SLOTS = tuple(f"_{name}" for name in FACT_DETAIL)
+
+
+def _detail(name: str) -> OnDemand[Any]:
+    """A field of `FACT_DETAIL`: one read of a fact's ("fact") gives it with the others."""
+    return OnDemand(f"_{name}", "fact", "id", _DETAIL_SLOTS)
 
 
 class Fact:
     """A canonical fact: the stable write unit. Merged duplicates add occurrences. A fact of a
     loaded version may read its occurrences, and its fields but the id, normalised text and event
-    start (`FACT_DETAIL`), from its `source` when they are first needed (then keeps them); a fact shared
-    with older versions is replaced, never changed (`copy_for_write`)."""
+    start (`FACT_DETAIL`, all in one read), from its `source` when they are first needed
+    (`OnDemand`); a fact shared with older versions is replaced, never changed (`copy_for_write`)."""
 
-    __slots__ = (*_FACT_FIELDS, "_occ", "_source", "_implied")
+    __slots__ = ("id", "norm", "event_start", *_DETAIL_SLOTS, "_occ", "_source", "_implied")
     id: str
-    text: str
     norm: str
-    origin: str
-    role: str
-    participants: list[str]
-    entities: list[str]
-    topics: list[str]
-    time_text: str
     event_start: float | None
-    event_end: float | None
-    attribute: str
-    domain: str
-    collection: str
+    text: OnDemand[str] = _detail("text")
+    origin: OnDemand[str] = _detail("origin")
+    role: OnDemand[str] = _detail("role")
+    participants: OnDemand[list[str]] = _detail("participants")
+    entities: OnDemand[list[str]] = _detail("entities")
+    topics: OnDemand[list[str]] = _detail("topics")
+    time_text: OnDemand[str] = _detail("time_text")
+    event_end: OnDemand[float | None] = _detail("event_end")
+    attribute: OnDemand[str] = _detail("attribute")
+    domain: OnDemand[str] = _detail("domain")
+    collection: OnDemand[str] = _detail("collection")
+    occurrences: OnDemand[list[Occurrence]] = OnDemand("_occ", "occurrences", "id")
 
     def __init__(self, id: str, text: str, norm: str, origin: str, role: str, participants: list[str],
                  entities: list[str], topics: list[str], time_text: str, event_start: float | None,
                  event_end: float | None, attribute: str, domain: str, collection: str,
                  occurrences: list[Occurrence] | None = None) -> None:
-        self.id, self.text, self.norm, self.origin, self.role = id, text, norm, origin, role
-        self.participants, self.entities, self.topics = participants, entities, topics
-        self.time_text = time_text
-        self.event_start, self.event_end, self.attribute = event_start, event_end, attribute
-        self.domain, self.collection = domain, collection
-        self._occ: list[Occurrence] | None = occurrences if occurrences is not None else []
-        self._source: FactSource | None = None  # a loaded fact's (`unread`)
+        self.id, self.norm, self.event_start = id, norm, event_start
+        self._text, self._origin, self._role, self._time_text = text, origin, role, time_text
+        self._participants, self._entities, self._topics = participants, entities, topics
+        self._event_end, self._attribute = event_end, attribute
+        self._domain, self._collection = domain, collection
+        self._occ = occurrences if occurrences is not None else []
+        self._source: Source | None = None  # a loaded fact's (`unread`)
         # what the occurrences imply (`_view`), kept with the list it was computed from
-        self._implied: _Occurrences | None = None
+        self._implied: OccurrenceView | None = None
 
     @classmethod
-    def unread(cls, id: str, norm: str, event_start: float | None, source: FactSource) -> Fact:
+    def unread(cls, id: str, norm: str, event_start: float | None, source: Source) -> Fact:
         """A fact of a loaded version known by its id, normalised text and event start; the rest is
         read from `source` when first needed."""
         out = cls.__new__(cls)
         out.id, out.norm, out.event_start = id, norm, event_start
-        out._occ, out._source, out._implied = None, source, None
+        out._text = out._origin = out._role = out._participants = out._entities = out._topics = NOT_READ
+        out._time_text = out._event_end = out._attribute = out._domain = out._collection = NOT_READ
+        out._occ, out._source, out._implied = NOT_READ, source, None
         return out
-
-    def __getattr__(self, name: str) -> Any:
-        """A field of `FACT_DETAIL` not read yet (its slot is empty): read with the others."""
-        if name not in _DETAIL or self._source is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        self.take_detail(self._source.fact_detail(self.id))
-        return object.__getattribute__(self, name)
-
-    def take_detail(self, values: tuple) -> None:
-        """Set the fields of `FACT_DETAIL` to `values` (read by a bulk reader)."""
-        for name, value in zip(FACT_DETAIL, values, strict=True):
-            setattr(self, name, value)
-
-    @property
-    def occurrences(self) -> list[Occurrence]:
-        occ = self._occ
-        if occ is None:
-            assert self._source is not None
-            occ = self._occ = self._source.fact_occurrences(self.id)
-        return occ
-
-    @occurrences.setter
-    def occurrences(self, value: list[Occurrence]) -> None:
-        self._occ = value
-
-    @property
-    def occurrences_read(self) -> bool:
-        return self._occ is not None
 
     @property
     def is_read(self) -> bool:
         """Whether its occurrences and every field are read (nothing left to read from the store)."""
-        return self._occ is not None and (self._source is None or _detail_read(self))
+        return self._occ is not NOT_READ and self._text is not NOT_READ  # (`FACT_DETAIL`: read together)
 
     def _fields(self) -> tuple:
         return tuple(getattr(self, name) for name in _FACT_FIELDS)
@@ -263,26 +224,26 @@ class Fact:
         return Fact, (*self._fields(), self.occurrences)
 
     def __repr__(self) -> str:
-        if self._source is not None and not _detail_read(self):
+        if self._text is NOT_READ:
             return f"Fact({self.id!r}, norm={self.norm!r}, event_start={self.event_start!r}, not read)"
-        occ = f"{len(self._occ)} occurrences" if self._occ is not None else "occurrences not read"
+        occ = f"{len(self._occ)} occurrences" if self._occ is not NOT_READ else "occurrences not read"
         return f"Fact({', '.join(map(repr, self._fields()))}, {occ})"
 
-    def _view(self) -> _Occurrences:
+    def _view(self) -> OccurrenceView:
         """What the occurrences imply, computed once per change of the list (a fact said in many
         sessions is read often and changed by appending)."""
         view = self._implied
         occ = self.occurrences
         if view is not None and view.of is occ and view.n == len(occ):
             return view
-        view = view.extended(occ) if view is not None and view.is_prefix_of(occ) else _Occurrences(occ)
+        view = view.extended(occ) if view is not None and view.is_prefix_of(occ) else OccurrenceView(occ)
         self._implied = view
         return view
 
     def knows_first(self, first: Occurrence | None) -> None:
         """Record the earliest occurrence of the current list, found by its reader (a load), so
         what depends on it alone (`time`, `first`) is not computed again."""
-        self._implied = _Occurrences(self.occurrences, first)
+        self._implied = OccurrenceView(self.occurrences, first)
 
     def drop_session(self, kept: list[Occurrence], session_id: str) -> None:
         """Keep `kept`: these occurrences less every one from `session_id`. What they imply is
@@ -295,8 +256,9 @@ class Fact:
     def copy_for_write(self) -> Fact:
         """A private copy to change (its own occurrence list); what it implies carries over."""
         out = Fact.__new__(Fact)
-        for name in _FACT_FIELDS:
-            setattr(out, name, getattr(self, name))
+        out.id, out.norm, out.event_start = self.id, self.norm, self.event_start
+        for slot, name in zip(_DETAIL_SLOTS, FACT_DETAIL):
+            setattr(out, slot, getattr(self, name))
         out._occ, out._source, out._implied = list(self.occurrences), None, self._implied
         return out
 
@@ -323,87 +285,81 @@ class Fact:
         return self._view().sorted_sessions
 
 
-def _detail_read(fact: Fact) -> bool:
-    """Whether the fact's `FACT_DETAIL` fields are set (given when it was made, or read since)."""
-    try:
-        _TEXT_SLOT.__get__(fact, Fact)
-    except AttributeError:
-        return False
-    return True
+_MEMBERS = ("_facts", "_sessions")  # what one read of a label's members ("members") gives
 
 
-_TEXT_SLOT = Fact.__dict__["text"]
+class EntityStat:
+    """A label's facts and per-session fact counts. A copy made for a write records the members it
+    changes (`edited`), so a commit writes those rows only. A label of a loaded version reads its
+    members from its `source` when they are first needed (`OnDemand`: both in one read)."""
 
+    __slots__ = ("label", "_facts", "_sessions", "tree_id", "edited", "_source")
+    facts: OnDemand[CowSet[str]] = OnDemand("_facts", "members", "label", _MEMBERS)
+    sessions: OnDemand[CowMap[str, int]] = OnDemand("_sessions", "members", "label", _MEMBERS)  # id -> facts
 
-_SESSION = attrgetter("session_id")
-_UNKNOWN = object()
-_EARLIEST = attrgetter("source_time", "session_id")
-
-
-class _Occurrences:
-    """Sessions, earliest occurrence and sorted sessions of an occurrence list; a list that grew by
-    appends (the way facts change) is brought up to date from its new tail only."""
-
-    __slots__ = ("of", "n", "_sessions", "first", "_sorted")
-
-    def __init__(self, occurrences: list[Occurrence], first: Any = _UNKNOWN) -> None:
-        self.of, self.n = occurrences, len(occurrences)
-        self._sessions: frozenset[str] | None = None
-        self.first = min(occurrences, key=_EARLIEST, default=None) if first is _UNKNOWN else first
-        self._sorted: tuple[str, ...] | None = None
+    def __init__(self, label: str, facts: CowSet[str] | None = None, sessions: CowMap[str, int] | None = None,
+                 tree_id: str | None = None, edited: tuple[set[str], set[str]] | None = None,
+                 source: Source | None = None) -> None:
+        self.label, self.tree_id = label, tree_id
+        self.edited = edited  # facts, sessions
+        self._source = source if facts is None and sessions is None else None
+        unread = self._source is not None
+        self._facts = NOT_READ if unread else facts if facts is not None else CowSet()
+        self._sessions = NOT_READ if unread else sessions if sessions is not None else CowMap()
 
     @property
-    def sessions(self) -> frozenset[str]:
-        """The sessions of the list's first `n` occurrences (lists only grow by appends)."""
-        if self._sessions is None:
-            self._sessions = frozenset(map(_SESSION, self.of[: self.n]))
-        return self._sessions
+    def is_read(self) -> bool:
+        return self._facts is not NOT_READ and self._sessions is not NOT_READ
 
-    def is_prefix_of(self, occurrences: list[Occurrence]) -> bool:
-        return (len(occurrences) >= self.n
-                and (occurrences is self.of or occurrences[: self.n] == self.of[: self.n]))
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EntityStat):
+            return NotImplemented
+        return (self.label, self.tree_id, self.facts, self.sessions) == (
+            other.label, other.tree_id, other.facts, other.sessions)
 
-    def extended(self, occurrences: list[Occurrence]) -> _Occurrences:
-        tail = occurrences[self.n:]
-        out = _Occurrences.__new__(_Occurrences)
-        out.of, out.n = occurrences, len(occurrences)
-        new = set(map(_SESSION, tail)) - self.sessions
-        out._sessions = self.sessions | new if new else self.sessions
-        earliest = min(tail, key=_EARLIEST, default=None)
-        out.first = (self.first if earliest is None or (self.first is not None
-                                                        and _EARLIEST(self.first) <= _EARLIEST(earliest))
-                     else earliest)
-        out._sorted = None
-        if self._sorted is not None:
-            merged = list(self._sorted)
-            for sid in sorted(new):
-                bisect.insort(merged, sid)
-            out._sorted = tuple(merged)
-        return out
+    __hash__ = None  # type: ignore[assignment]
 
-    def without(self, occurrences: list[Occurrence], session_id: str) -> _Occurrences:
-        """The view of `occurrences`: this one's list less every occurrence from `session_id`."""
-        out = _Occurrences.__new__(_Occurrences)
-        out.of, out.n = occurrences, len(occurrences)
-        out._sessions = None if self._sessions is None else self._sessions - {session_id}  # (else when read)
-        first = self.first
-        out.first = first if first is not None and first.session_id != session_id else \
-            min(occurrences, key=_EARLIEST, default=None)
-        out._sorted = None
-        if self._sorted is not None:
-            at = bisect.bisect_left(self._sorted, session_id)
-            found = at < len(self._sorted) and self._sorted[at] == session_id
-            out._sorted = self._sorted[:at] + self._sorted[at + 1:] if found else self._sorted
-        return out
+    def __repr__(self) -> str:
+        members = f"{len(self.facts)} facts" if self.is_read else "members not read"
+        return f"EntityStat({self.label!r}, {members}, tree_id={self.tree_id!r})"
+
+    def copy(self) -> EntityStat:
+        """A private version (copy-on-write: O(the edits since the last fold), not O(members))."""
+        return EntityStat(self.label, self.facts.fork(), self.sessions.fork(), self.tree_id, (set(), set()))
+
+    def add_fact(self, fact_id: str) -> None:
+        self.facts.add(fact_id)
+        if self.edited is not None:
+            self.edited[0].add(fact_id)
+
+    def discard_fact(self, fact_id: str) -> None:
+        self.facts.discard(fact_id)
+        if self.edited is not None:
+            self.edited[0].add(fact_id)
+
+    def count(self, session_id: str, delta: int) -> None:
+        n = self.sessions.get(session_id, 0) + delta
+        if n > 0:
+            self.sessions[session_id] = n
+        else:
+            self.sessions.pop(session_id, None)
+        if self.edited is not None:
+            self.edited[1].add(session_id)
+
+
+@dataclass
+class Scene:
+    """An online cluster of facts. `total` is the sum of its members' embeddings, so adding and
+    removing members are exact inverses; `centroid` is its direction."""
+
+    scene_id: str
+    domain: str
+    total: np.ndarray
+    size: int
+    t_last: float
+    tree_id: str
 
     @property
-    def source_time(self) -> float:
-        if self.first is None:
-            raise ValueError("a fact without occurrences has no source time")
-        return self.first.source_time
-
-    @property
-    def sorted_sessions(self) -> tuple[str, ...]:
-        if self._sorted is None:
-            self._sorted = tuple(sorted(self.sessions))
-        return self._sorted
+    def centroid(self) -> np.ndarray:
+        norm = float(np.linalg.norm(self.total))
+        return self.total / norm if norm else self.total

@@ -104,11 +104,11 @@ DAMAGE["renamed over"] = _renamed_over
 def damage(store: Path, name: str, how: str) -> dict[str, object]:
     forest = open_memory(store)
     before = answers(forest)
-    caches = forest._caches["u"]
-    mapped, snap = len(caches.mapped), forest._snapshots["u"]
+    caches = forest._resident.caches_of("u", forest._open_db("u", False))
+    mapped, snap = len(caches.mapped), forest._resident.get("u")
     DAMAGE[how](store / "users" / "u" / "cache" / name)
     after = answers(forest)
-    reloaded = forest._snapshots["u"] is not snap
+    reloaded = forest._resident.get("u") is not snap
     forest.close()
     return {"before": before, "after": after, "mapped": mapped, "reloaded": reloaded}
 

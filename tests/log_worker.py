@@ -13,12 +13,12 @@ from store_worker import session
 from memforest.api import MemForest
 from memforest.config import MemForestConfig
 from memforest.llm.testing import HashEmbedder, ScriptedChatModel
-from memforest.store import tree_source
+from memforest.store import read_snapshot
 
 
 def main() -> None:
     store, user = sys.argv[1:3]
-    tree_source.RELEASE_LOG_IN_BACKGROUND = False
+    read_snapshot.RELEASE_LOG_IN_BACKGROUND = False
     forest = MemForest(store, MemForestConfig(release_check_s=0, warm_tree_leaves=0), llm=ScriptedChatModel(),
                        embedder=HashEmbedder())
     for line in sys.stdin:

@@ -80,7 +80,7 @@ def test_malformed_session_files(forest, tmp_path_factory, text, capsys):
     code = main(["ingest", "--store", str(forest.root), "--user", "u", "-o", "llm.backend=scripted",
                  "-o", "embedder.backend=hash", "-o", "embedder.dim=256", str(path)])
     err = capsys.readouterr().err
-    forest._snapshots.clear()
+    forest._resident.forget("u")
     after = forest.snapshot("u").state
     if code != 0:
         assert "memforest: error:" in err and "Traceback" not in err

@@ -163,8 +163,8 @@ def test_a_long_lived_memory_lets_the_write_ahead_log_restart(tmp_path: Path, mo
     """The source's snapshot is begun on the database file alone every few commits, so the log is
     restarted instead of growing with every commit; the oldest version still reads its own trees.
     The checkpoint runs inside the commit that is due (no background thread to wait for)."""
-    monkeypatch.setattr("memforest.store.tree_source.RELEASE_LOG_EVERY", 3)
-    monkeypatch.setattr("memforest.store.tree_source.RELEASE_LOG_IN_BACKGROUND", False)
+    monkeypatch.setattr("memforest.store.read_snapshot.RELEASE_LOG_EVERY", 3)
+    monkeypatch.setattr("memforest.store.read_snapshot.RELEASE_LOG_IN_BACKGROUND", False)
     root, copy = _built_and_copied(tmp_path)
     wal = root / "users" / "u" / "memory.sqlite-wal"
     with _forest(root) as forest:
@@ -261,7 +261,7 @@ def test_a_tree_with_damaged_rows_is_a_one_line_store_error_when_reached(tmp_pat
 
 
 class _Source:
-    """A `TreeSource` over fixed per-tree node data (what a store's trees would read), read five
+    """A `NodeSource` over fixed per-tree node data (what a store's trees would read), read five
     nodes at a time as a store's are a node's siblings at a time."""
 
     def __init__(self, trees: dict[str, dict[int, NodeData]]) -> None:
@@ -274,7 +274,8 @@ class _Source:
         self._trees = trees
         self.reads: list[str] = []
 
-    def node_data(self, key: tuple[str, int]) -> NodeData | None:
+    def read(self, kind: str, key: tuple[str, int]) -> NodeData | None:
+        assert kind == "node"
         tid, nid = key
         if tid not in self._trees:
             return None
@@ -389,7 +390,7 @@ def test_check_finds_a_tree_rows_cache_whose_rows_are_not_the_stores(tmp_path: P
     root = _built(tmp_path)
     with _forest(root) as forest:
         snap = forest.snapshot("u")
-        stamp = forest._caches_of("u", forest._open_db("u", False)).db.stamp(snap.version)
+        stamp = forest._resident.caches_of("u", forest._open_db("u", False)).db.stamp(snap.version)
     rows = tree_rows_cache.read_tree_rows(_rows_file(root), stamp, snap.state.dim)
     assert not isinstance(rows, CacheMiss)
     tid = sorted(rows.roots)[0]

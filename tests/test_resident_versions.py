@@ -23,8 +23,8 @@ from memforest.resident.hugepages import (
     thp_mode,
 )
 from memforest.resident.vector_table import VectorTable
+from memforest.store.rows import STRUCTURE
 from memforest.store.schema import SCHEMA_VERSION
-from memforest.store.tree_source import STRUCTURE
 
 
 def fingerprint(snap) -> dict:

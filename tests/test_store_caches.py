@@ -123,7 +123,7 @@ def test_a_damaged_or_stale_cache_is_detected_and_rebuilt(scripted_forest, tmp_p
     path = _cache_path(forest)
     DAMAGE[damage](path)
     state = forest.snapshot("u").state
-    stamp = forest._caches_of("u", forest._open_db("u", False)).db.stamp(state.version)
+    stamp = forest._resident.caches_of("u", forest._open_db("u", False)).db.stamp(state.version)
     assert isinstance(read_lexical(path, stamp, state), CacheMiss)
     assert _answers(forest) == before  # rebuilt from the store, not read from the damaged file
     assert not isinstance(read_lexical(path, stamp, state), CacheMiss)  # and the cache rewritten
@@ -150,7 +150,7 @@ def test_a_cache_of_other_documents_is_not_used(scripted_forest, tmp_path) -> No
     _stored(scripted_forest, tmp_path)
     forest = scripted_forest(path=tmp_path / "store")
     state = forest.snapshot("u").state
-    stamp = forest._caches_of("u", forest._open_db("u", False)).db.stamp(state.version)
+    stamp = forest._resident.caches_of("u", forest._open_db("u", False)).db.stamp(state.version)
     path = tmp_path / "other.cache"
     write_lexical(path, stamp, VersionedLexical([("x1", "something else entirely")]))
     assert "documents" in _miss(read_lexical(path, stamp, state))
@@ -373,7 +373,7 @@ def test_a_damaged_partitions_cache_is_not_used_and_check_removes_it(scripted_fo
     version = forest.snapshot("u").version
     forest.close()
     parts_file = forest.user_dir("u") / "cache" / "partitions.cache"
-    stamp = forest._caches_of("u", forest._open_db("u", False)).db.stamp(version)
+    stamp = forest._resident.caches_of("u", forest._open_db("u", False)).db.stamp(version)
     if damage in OTHER_ROWS:
         _other_rows(parts_file, stamp, damage)
     else:
@@ -446,7 +446,7 @@ def test_a_cache_of_another_store_is_not_taken_for_this_ones(scripted_forest, tm
         forest.close()
     a, b = (scripted_forest(path=tmp_path / n) for n in ("a", "b"))
     state = b.snapshot("u").state
-    stamps = [f._caches_of("u", f._open_db("u", False)).db.stamp(state.version) for f in (a, b)]
+    stamps = [f._resident.caches_of("u", f._open_db("u", False)).db.stamp(state.version) for f in (a, b)]
     assert stamps[0] != stamps[1]
     _cache_path(b).write_bytes(_cache_path(a).read_bytes())
     assert "store version" in _miss(read_lexical(_cache_path(b), stamps[1], state))

@@ -8,8 +8,8 @@ import numpy as np
 
 from memforest.config import MemForestConfig, with_host_policy
 from memforest.resident.ondemand import NodeData
-from memforest.state import EntityStat, Scene, UserState
-from memforest.types import Cell, Fact, Occurrence, Session, Turn
+from memforest.state import UserState
+from memforest.types import Cell, EntityStat, Fact, Occurrence, Scene, Session, Turn
 
 DAY = 86400.0
 

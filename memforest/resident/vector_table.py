@@ -6,40 +6,43 @@ new version only, so a published version never changes. Retired rows are dropped
 once they outnumber the live ones (O(size), amortised over as many changes).
 
 Search is exact while the table holds at most `EXACT_ROWS` live rows (a table may set a lower bound).
-Past that, its rows are partitioned by nearest centroid (`memforest.resident.partitions`) and a search scores
-exactly the rows of the partitions nearest the query, at least `max(PROBE_MIN, PROBE_FACTOR * k)` of
-them, so it costs the same at any size; results are then approximate
+Past that, its rows are partitioned by nearest centroid (`memforest.resident.partitions`) and a search
+scores exactly the rows of the partitions nearest the query (`memforest.resident.vector_search`), at
+least `probe_size(k)` of them, so it costs the same at any size; results are then approximate
 (`benchmarks/micro/incremental.py` reports their overlap with exact search), and may differ between a
 resident table and one built afresh from the store, as the partitions depend on the order rows came
 in. When partitions are built (and at every compaction) the rows are laid out partition by
-partition, so a probe reads runs of consecutive rows in place instead of gathering scattered ones;
-rows added later join the runs' ends and are read as short runs of their own.
+partition, in runs a probe reads in place; rows added later join the runs' ends. A cache may keep a
+partitioned table's rows in that layout (`memforest.resident.saved_partitions`).
 
-A partitioned table's rows can be kept in a cache in that layout (`saved_partitions(rows=True)`,
-followed by zero rows to append to); a table filled from such a cache keeps its vectors in the
-cache's copy-on-write memory map, so only the rows a search or a write reaches become resident.
-
-A table whose keys are small non-negative integers (`int_keys=True`: the roots table, keyed by tree
-rowid) also keeps key -> row as an array, shared by versions until one changes it, so `rows_of`
-finds the rows of many keys in one gather."""
+A table whose keys are small non-negative integers (`int_keys=True`) also keeps key -> row as an
+array (`memforest.resident.key_rows`), so `rows_of` finds the rows of many keys in one gather."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from memforest.resident.cow import CowMap
+from memforest.resident.key_rows import KeyRows
 from memforest.resident.partitions import Partitions
+from memforest.resident.saved_partitions import (
+    SavedPartitions,
+    partitions_over,
+    restore_partitions,
+    save_partitions,
+    saved_order,
+)
+from memforest.resident.saved_partitions import slack_rows as slack_rows  # for the callers of this module
+from memforest.resident.vector_search import best, exact_scores, scores_above
 
 _MIN_ROWS = 1024
 EXACT_ROWS = 16384
 PARTITION_ROWS = 512  # most rows per partition
 PROBE_MIN = 2048
 PROBE_FACTOR = 8
-_MAX_RUNS = 64  # a probe over more runs of consecutive rows than this gathers them instead
 
 
 def probe_size(k: int) -> int:
@@ -48,26 +51,6 @@ def probe_size(k: int) -> int:
 
 
 Given = np.ndarray | Callable[[], np.ndarray]  # an array, or a function giving it when it is needed
-
-
-def slack_rows(n: int) -> int:
-    """Zero rows kept after `n` saved rows, so a table filled from them appends in place."""
-    return max(_MIN_ROWS, n // 4)
-
-
-@dataclass(frozen=True)
-class SavedPartitions:
-    """A table's partitions by key (as `VectorTable.saved_partitions` gives them, for a cache): the
-    centroids, and the keys of partition i's live rows at keys[bounds[i]:bounds[i + 1]]; optionally
-    the rows themselves: `vecs`, their vectors in `keys` order followed by zero rows (`slack_rows`)
-    a table filled from them appends to (writable: a private, copy-on-write map of the cache), and
-    `meta`, their row numbers."""
-
-    centroids: np.ndarray
-    keys: list[Hashable]
-    bounds: np.ndarray
-    vecs: np.ndarray | None = None
-    meta: np.ndarray | None = None
 
 
 class _Rows:
@@ -91,8 +74,7 @@ class VectorTable:
         self._own_from = 0  # rows from here on were written by this version alone (since its fork)
         self._parts: Partitions | None = None  # built once the table outgrows EXACT_ROWS
         self._own_parts = True
-        self._key_rows = np.full(_MIN_ROWS, -1, np.int64) if int_keys else None  # key -> row, -1 for none
-        self._own_key_rows = True
+        self._key_rows = KeyRows(_MIN_ROWS) if int_keys else None
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -110,8 +92,7 @@ class VectorTable:
         out._live, out._slot, out._own_tail = self._live.copy(), self._slot.fork(), True
         out._own_from = self._own_from = self._n
         out._parts, out._own_parts = self._parts, self._parts is None
-        out._key_rows, out._own_key_rows = self._key_rows, False
-        self._own_key_rows = False
+        out._key_rows = None if self._key_rows is None else self._key_rows.fork()
         self._own_tail = False
         self._own_parts = self._parts is None  # shared now: either side copies it before changing it
         return out
@@ -165,7 +146,7 @@ class VectorTable:
         for i, key in enumerate(keys):
             self._slot[key] = lo + i
         if self._key_rows is not None:
-            self._set_key_rows(np.asarray(keys, np.int64), np.arange(lo, hi))
+            self._key_rows.set(np.asarray(keys, np.int64), np.arange(lo, hi))
         self._n = hi
         if self._parts is not None:
             self._writable_parts().add(np.arange(lo, hi), rows.vecs, self._live)
@@ -211,19 +192,12 @@ class VectorTable:
             self.upsert(keys, _given(vecs), _given_meta(meta))
         finally:
             self._exact = exact
-        slots = [self._slot.get(k) for k in saved.keys]
-        if len(slots) != len(self._slot) or None in slots or len(set(slots)) != len(slots):
-            self._parts, self._own_parts = Partitions.build(self._rows.vecs, self.live_rows(), self._live,
-                                                            PARTITION_ROWS), True
-            self._compact()
-            return False
-        rows = np.asarray(slots, np.int64)
-        bounds = saved.bounds.tolist()
-        members = [rows[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
-        self._parts = Partitions(np.array(saved.centroids, np.float32), members, PARTITION_ROWS)
-        self._own_parts = True
-        self._compact()  # laid out partition by partition, as the saved table was
-        return True
+        restored = partitions_over(saved, self._slot, PARTITION_ROWS)
+        self._parts, self._own_parts = restored, True
+        if restored is None:
+            self._parts = Partitions.build(self._rows.vecs, self.live_rows(), self._live, PARTITION_ROWS)
+        self._compact()  # laid out partition by partition (as the saved table was, when restored)
+        return restored is not None
 
     def _fill_as_saved(self, keys: Sequence[Hashable], vecs: Given, meta: Given | None,
                        saved: SavedPartitions) -> bool:
@@ -232,14 +206,8 @@ class VectorTable:
         partition), as filling, then compacting, lays them out. False, with nothing changed, when
         the keys differ."""
         n = len(keys)
-        position = dict(zip(keys, range(n)))
-        if len(position) != n or len(saved.keys) != n:
-            return False
-        order = list(map(position.get, saved.keys))
-        if None in order:
-            return False
-        at = np.asarray(order, np.int64)
-        if n and int(np.bincount(at, minlength=n).max()) != 1:  # each key once
+        at = saved_order(keys, saved)
+        if at is None:
             return False
         mapped = saved.vecs
         if (mapped is not None and mapped.ndim == 2 and mapped.shape[1] == self.dim and len(mapped) > n
@@ -259,12 +227,8 @@ class VectorTable:
         self._live[:n] = True
         self._slot = CowMap.over(dict(zip(rows.keys, range(n))))
         if self._key_rows is not None:
-            self._key_rows, self._own_key_rows = np.full(len(self._key_rows), -1, np.int64), True
-            self._set_key_rows(np.asarray(rows.keys, np.int64), np.arange(n))
-        bounds = saved.bounds.tolist()
-        members = [np.arange(lo, hi, dtype=np.int64) for lo, hi in zip(bounds[:-1], bounds[1:])]
-        self._parts = Partitions(np.array(saved.centroids, np.float32), members, PARTITION_ROWS)
-        self._own_parts = True
+            self._key_rows = self._key_rows.remade(np.asarray(rows.keys, np.int64), np.arange(n))
+        self._parts, self._own_parts = restore_partitions(saved, None, PARTITION_ROWS), True
         return True
 
     def saved_partitions(self, rows: bool = False) -> SavedPartitions | None:
@@ -273,16 +237,8 @@ class VectorTable:
         parts = self.partitions
         if parts is None:
             return None
-        keys = self._rows.keys
-        members = [m[self._live[m]] for m in parts.members]
-        flat = [keys[r] for m in members for r in m.tolist()]
-        bounds = np.cumsum([0, *(len(m) for m in members)]).astype(np.int64)
-        if not rows:
-            return SavedPartitions(parts.centroids.copy(), flat, bounds)
-        order = np.concatenate(members) if members else np.zeros(0, np.int64)
-        vecs = np.zeros((len(order) + slack_rows(len(order)), self.dim), np.float32)
-        np.take(self._rows.vecs, order, axis=0, out=vecs[: len(order)])
-        return SavedPartitions(parts.centroids.copy(), flat, bounds, vecs, self._rows.meta[order])
+        return save_partitions(parts, self._live, self._rows.keys, self._rows.vecs if rows else None,
+                               self._rows.meta, self.dim)
 
     def remove(self, keys: Iterable[Hashable]) -> None:
         gone = []
@@ -292,7 +248,7 @@ class VectorTable:
                 self._live[slot] = False
                 gone.append(key)
         if gone and self._key_rows is not None:
-            self._set_key_rows(np.asarray(gone, np.int64), -1)
+            self._key_rows.set(np.asarray(gone, np.int64), -1)
 
     def live_rows(self) -> np.ndarray:
         """Row numbers of the live rows."""
@@ -300,10 +256,7 @@ class VectorTable:
 
     def scores(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row numbers, inner products) of the live rows for one query vector."""
-        n = self._n
-        live = np.flatnonzero(self._live[:n])
-        sims = self._rows.vecs[:n] @ np.asarray(query, np.float32).reshape(-1)
-        return live, sims[live]
+        return exact_scores(self._rows.vecs, self._n, self._live, query)
 
     def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(keys, scores) of the top-k rows for one query vector, best first."""
@@ -312,7 +265,7 @@ class VectorTable:
     def search_meta(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """`search`, and the row numbers (meta) of the rows found. Keys come back as an array of
         their kind (integers, or text for a table keyed by text)."""
-        rows, sims = _best(*self.candidate_scores(query, probe_size(k)), k)
+        rows, sims = best(*self.candidate_scores(query, probe_size(k)), k)
         keys = self._rows.keys
         found = [keys[r] for r in rows.tolist()]
         return (np.asarray(found) if found else np.zeros(0, np.int64), sims.astype(np.float32),
@@ -338,37 +291,10 @@ class VectorTable:
         """For each query row, (row numbers, inner products) of the live rows scoring at least
         `floor` (in a partitioned table: among the `candidates` rows of the nearest partitions)."""
         queries = np.asarray(queries, np.float32).reshape(-1, self.dim)
-        parts = self.partitions
-        if parts is None and len(queries) == 1:
-            pairs = [self.scores(queries[0])]
-        elif parts is None:  # exact: one product of every row with every query
-            live = self.live_rows()
-            every = self._rows.vecs[: self._n] @ queries.T
-            pairs = [(live, every[live, i]) for i in range(len(queries))]
-        else:
-            centroid_scores = queries @ parts.centroids.T
-            pairs = []
-            for i, q in enumerate(queries):
-                rows = np.sort(parts.probe(centroid_scores[i], candidates))
-                sims = self._probe_scores(rows, q)
-                live = self._live[rows]
-                pairs.append((rows[live], sims[live]))
-        return [(rows[sims >= floor], sims[sims >= floor]) for rows, sims in pairs]
-
-    def _probe_scores(self, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
-        """Inner products of `q` with `rows` (ascending): run by run of consecutive rows, read in
-        place, when they form few runs (the layout partitions get); else gathered."""
-        vecs = self._rows.vecs
-        starts = np.flatnonzero(np.diff(rows) != 1) + 1
-        if len(starts) >= _MAX_RUNS:
-            return vecs[rows] @ q
-        bounds = [0, *starts.tolist(), len(rows)]
-        firsts = rows[bounds[:-1]].tolist()
-        return np.concatenate([vecs[f: f + hi - lo] @ q
-                               for f, lo, hi in zip(firsts, bounds[:-1], bounds[1:])])
+        return scores_above(self._rows.vecs, self._n, self._live, self.partitions, queries, floor, candidates)
 
     def top(self, rows: np.ndarray, sims: np.ndarray, k: int) -> list[tuple[Hashable, float]]:
-        rows, sims = _best(rows, sims, k)
+        rows, sims = best(rows, sims, k)
         keys = self._rows.keys
         return [(keys[r], s) for r, s in zip(rows.tolist(), sims.tolist())]
 
@@ -383,21 +309,7 @@ class VectorTable:
         if self._key_rows is None:
             return np.asarray([-1 if (r := self._slot.get(k)) is None else r for k in keys.tolist()],
                               np.int64)
-        table = self._key_rows
-        inside = (keys >= 0) & (keys < len(table))
-        return np.where(inside, table[np.where(inside, keys, 0)], -1)
-
-    def _set_key_rows(self, keys: np.ndarray, rows: np.ndarray | int) -> None:
-        """Write key -> row entries into this version's own copy of the key array."""
-        assert self._key_rows is not None
-        if len(keys) and (keys.min() < 0):
-            raise ValueError("an int_keys table takes non-negative integer keys")
-        need = int(keys.max()) + 1 if len(keys) else 0
-        if not self._own_key_rows or need > len(self._key_rows):
-            grown = np.full(max(len(self._key_rows), 2 * need), -1, np.int64)
-            grown[: len(self._key_rows)] = self._key_rows
-            self._key_rows, self._own_key_rows = grown, True
-        self._key_rows[keys] = rows
+        return self._key_rows.rows_of(keys)
 
     def row_scores(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Inner products of `query` with the given rows."""
@@ -458,8 +370,7 @@ class VectorTable:
         self._live[: len(keys)] = True
         self._slot = CowMap((k, i) for i, k in enumerate(keys))
         if self._key_rows is not None:
-            self._key_rows, self._own_key_rows = np.full(len(self._key_rows), -1, np.int64), True
-            self._set_key_rows(np.asarray(keys, np.int64), np.arange(len(keys)))
+            self._key_rows = self._key_rows.remade(np.asarray(keys, np.int64), np.arange(len(keys)))
         if self._parts is not None:
             new_row = np.full(len(old.vecs), -1, np.int64)
             new_row[slots] = np.arange(len(keys))
@@ -472,14 +383,3 @@ def _given(value: Given) -> np.ndarray:
 
 def _given_meta(meta: Given | None) -> np.ndarray | None:
     return None if meta is None else _given(meta)
-
-
-def _best(rows: np.ndarray, sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k best (rows, scores), best first, ties by row number."""
-    if k <= 0 or not len(rows):
-        return rows[:0], sims[:0]
-    if k < len(rows):
-        part = np.argpartition(-sims, k - 1)[:k]
-        rows, sims = rows[part], sims[part]
-    order = np.lexsort((rows, -sims))
-    return rows[order], sims[order]

@@ -7,8 +7,8 @@ import re
 from collections.abc import Set as AbstractSet
 
 from memforest.config import EntityConfig
-from memforest.state import EntityStat, UserState
-from memforest.types import Fact
+from memforest.state import UserState
+from memforest.types import EntityStat, Fact
 
 USER_TREE = "entity:user"
 _NON_ALNUM = re.compile(r"[^0-9a-z]+")

@@ -9,8 +9,8 @@ import numpy as np
 
 from memforest.config import SceneConfig
 from memforest.resident.vector_table import VectorTable
-from memforest.state import Scene, UserState
-from memforest.types import Fact
+from memforest.state import UserState
+from memforest.types import Fact, Scene
 
 DAY = 86400.0
 

@@ -20,6 +20,43 @@ def _blob(v: np.ndarray) -> bytes:
     return np.asarray(v, dtype=np.float32).tobytes()
 
 
+def read_for_commit(base: UserState, ch: ChangeSet) -> None:
+    """Read into `base` (the committed version an operation forked, loaded from the store) what the
+    operation's commit replaces in the store: every tree it changes or drops with the data of each
+    node it changes or drops (of a tree it drops, all), the turns and cell texts of every session it
+    replaces or deletes, the members of every entity label and the fields and occurrences of every
+    fact it changes or drops. What some version still has to read from the store is then what no
+    commit of this process has changed (`memforest.store.read_snapshot`). `UserDB.commit` reads it
+    before it writes; a second call reads nothing."""
+    source = base.tree_source
+    if source is None:
+        return
+    for tid in sorted(ch.trees | ch.deleted_trees | {t for t, _ in ch.nodes | ch.deleted_nodes}):
+        info = base.trees.get(tid)
+        if info is not None:
+            _ = info.tree
+    for sid in sorted(ch.sessions | ch.deleted_sessions):
+        session = base.sessions.get(sid)
+        if session is not None:
+            _ = session.turns
+        for cid in base.session_cells.get(sid, ()):
+            cell = base.cells.get(cid)
+            if cell is not None:
+                _ = cell.text
+    for label in sorted(ch.entities | ch.deleted_entities):
+        stat = base.entities.get(label)
+        if stat is not None:
+            _ = stat.facts  # (and its session counts: read together)
+    for fid in sorted(ch.facts | ch.deleted_facts):
+        fact = base.facts.get(fid)
+        if fact is not None:
+            _ = fact.occurrences, fact.text  # (text: every field of `FACT_DETAIL`, read together)
+    for tid in sorted(ch.deleted_trees):
+        source.read_data(tid)
+    for node in sorted(ch.nodes | ch.deleted_nodes):
+        base.nodes.get(node)
+
+
 def write_changes(con: sqlite3.Connection, st: UserState, ch: ChangeSet, base: UserState | None) -> None:
     """Every key the ChangeSet names is deleted, then written again if it exists in the state: a
     key removed and re-created by one operation (a corrected session) ends up as the state says.

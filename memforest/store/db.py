@@ -18,7 +18,7 @@ from memforest.errors import StoreError
 from memforest.resident.ondemand import BulkRows
 from memforest.resident.vector_table import SavedPartitions
 from memforest.state import ChangeSet, UserState
-from memforest.store.commit import write_changes
+from memforest.store.commit import read_for_commit, write_changes
 from memforest.store.connection import open_reader, rollback
 from memforest.store.load import VectorWidthError, read_state
 from memforest.store.migrate import create_file, migrate, migration_due
@@ -225,7 +225,11 @@ class UserDB:
     def commit(self, state: UserState, ch: ChangeSet, expected_version: int,
                base: UserState | None = None) -> int:
         """Write `ch` from `state` in one transaction; return the new version. `base` (optional) is
-        the committed state `state` was forked from: rows it shares are not written again."""
+        the committed state `state` was forked from: rows it shares are not written again, and what
+        the commit replaces that `base` has not read from the store yet is read into it first
+        (`read_for_commit`), so that versions still reading the store see what they were loaded with."""
+        if base is not None:
+            read_for_commit(base, ch)
         with self.connect() as con:
             con.execute("BEGIN IMMEDIATE")
             try:

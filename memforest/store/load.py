@@ -5,21 +5,22 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import threading
 from collections.abc import Callable, Mapping
 from operator import attrgetter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from memforest.index.forest_index import facts_meta
 from memforest.resident.cow import CowMap, CowSet
-from memforest.resident.ondemand import BulkRows, LazyNodeMap, MemberSource, NodeData, TreeInfo
+from memforest.resident.ondemand import BulkRows, Kind, LazyNodeMap, NodeData, Source, TreeInfo, Waiting
 from memforest.resident.vector_table import SavedPartitions
 from memforest.routing.router import session_tree_id
-from memforest.state import EntityStat, Scene, UserState
-from memforest.store.tree_source import (
+from memforest.state import UserState
+from memforest.store.rows import (
     FACT_DETAIL_COLUMNS,
-    StoreTreeSource,
     json_list,
     node_of_row,
     read_bulk,
@@ -27,9 +28,10 @@ from memforest.store.tree_source import (
     read_occurrences,
     vec_of,
 )
+from memforest.store.tree_source import StoreTreeSource
 from memforest.trees.memtree import MemTree
 from memforest.trees.node import Node
-from memforest.types import Cell, Fact, FactSource, Occurrence, Session, TextSource, Turn
+from memforest.types import Cell, EntityStat, Fact, Scene, Session, Turn
 
 log = logging.getLogger(__name__)
 
@@ -134,15 +136,21 @@ class _Later:
     __slots__ = ("source",)
 
     def __init__(self) -> None:
-        self.source: FactSource | None = None
+        self.source: Source | None = None
 
-    def fact_occurrences(self, fact_id: str) -> list[Occurrence]:
+    @property
+    def lock(self) -> threading.RLock:
         assert self.source is not None
-        return self.source.fact_occurrences(fact_id)
+        return self.source.lock
 
-    def fact_detail(self, fact_id: str) -> tuple:
+    @property
+    def waiting(self) -> Waiting:
         assert self.source is not None
-        return self.source.fact_detail(fact_id)
+        return self.source.waiting
+
+    def read(self, kind: Kind, key: Any) -> Any:
+        assert self.source is not None
+        return self.source.read(kind, key)
 
 
 def _vectors(blobs: list[bytes], ids: list[str], dim: int) -> np.ndarray:
@@ -172,7 +180,7 @@ def _fact_meta(con: sqlite3.Connection, facts: dict[str, Fact]) -> np.ndarray:
     return facts_meta(facts.values(), lambda sid: rowids.get(session_tree_id(sid), -1), len(facts))
 
 
-def _read_entities(con: sqlite3.Connection, source: MemberSource | None) -> dict[str, EntityStat]:
+def _read_entities(con: sqlite3.Connection, source: Source | None) -> dict[str, EntityStat]:
     """Entity labels with their members; with a `source`, the members are left in the store and
     read through it when first needed."""
     entities: dict[str, EntityStat] = {}
@@ -193,7 +201,7 @@ def _read_entities(con: sqlite3.Connection, source: MemberSource | None) -> dict
     return entities
 
 
-def _read_sessions(con: sqlite3.Connection, source: TextSource | None
+def _read_sessions(con: sqlite3.Connection, source: Source | None
                    ) -> tuple[dict[str, Session], dict[str, list[str]], dict[str, Cell]]:
     """Sessions, their cells' ids in order, and cells; with a `source`, the turns and cell texts are
     left in the store and read through it when first needed."""

@@ -17,7 +17,7 @@ source to `SupersededSources`, which ends its transaction:
 
 Each release that ended a transaction checkpoints the log (passively: it waits for no one), so the
 next commit of any process restarts it. The log then holds the frames of the commits between two
-releases, plus those a writer's own snapshot holds (`tree_source.RELEASE_LOG_EVERY` commits)."""
+releases, plus those a writer's own snapshot holds (`read_snapshot.RELEASE_LOG_EVERY` commits)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ previous one and an operation's ChangeSet, in O(what the operation changed)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from memforest.check import damaged
 from memforest.index.forest_index import ForestIndex
@@ -35,35 +34,6 @@ def load(db: UserDB, user: str, saved: SavedFor | None = None, lazy: bool = Fals
         if diagnosis is not e:
             raise diagnosis from e
         raise
-
-
-def read_for_commit(base: UserState, ch: ChangeSet) -> None:
-    """Read into `base` (the committed version an operation forked) every tree the operation changes
-    or drops with the data of each node it changes or drops (of a tree it drops, all), the turns and
-    cell texts of every session it replaces or deletes, the members of every entity label and the
-    fields and occurrences of every fact it changes or drops, before it commits: what some version
-    still has to read from the store is then what no commit of this process has changed
-    (`memforest.store.tree_source`)."""
-    if base.tree_source is None:
-        return
-    trees = ch.trees | ch.deleted_trees | {t for t, _ in ch.nodes | ch.deleted_nodes}
-    sessions = sorted(ch.sessions | ch.deleted_sessions)
-    cells = [c for s in sessions for c in base.session_cells.get(s, ())]
-    reads: tuple[tuple[Mapping[str, Any], Iterable[str], tuple[str, ...]], ...] = (
-        (base.trees, sorted(trees), ("tree",)), (base.sessions, sessions, ("turns",)),
-        (base.cells, cells, ("text",)),
-        (base.entities, sorted(ch.entities | ch.deleted_entities), ("facts",)),
-        (base.facts, sorted(ch.facts | ch.deleted_facts), ("occurrences", "text")))  # text: every field
-    for objects, keys, parts in reads:
-        for key in keys:
-            found = objects.get(key)
-            if found is not None:
-                for part in parts:
-                    getattr(found, part)  # read in now (kept by the object)
-    for tid in sorted(ch.deleted_trees):  # the data of the nodes it changes or drops, too
-        base.tree_source.read_data(tid)
-    for node in sorted(ch.nodes | ch.deleted_nodes):
-        base.nodes.get(node)
 
 
 def collect_tree_changes(state: UserState, ch: ChangeSet) -> dict[str, list[int]]:
