@@ -367,7 +367,7 @@ class MemForest:
                 raise diagnosis from e
             raise
         clock.merge(result.trace["latency"])
-        if freeze_if_large(len(snap.state.nodes), self.config.gc_freeze_nodes):
+        if freeze_if_large(len(snap.state.nodes), self.config.heap_freeze_nodes):
             clock.lap("collect")
         result.trace["latency"] = clock.total()
         return result

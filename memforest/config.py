@@ -188,13 +188,13 @@ class MemForestConfig:
     # Process-wide heap policy, off unless the process's owner asks (None: off; `with_host_policy`
     # turns both on where they are None, as the CLI, the benchmark harness and the micro benchmarks do,
     # which own their process). After loading a store of at least this many tree nodes, collect once
-    # and move every object the process holds into the permanent generation (gc.freeze): the cyclic
-    # collector would otherwise rescan a resident memory's millions of objects in each full collection,
-    # stalling one operation for seconds (2.3 s at 10^4 sessions, 550k nodes). A memory's objects are
-    # acyclic, so later versions still free what they replace by reference counting. Each operation on
-    # such a memory then collects what it left and freezes it too (`memforest.resident.heap.freeze_if_large`).
-    # 0: never.
-    gc_freeze_nodes: int | None = None
+    # and move every object the process holds into the collector's permanent generation
+    # (`memforest.resident.heap`): the cyclic collector would otherwise rescan a resident memory's
+    # millions of objects in each full collection, stalling one operation for seconds (2.3 s at 10^4
+    # sessions, 550k nodes). A memory's objects are acyclic, so later versions still free what they
+    # replace by reference counting. Each operation on such a memory then collects what it left and
+    # freezes it too (`memforest.resident.heap.freeze_if_large`). 0: never.
+    heap_freeze_nodes: int | None = None
     # After loading a store that large, back the process's populated heap with transparent huge pages
     # (Linux; `memforest.resident.hugepages`): an operation's scattered reads over gigabytes of small objects
     # then miss the TLB far less (the 10^4-session query: 27 -> 21 ms on a 2-core virtual machine).
@@ -242,8 +242,8 @@ class MemForestConfig:
             value = getattr(getattr(self, section), name)
             if value > most:
                 raise ConfigError(f"option {section}.{name}: {value} is above {most}")
-        if self.gc_freeze_nodes is not None and not self.gc_freeze_nodes >= 0:
-            raise ConfigError(f"option gc_freeze_nodes: {self.gc_freeze_nodes} is below 0")
+        if self.heap_freeze_nodes is not None and not self.heap_freeze_nodes >= 0:
+            raise ConfigError(f"option heap_freeze_nodes: {self.heap_freeze_nodes} is below 0")
         if not self.warm_tree_leaves >= 0:
             raise ConfigError(f"option warm_tree_leaves: {self.warm_tree_leaves} is below 0")
         if not self.release_check_s >= 0:
@@ -253,7 +253,7 @@ class MemForestConfig:
 
 # What a process that owns itself turns on (`with_host_policy`): the library alone changes nothing
 # process-wide (garbage collector, page advice).
-HOST_POLICY: dict[str, Any] = {"gc_freeze_nodes": 50_000, "huge_pages": True}
+HOST_POLICY: dict[str, Any] = {"heap_freeze_nodes": 50_000, "huge_pages": True}
 
 
 def with_host_policy(config: MemForestConfig) -> MemForestConfig:

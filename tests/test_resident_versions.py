@@ -118,9 +118,9 @@ def test_a_large_loaded_memory_is_frozen_out_of_the_collector_and_still_freed(sc
     writer = scripted_forest(path=tmp_path / "st")
     small = scripted_forest(path=tmp_path / "st")  # the default bound: this store is far below it
     large = scripted_forest(path=tmp_path / "st")
-    large.config.gc_freeze_nodes, large.config.huge_pages = 1, True  # every store counts as large
+    large.config.heap_freeze_nodes, large.config.huge_pages = 1, True  # every store counts as large
     plain = scripted_forest(path=tmp_path / "st")
-    plain.config.gc_freeze_nodes, plain.config.huge_pages = 1, False
+    plain.config.heap_freeze_nodes, plain.config.huge_pages = 1, False
     sessions = make_sessions(3, 4)
     writer.ingest_sessions("u", sessions[:2])
     gc.unfreeze()
@@ -172,7 +172,7 @@ def test_operations_can_wait_for_the_background_work_of_a_large_load(scripted_fo
     writer.ingest_sessions("u", make_sessions(2, 4))
     large = scripted_forest(path=tmp_path / "st")
     # every store counts as large: its heap is collapsed in the background
-    large.config.gc_freeze_nodes, large.config.huge_pages = 1, True
+    large.config.heap_freeze_nodes, large.config.huge_pages = 1, True
     try:
         large.snapshot("u")
         assert large.wait_settled(60)
@@ -409,7 +409,7 @@ def test_entity_counts_equal_a_count_from_the_facts_as_sessions_come_go_and_chan
 
 
 def test_operations_on_a_large_memory_freeze_what_they_leave(tmp_path) -> None:
-    """Past `gc_freeze_nodes`, every write and query collects what is not frozen yet and freezes what
+    """Past `heap_freeze_nodes`, every write and query collects what is not frozen yet and freezes what
     survives (a `collect` stage in its timings); below it, none does."""
     from memforest.api import MemForest
     from memforest.config import MemForestConfig
@@ -418,7 +418,7 @@ def test_operations_on_a_large_memory_freeze_what_they_leave(tmp_path) -> None:
     try:
         for limit, large in ((10**9, False), (1, True)):
             gc.unfreeze()
-            forest = MemForest(tmp_path / str(limit), MemForestConfig(gc_freeze_nodes=limit),
+            forest = MemForest(tmp_path / str(limit), MemForestConfig(heap_freeze_nodes=limit),
                                llm=ScriptedChatModel(), embedder=HashEmbedder())
             with forest:
                 report = forest.ingest_sessions("u", make_sessions(3, 4))
@@ -439,10 +439,10 @@ def test_the_library_leaves_the_garbage_collector_and_pages_alone_unless_the_hos
 
     advised: list[int] = []
     monkeypatch.setattr("memforest.resident.heap.advise_heap_later", lambda done=None: advised.append(1))
-    assert MemForestConfig().gc_freeze_nodes is None and MemForestConfig().huge_pages is None
+    assert MemForestConfig().heap_freeze_nodes is None and MemForestConfig().huge_pages is None
     hosted = with_host_policy(MemForestConfig())
-    assert (hosted.gc_freeze_nodes, hosted.huge_pages) == (HOST_POLICY["gc_freeze_nodes"], True)
-    assert with_host_policy(MemForestConfig(gc_freeze_nodes=0)).gc_freeze_nodes == 0  # the user's choice
+    assert (hosted.heap_freeze_nodes, hosted.huge_pages) == (HOST_POLICY["heap_freeze_nodes"], True)
+    assert with_host_policy(MemForestConfig(heap_freeze_nodes=0)).heap_freeze_nodes == 0  # the user's choice
     writer = scripted_forest(path=tmp_path / "st")
     writer.ingest_sessions("u", make_sessions(2, 4))
     guest = scripted_forest(path=tmp_path / "st")

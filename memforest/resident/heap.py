@@ -1,5 +1,5 @@
 """The heap policy a host may switch on for a large resident memory: what the library does to its
-host process's garbage collector and pages, and only when asked (`MemForestConfig.gc_freeze_nodes`,
+host process's garbage collector and pages, and only when asked (`MemForestConfig.heap_freeze_nodes`,
 `MemForestConfig.huge_pages`; both off by default, on in the harness, the benchmarks and the CLI,
 which own their process: `memforest.config.with_host_policy`).
 

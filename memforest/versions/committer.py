@@ -75,7 +75,7 @@ class Committer:
                 if con is not None and self._held.setdefault(user, (con, db.file_id()))[0] is not con:
                     con.close()
         clock.lap("publish")
-        if freeze_if_large(len(state.nodes), self.config.gc_freeze_nodes):
+        if freeze_if_large(len(state.nodes), self.config.heap_freeze_nodes):
             clock.lap("collect")
 
     def close(self) -> None:

@@ -101,11 +101,11 @@ class ResidentVersions:
     def _load(self, user: str, db: UserDB) -> Snapshot:
         """The committed version of `user` read from the store, with the background work it needs."""
         config = self.config
-        collect_before_load(config.gc_freeze_nodes)
+        collect_before_load(config.heap_freeze_nodes)
         snap = self.caches_of(user, db).load(db, user, lazy=config.lazy_trees)
         if snap.state.tree_source is not None:
             self._start_watch()
-        settling = settle_if_large(user, len(snap.state.nodes), config.gc_freeze_nodes,
+        settling = settle_if_large(user, len(snap.state.nodes), config.heap_freeze_nodes,
                                    bool(config.huge_pages), snap.state.tree_source, config.warm_tree_leaves)
         if settling is not None:
             with self._lock:
