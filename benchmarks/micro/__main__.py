@@ -22,6 +22,7 @@ from benchmarks.micro import (
     retrieval_quality,
     soak,
     structure,
+    vector_search,
     write_profile,
 )
 
@@ -34,6 +35,7 @@ SUITES: dict[str, Callable[[list[str]], Any]] = {
     "llm_throughput": llm_throughput.main,
     "incremental": incremental.main,
     "soak": soak.main,
+    "vector_search": vector_search.main,
 }
 
 
