@@ -103,7 +103,6 @@ class SentenceTransformerEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         torch = self._torch
         with self._lock, torch.autocast("cpu", torch.bfloat16, enabled=self.dtype == "bfloat16"):
-            # OpenMP thread counts are shared with faiss (one thread for single-query search)
             torch.set_num_threads(self._threads)
             vectors = self._model.encode(
                 _with_prefix(texts, kind, self.cfg.query_prefix),
