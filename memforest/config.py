@@ -203,7 +203,8 @@ class MemForestConfig:
     # stay in SQLite, read in the snapshot the memory was opened at: `memforest.store.tree_source`);
     # False reads every node at the open, as a store check does.
     lazy_trees: bool = True
-    # With lazy_trees, read the entity and scene trees of at least this many leaves (the user's own
+    # With lazy_trees, read the structure of the entity and scene trees of at least this many leaves
+    # (their nodes' texts and vectors are read when reached, as any tree's are; the user's own
     # tree and the largest others, which writes reach most and which cost most to read: at 10^4
     # sessions 31 of 2,975 such trees, 214k of their 467k nodes) in a background thread after the
     # open, largest first, yielding to operations that read trees (`MemForest.wait_settled` waits for

@@ -33,7 +33,6 @@ from memforest.store.rows import (
     STRUCTURE,
     data_of_row,
     detail_of_row,
-    node_of_row,
     node_of_structure,
     read_facts,
     vec_of,
@@ -86,10 +85,13 @@ class StoreTreeSource(ReadSnapshot):
         return sum(1 for leaves, _ in self._warm_order if leaves >= min_leaves) if min_leaves else 0
 
     def warm(self, min_leaves: int) -> int:
-        """Read the entity and scene trees of at least `min_leaves` leaves not read yet, largest
-        first; how many were read. The lock is held only to fetch a batch of rows and to install a
-        built tree, and no batch is fetched while an operation reads a tree (`waiting`), so an
-        operation waits for a batch at most, not for a whole large tree."""
+        """Read the structure of the entity and scene trees of at least `min_leaves` leaves not read
+        yet, largest first; how many were read. Their nodes' texts and vectors stay in the store and
+        are read as any tree's are, a node's siblings at a time when first needed (`_node`): the
+        structure is what an operation reaching a large tree would wait for, the data is most of
+        its memory. The lock is held only to fetch a batch of rows and to install a built tree, and
+        no batch is fetched while an operation reads a tree (`waiting`), so an operation waits for a
+        batch at most, not for a whole large tree."""
         if not self._warm_order or not self.lease():
             return 0
         try:
@@ -113,19 +115,19 @@ class StoreTreeSource(ReadSnapshot):
             if rows is None:  # closed, or moving on under every try: operations read what they reach
                 break
             try:
-                tree, data = self._built(tid, rows)
+                tree = self._structure(tid, rows)
             except StoreError:
                 continue  # reported by the operation that reaches the tree
             with self.lock:
                 if not info.is_read:
-                    self.data.update(data)
                     info.tree = tree
+                    self.partial.add(tid)
                     read += 1
         self._warm_order = []
         return read
 
     def _rows_in_batches(self, tid: str, batch: int = 2048) -> list[tuple] | None:
-        """The node rows of `tid`, fetched a batch at a time (None when the connection closed or
+        """The structure rows of `tid`'s nodes, fetched a batch at a time (None when the connection closed or
         moved to a newer version meanwhile)."""
         rows: list[tuple] = []
         with self.lock:
@@ -133,7 +135,7 @@ class StoreTreeSource(ReadSnapshot):
             if con is None:
                 return None
             try:
-                cur = con.execute("SELECT * FROM nodes WHERE tree_id=?", (tid,))
+                cur = con.execute(f"SELECT {STRUCTURE} FROM nodes WHERE tree_id=?", (tid,))
             except sqlite3.Error:  # closed meanwhile (the process is exiting)
                 return None
         while True:
@@ -150,21 +152,14 @@ class StoreTreeSource(ReadSnapshot):
                 return rows
             rows += got
 
-    def _built(self, tid: str, rows: list[tuple]) -> tuple[MemTree, dict[NodeKey, NodeData]]:
-        """The tree `tid` made from its node rows, and its nodes' data (a StoreError if they do not fit)."""
+    def _structure(self, tid: str, rows: Iterable[tuple]) -> MemTree:
+        """The tree `tid` made from its nodes' structure rows (a StoreError if they do not fit)."""
         fanout, _, next_id = self._shapes[tid]
-        data: dict[NodeKey, NodeData] = {}
         try:
-            nodes, width = [], 4 * self.dim
-            for row in rows:
-                if len(row[15]) != width:
-                    raise ValueError(f"a node vector of {len(row[15])} bytes, not {self.dim}-d")
-                node, data[(tid, row[1])] = node_of_row(row, self._fact_vecs)
-                nodes.append(node)
-            tree = MemTree.from_nodes(tid, fanout, nodes, next_node_id=next_id, validate=False)
+            return MemTree.from_nodes(tid, fanout, map(node_of_structure, rows), next_node_id=next_id,
+                                      validate=False)
         except (ValueError, TypeError, KeyError, IndexError) as e:
             raise self._damaged(tid, e) from e
-        return tree, data
 
     def _tree(self, tid: str) -> MemTree:
         """The structure of tree `tid` as the loaded version stores it: its nodes' places, not their
@@ -172,12 +167,7 @@ class StoreTreeSource(ReadSnapshot):
         A write descending a tree reads the data of the nodes on its path and their children only."""
         with self.lock:
             rows = self._fetch("tree", tid, f"SELECT {STRUCTURE} FROM nodes WHERE tree_id=?", (tid,))
-            fanout, _, next_id = self._shapes[tid]
-            try:
-                tree = MemTree.from_nodes(tid, fanout, map(node_of_structure, rows), next_node_id=next_id,
-                                          validate=False)
-            except (ValueError, TypeError, KeyError, IndexError) as e:
-                raise self._damaged(tid, e) from e
+            tree = self._structure(tid, rows)
             self.partial.add(tid)
             return tree
 
