@@ -18,6 +18,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -85,13 +86,13 @@ class StoreTreeSource(ReadSnapshot):
         return sum(1 for leaves, _ in self._warm_order if leaves >= min_leaves) if min_leaves else 0
 
     def warm(self, min_leaves: int) -> int:
-        """Read the structure of the entity and scene trees of at least `min_leaves` leaves not read
-        yet, largest first; how many were read. Their nodes' texts and vectors stay in the store and
-        are read as any tree's are, a node's siblings at a time when first needed (`_node`): the
-        structure is what an operation reaching a large tree would wait for, the data is most of
-        its memory. The lock is held only to fetch a batch of rows and to install a built tree, and
-        no batch is fetched while an operation reads a tree (`waiting`), so an operation waits for a
-        batch at most, not for a whole large tree."""
+        """Read the entity and scene trees of at least `min_leaves` leaves not read yet, largest
+        first; how many were read. A tree is read as its structure and its inner nodes' summaries and
+        vectors (what a write refreshing a path reads); its leaves' texts and vectors, most of its
+        memory, are read when reached, a node's siblings at a time (`_node`). The lock is held only
+        to fetch a batch of rows and to install a built tree, and no batch is fetched while an
+        operation reads a tree (`waiting`), so an operation waits for a batch at most, not for a
+        whole large tree."""
         if not self._warm_order or not self.lease():
             return 0
         try:
@@ -107,12 +108,13 @@ class StoreTreeSource(ReadSnapshot):
             info = self._infos.get(tid)
             if info is None or info.is_read:
                 continue
-            rows = None
+            rows = inner = None
             for _ in range(3):  # a commit moving the source to its version ends the statement: again
-                rows = self._rows_in_batches(tid)
-                if rows is not None or self._con is None:
+                rows = self._rows_in_batches(tid, f"SELECT {STRUCTURE} FROM nodes WHERE tree_id=?")
+                inner = self._rows_in_batches(tid, f"SELECT {DATA} FROM nodes WHERE tree_id=? AND level>0")
+                if (rows is not None and inner is not None) or self._con is None:
                     break
-            if rows is None:  # closed, or moving on under every try: operations read what they reach
+            if rows is None or inner is None:  # closed, or moving on under every try: operations read
                 break
             try:
                 tree = self._structure(tid, rows)
@@ -122,20 +124,22 @@ class StoreTreeSource(ReadSnapshot):
                 if not info.is_read:
                     info.tree = tree
                     self.partial.add(tid)
+                    with suppress(StoreError):  # reported by the operation that reaches the node
+                        self._add_data(tid, [row for row in inner if row[0] in tree.nodes])
                     read += 1
         self._warm_order = []
         return read
 
-    def _rows_in_batches(self, tid: str, batch: int = 2048) -> list[tuple] | None:
-        """The structure rows of `tid`'s nodes, fetched a batch at a time (None when the connection closed or
-        moved to a newer version meanwhile)."""
+    def _rows_in_batches(self, tid: str, sql: str, batch: int = 2048) -> list[tuple] | None:
+        """The rows `sql` selects of `tid`'s nodes, fetched a batch at a time (None when the connection
+        closed or moved to a newer version meanwhile)."""
         rows: list[tuple] = []
         with self.lock:
             con = self._con
             if con is None:
                 return None
             try:
-                cur = con.execute(f"SELECT {STRUCTURE} FROM nodes WHERE tree_id=?", (tid,))
+                cur = con.execute(sql, (tid,))
             except sqlite3.Error:  # closed meanwhile (the process is exiting)
                 return None
         while True:
