@@ -314,7 +314,7 @@ def test_lazy_node_maps_agree_with_plain_dicts_across_forks_and_folds() -> None:
     trees = {f"t{t}": {n: _data(100 * t + n) for n in range(rng.randrange(1, 40))} for t in range(200)}
     source = _Source(trees)
     model = {(t, n): d for t, nodes in trees.items() for n, d in nodes.items()}
-    versions = [(LazyNodeMap(source), dict(model))]  # type: ignore[arg-type]
+    versions = [(LazyNodeMap(source), dict(model))]
     for step in range(40):
         lazy, plain = versions[-1]
         lazy, plain = lazy.fork(), dict(plain)

@@ -81,7 +81,7 @@ def test_a_session_and_a_cell_read_once_and_then_equal_pickle_and_print_as_made(
     assert (session, cell) == made and pickle.loads(pickle.dumps((session, cell))) == made
     assert (repr(session), repr(cell)) == tuple(map(repr, made)) and hash(cell) == hash(made[1])
     with pytest.raises(AttributeError, match="immutable"):
-        cell.text = "changed"  # type: ignore[misc]
+        cell.text = "changed"
 
 
 def test_a_fact_reads_its_fields_in_one_read_and_its_occurrences_in_another() -> None:
@@ -140,7 +140,7 @@ def test_a_tree_is_read_once_and_a_read_made_while_waiting_for_the_lock_is_kept(
 
     racing, other = _Rows({}), MemTree("entity:bo", 4)
     late = TreeInfo("entity:bo", "entity", "bo", 2, source=racing)
-    racing.lock = _Meanwhile(lambda: setattr(late, "tree", other))  # type: ignore[assignment]
+    racing.lock = _Meanwhile(lambda: setattr(late, "tree", other))
     assert late.tree is other and racing.reads == []  # looked at again under the lock: not read twice
     with pytest.raises(ValueError, match="neither nodes nor a source"):
         TreeInfo("entity:cy", "entity", "cy", 3)
