@@ -148,8 +148,15 @@ class QueryConfig:
     candidates: int = 200  # items taken from each of the dense and the lexical top lists
     lexical_weight: float = 0.5  # BM25, scaled to the query's best match
     session_weight: float = 0.2  # similarity of the session the item was said in (its tree root)
-    date_weight: float = 0.1  # closeness to the date a question names ("three weeks ago")
+    date_weight: float = 0.5  # closeness to the days a question names ("three weeks ago", "in March")
     repeat_penalty: float = 0.05  # per unit already taken from the same session
+    # the window of days a question's date phrase names ("last Saturday", "in March", "two weeks ago":
+    # retrieval/temporal.py) falls off more slowly after it, by this many days, for sessions that mention
+    # the event later; a phrase read relative to the question's date ("two weeks ago", "last Saturday")
+    # counts this much of one naming its day or month ("on 3 June, 2023", "in March"): it is only as
+    # right as the question's date, which is the latest session's when a question has none
+    date_lag_days: float = 1.0
+    relative_date_confidence: float = 0.6
     # the best this many cells are scored again by their closest user sentence, embedded at query time
     # (retrieval/hybrid.py); 0 = cell vectors only
     sentence_rerank: int = 60
@@ -294,11 +301,13 @@ AT_LEAST: tuple[tuple[str, str, float], ...] = (
     ("chunk", "max_turns", 0), ("chunk", "max_chars", 1), ("extraction", "max_items", 1),
     ("tree", "fanout_session", 3), ("tree", "fanout_entity", 3), ("tree", "fanout_scene", 3),
     ("query", "top_trees", 1), ("query", "beam", 1), ("query", "final_units", 1),
-    ("query", "rank_sessions", 0), ("query", "sentence_rerank", 0),
+    ("query", "rank_sessions", 0), ("query", "sentence_rerank", 0), ("query", "date_lag_days", 0),
+    ("query", "relative_date_confidence", 0),
     ("limits", "turn_chars", 1), ("limits", "turns_per_session", 1), ("limits", "sessions_per_call", 1),
     ("limits", "lock_wait_s", 0),
 )
-AT_MOST: tuple[tuple[str, str, float], ...] = (("chunk", "max_turns", 64),)
+AT_MOST: tuple[tuple[str, str, float], ...] = (("chunk", "max_turns", 64),
+                                              ("query", "relative_date_confidence", 1))
 
 
 T = TypeVar("T")

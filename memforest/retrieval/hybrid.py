@@ -4,8 +4,11 @@ sessions.
 
     score(item) = cos(q, item) + lexical_weight * bm25(item) / best bm25 for q
                   + session_weight * cos(q, the item's session tree root)
-                  + date_weight * closeness of the item's date to the date the question names
+                  + date_weight * closeness of the item's date to the window the question names
     unit j of a session: score - repeat_penalty * (units already taken from that session)
+
+The window is the question's date phrase read against its date (`memforest.retrieval.temporal`): a
+soft prior, never a filter.
 
 Candidates are the union of the dense top list (node and fact indexes) and the lexical top list, or
 the items a planner browse reached. Unit scores only fall as units are taken, so they rank the evidence.
@@ -20,7 +23,6 @@ alone: the best of its few sentences only adds noise (LoCoMo's cells: median 41 
 from __future__ import annotations
 
 import heapq
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,10 +32,10 @@ from memforest.index.lexical_versions import LexicalScores
 from memforest.llm.base import Embedder
 from memforest.resident.ondemand import NodeKey
 from memforest.retrieval.browse import Hit
+from memforest.retrieval.temporal import TimeWindow, question_window
 from memforest.routing.router import session_tree_id
 from memforest.sentences import cell_turns, read_whole, stored_sentences, turn_words, user_sentences
 from memforest.state import UserState
-from memforest.timeutil import relative_delta
 from memforest.types import Cell
 from memforest.versions.snapshot import Snapshot
 
@@ -52,28 +54,11 @@ class Sentences:
     stored: bool = True
 
 
-@dataclass(frozen=True)
-class DateTarget:
-    """Where a question points in time ("three weeks ago"), with a tolerance that grows with distance."""
-
-    time: float
-    days: float
-
-    @property
-    def width_days(self) -> float:
-        return max(2.0, 0.15 * self.days)
-
-    def closeness(self, t: float) -> float:
-        off = abs(t - self.time) / DAY / self.width_days
-        return math.exp(-0.5 * off * off)
-
-
-def date_target(question: str, ref: float) -> DateTarget | None:
-    """The past date a question names relative to its reference time; None for none (or the future)."""
-    delta = relative_delta(question)
-    if delta is None or delta.total_seconds() > -DAY:
-        return None
-    return DateTarget(ref + delta.total_seconds(), -delta.total_seconds() / DAY)
+def date_target(question: str, ref: float, lag_days: float = 1.0,
+                relative_confidence: float = 1.0) -> TimeWindow | None:
+    """The window of days a question's date phrase names against its reference time (`ref`, epoch
+    seconds; `memforest.retrieval.temporal.question_window`); None for none (or only the future)."""
+    return question_window(question, ref, lag_days, relative_confidence)
 
 
 class ScaledLexical:
@@ -135,7 +120,7 @@ def candidate_items(snap: Snapshot, question: str, qvec: np.ndarray, k: int,
 
 
 def rank_units(
-    snap: Snapshot, items: list[str], qvec: np.ndarray, lexical: ScaledLexical, target: DateTarget | None,
+    snap: Snapshot, items: list[str], qvec: np.ndarray, lexical: ScaledLexical, target: TimeWindow | None,
     cfg: QueryConfig, budget: int, floor: dict[str, float] | None = None,
     dense: dict[str, Dense] | None = None, rank_sessions: int = 0, sentences: Sentences | None = None,
 ) -> list[Hit]:

@@ -28,7 +28,8 @@ from memforest.retrieval.modes import flat_evidence, planned_embed_browse, root_
 from memforest.retrieval.planner import Plan, plan_query, question_direction
 from memforest.retrieval.recall import recall_trees
 from memforest.retrieval.results import Evidence, QueryResult
-from memforest.timeutil import parse_time
+from memforest.retrieval.temporal import TimeWindow
+from memforest.timeutil import iso_date, parse_time
 from memforest.versions.snapshot import Snapshot
 
 
@@ -101,10 +102,11 @@ def retrieve(
         else:
             dense: dict[str, Dense] = {}
             items, lexical = candidate_items(snap, question, qvec, cfg.candidates, facts, dense)
-            hits = rank_units(snap, items, qvec, lexical, date_target(question, parse_time(date)), cfg,
-                              cfg.final_units, dense=dense, rank_sessions=cfg.rank_sessions,
-                              sentences=sentences)
+            window = _window(question, date, cfg)
+            hits = rank_units(snap, items, qvec, lexical, window, cfg, cfg.final_units, dense=dense,
+                              rank_sessions=cfg.rank_sessions, sentences=sentences)
             path = [{"candidates": len(items), "lexical_matches": len(lexical),
+                     "date_window": _window_trace(window),
                      "kept": [[*h.key, round(h.score, 4)] for h in hits[: cfg.final_units]]}]
     beyond: list[Hit] = []
     if not expand:  # the hybrid ranking past the budget, when asked for
@@ -153,9 +155,21 @@ def _rerank(snap: Snapshot, question: str, date: str, qvec: np.ndarray, hits: li
         item = snap.state.trees[h.key[0]].tree.nodes[h.key[1]].item
         if item is not None:
             floor[item] = max(floor.get(item, -1.0), h.score)
-    return rank_units(snap, list(floor), qvec, lexical_scores(snap, question),
-                      date_target(question, parse_time(date)), cfg, cfg.final_units, floor,
-                      rank_sessions=cfg.rank_sessions, sentences=sentences)
+    return rank_units(snap, list(floor), qvec, lexical_scores(snap, question), _window(question, date, cfg),
+                      cfg, cfg.final_units, floor, rank_sessions=cfg.rank_sessions, sentences=sentences)
+
+
+def _window(question: str, date: str, cfg: QueryConfig) -> TimeWindow | None:
+    """The window of days the question's date phrase names, against the query's reference date."""
+    return date_target(question, parse_time(date), cfg.date_lag_days, cfg.relative_date_confidence)
+
+
+def _window_trace(window: TimeWindow | None) -> dict[str, Any] | None:
+    """The date window a question named, for the trace: its phrase, first and last day, confidence."""
+    if window is None:
+        return None
+    return {"phrase": window.phrase, "from": iso_date(window.start), "to": iso_date(window.end),
+            "confidence": window.confidence}
 
 
 def _expand(snap: Snapshot, hits: list[Hit], qvec: np.ndarray) -> list[Hit]:
