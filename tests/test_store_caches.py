@@ -111,6 +111,7 @@ DAMAGE = {
     "one flipped byte": lambda p: p.write_bytes(
         (lambda b: b[:-100] + bytes([b[-100] ^ 0xFF]) + b[-99:])(p.read_bytes())),
     "older format": lambda p: _rewrite_header(p, format=lexical_cache.FORMAT - 1),
+    "older checksum": lambda p: _rewrite_header(p, checksum="crc32"),
     "another store version": lambda p: _rewrite_header(p, store_version="1:0.0"),
     "garbage": lambda p: p.write_bytes(b"not a cache at all" * 100),
 }

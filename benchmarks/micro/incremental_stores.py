@@ -28,14 +28,15 @@ from memforest.index.partition_cache import FILE_NAME as PARTITIONS_CACHE
 from memforest.index.tree_rows_cache import FILE_NAME as TREE_ROWS_CACHE
 from memforest.llm.base import ChatRequest, EmbedKind
 from memforest.llm.testing import HashEmbedder, Responder, ScriptedChatModel, rule_responder
-from memforest.resident.cache_file import cache_dir
+from memforest.resident.cache_file import CHECKSUM, cache_dir
 from memforest.store.schema import SCHEMA_VERSION
 
 USER = "bench"
-# the cache formats and the schema a base store was last opened with (a store of an older schema is
-# migrated by its first open: done on the base store, once, not in each measured copy's open)
+# the cache formats, their checksum and the schema a base store was last opened with (a store of an
+# older schema is migrated by its first open: done on the base store, once, not in each measured copy's)
 CACHE_FORMATS = " ".join([*(f"{m.KIND}:{m.FORMAT}" for m in (lexical_cache, partition_cache,
-                                                               tree_rows_cache)), f"schema:{SCHEMA_VERSION}"])
+                                                               tree_rows_cache)),
+                          f"checksum:{CHECKSUM}", f"schema:{SCHEMA_VERSION}"])
 START = datetime(2021, 1, 4, 9, 0)
 HOURS_APART = 19  # between sessions, up to DAILY_UNTIL of them
 # Past this many sessions they come an hour apart: 10^5 sessions about a day apart would run past the

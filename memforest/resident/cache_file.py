@@ -2,7 +2,8 @@
 query reads, so a process that opens the memory reads or maps them instead of rebuilding them.
 
 SQLite stays the source of truth. A cache file says what it holds (`kind`, format version) and which
-committed version of the store it reflects; its header and its arrays carry CRC-32 checksums. A file
+committed version of the store it reflects; its header carries a CRC-32, its arrays a checksum
+(`memforest.resident.checksum`). A file
 that is missing, not a regular file (a FIFO, a device, a link: never opened for reading), truncated,
 zeroed, of another format version, of another store version or whose checksums do not match is
 reported as unusable (`CacheMiss`, with the reason) and rebuilt by its reader, never trusted.
@@ -47,6 +48,9 @@ from typing import Any
 
 import numpy as np
 
+from memforest.resident.checksum import NAME as CHECKSUM
+from memforest.resident.checksum import PayloadSum, payload_sum
+
 MAGIC = b"MFCACHE\x01"
 _PREFIX = struct.Struct("<8sII")  # magic, header bytes, header CRC-32
 _ALIGN = 64
@@ -74,7 +78,7 @@ def _aligned(n: int) -> int:
 def write_arrays(path: Path, kind: str, fmt: int, store_version: str, arrays: dict[str, np.ndarray]) -> int:
     """Write `arrays` as a cache file of `kind` (format `fmt`) reflecting committed `store_version`,
     atomically; returns the bytes written."""
-    specs, offset, crc = [], 0, 0
+    specs, offset, summed = [], 0, PayloadSum()
     blobs = []
     for name, arr in arrays.items():
         data = np.ascontiguousarray(arr)
@@ -83,11 +87,12 @@ def write_arrays(path: Path, kind: str, fmt: int, store_version: str, arrays: di
                       "bytes": len(raw)})
         pad = _aligned(offset + len(raw)) - (offset + len(raw))
         blobs.append((raw, pad))
-        crc = zlib.crc32(raw, crc)
-        crc = zlib.crc32(b"\0" * pad, crc)
+        summed.update(raw)
+        summed.update(b"\0" * pad)
         offset += len(raw) + pad
     header = json.dumps({"kind": kind, "format": fmt, "store_version": store_version, "payload_bytes": offset,
-                         "payload_crc32": crc, "arrays": specs}, separators=(",", ":")).encode()
+                         "checksum": CHECKSUM, "payload_sum": summed.value, "arrays": specs},
+                        separators=(",", ":")).encode()
     start = _aligned(_PREFIX.size + len(header))
     header += b" " * (start - _PREFIX.size - len(header))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -288,20 +293,23 @@ def _header_of(fd: int, size: int, name: str, kind: str, fmt: int,
                          f"the store is at {store_version}")
     if start + payload != size:
         return CacheMiss(f"{name}: {size} bytes, its header says {start + payload}")
+    if header.get("checksum") != CHECKSUM or not isinstance(header.get("payload_sum"), str):
+        return CacheMiss(f"{name}: payload checksum {header.get('checksum', 'crc32')}, this version "
+                         f"reads {CHECKSUM}")
     return start, header
 
 
-def _file_crc(fd: int, start: int, size: int) -> int | None:
-    """CRC-32 of bytes [start, size) read through the descriptor (None: the file ended sooner)."""
-    crc, at, chunk = 0, start, bytearray(_CHUNK)
+def _file_sum(fd: int, start: int, size: int) -> str | None:
+    """The checksum of bytes [start, size) read through the descriptor (None: the file ended sooner)."""
+    summed, at, chunk = PayloadSum(), start, bytearray(_CHUNK)
     view = memoryview(chunk)
     while at < size:
         n = os.preadv(fd, [view[: min(_CHUNK, size - at)]], at)
         if n <= 0:
             return None
-        crc = zlib.crc32(view[:n], crc)
+        summed.update(view[:n])
         at += n
-    return crc
+    return summed.value
 
 
 def _read_in(fd: int, size: int, start: int, header: dict[str, Any], name: str,
@@ -314,7 +322,7 @@ def _read_in(fd: int, size: int, start: int, header: dict[str, Any], name: str,
         if n <= 0:
             return CacheMiss(f"{name}: truncated while it was read")
         at += n
-    if zlib.crc32(data) != header["payload_crc32"]:
+    if payload_sum(data) != header["payload_sum"]:
         return CacheMiss(f"{name}: content checksum mismatch")
     out = _arrays(header, data, 0)
     if not writable:
@@ -328,10 +336,10 @@ def _mapped(fd: int, st: os.stat_result, start: int, header: dict[str, Any], nam
     """The arrays of a large file as views of its map, after a checksum of the file read through the
     descriptor (no page of the map is touched before it is known whole)."""
     buf = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY if writable else mmap.ACCESS_READ)
-    crc = _file_crc(fd, start, st.st_size)
-    if crc is None or changed_since(st, os.fstat(fd)) is not None:
+    summed = _file_sum(fd, start, st.st_size)
+    if summed is None or changed_since(st, os.fstat(fd)) is not None:
         return CacheMiss(f"{name}: changed while it was read")
-    if crc != header["payload_crc32"]:
+    if summed != header["payload_sum"]:
         return CacheMiss(f"{name}: content checksum mismatch")
     if watch is not None:
         watch.add(name, buf, os.dup(fd), st)
