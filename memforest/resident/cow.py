@@ -78,6 +78,11 @@ class CowMap(MutableMapping[K, V], Generic[K, V]):
         self._len -= 1
 
     def __iter__(self) -> Iterator[K]:
+        if not self._over and not self._gone:  # (a loaded version's maps): the base's own iterator
+            return iter(self._base)
+        return self._merged()
+
+    def _merged(self) -> Iterator[K]:
         over, gone = self._over, self._gone
         for key in self._base:
             if key not in over and key not in gone:
