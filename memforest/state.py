@@ -247,21 +247,12 @@ class UserState:
             m = getattr(self, name)
             if not isinstance(m, LazyNodeMap):
                 setattr(self, name, CowMap.over(m if type(m) is dict else dict(m.items())))
-        held: dict[str, frozenset[str]] = {}
-        hold = held.setdefault
-        pool: dict[frozenset[str], frozenset[str]] = {}  # one object per distinct set of trees
         bulk = self.tree_source.bulk if self.tree_source is not None else None
-        for tid, info in self.trees.items():
-            if info.family != "session":  # a tree not read yet: its leaves as the open read them
-                items = bulk.leaf_items.get(tid, ()) if bulk is not None and not info.is_read \
-                    else info.tree.placements()
-                alone = frozenset((tid,))  # shared by the items no other tree holds (most)
-                for item in items:
-                    trees = hold(item, alone)
-                    if trees is not alone:
-                        trees = trees | alone
-                        held[item] = pool.setdefault(trees, trees)
-        self.placements = CowMap.over(held)
+        if bulk is not None and bulk.held is not None and not any(
+                info.is_read for info in self.trees.values() if info.family != "session"):
+            self.placements = CowMap.over(dict(bulk.held))  # as the open read them, no tree read yet
+        else:
+            self.placements = CowMap.over(self._placements_of_trees())
         self.norms = CowMap.over(norms)
         if self.fact_table is None:
             self.fact_table = VectorTable(self.dim)
@@ -278,6 +269,25 @@ class UserState:
             ids = list(self.sessions)
             self.session_times.upsert(ids, np.zeros((len(ids), 1)),
                                       np.array([[self.sessions[sid].time, 0.0] for sid in ids]))
+
+    def _placements_of_trees(self) -> dict[str, frozenset[str]]:
+        """item -> the entity and scene trees holding it, from the trees (a tree not read yet: from its
+        leaves as the open read them)."""
+        held: dict[str, frozenset[str]] = {}
+        hold = held.setdefault
+        pool: dict[frozenset[str], frozenset[str]] = {}  # one object per distinct set of trees
+        bulk = self.tree_source.bulk if self.tree_source is not None else None
+        for tid, info in self.trees.items():
+            if info.family != "session":
+                items = bulk.leaf_items.get(tid, ()) if bulk is not None and not info.is_read \
+                    else info.tree.placements()
+                alone = frozenset((tid,))  # shared by the items no other tree holds (most)
+                for item in items:
+                    trees = hold(item, alone)
+                    if trees is not alone:
+                        trees = trees | alone
+                        held[item] = pool.setdefault(trees, trees)
+        return held
 
 
 class FactVectors(Mapping[str, np.ndarray]):

@@ -31,7 +31,7 @@ from memforest.resident.ondemand import BulkRows
 from memforest.state import UserState
 
 KIND = "tree_rows"
-FORMAT = 1
+FORMAT = 2  # 2: leaves name their items by index into the distinct items; placements read from them
 FILE_NAME = "trees.cache"
 
 
@@ -87,7 +87,11 @@ def write_tree_rows(path: Path, stamp: str, bulk: BulkRows, dim: int) -> int:
     leaf_trees = sorted(bulk.leaf_items)
     _put(arrays, "leaf_trees", leaf_trees)
     arrays["leaf_bounds"] = _bounds(len(bulk.leaf_items[t]) for t in leaf_trees)
-    _put(arrays, "leaf_items", [item for t in leaf_trees for item in bulk.leaf_items[t]])
+    index: dict[str, int] = {}  # each distinct item once, numbered as first met
+    number = index.setdefault
+    arrays["leaf_item_ids"] = np.asarray([number(item, len(index)) for t in leaf_trees
+                                          for item in bulk.leaf_items[t]], np.int32)
+    _put(arrays, "leaf_items", list(index))
     cell_trees = sorted(bulk.cell_leaves)
     rows = [r for t in cell_trees for r in bulk.cell_leaves[t]]
     _put(arrays, "cell_trees", cell_trees)
@@ -110,10 +114,14 @@ def read_tree_rows(path: Path, stamp: str, dim: int,
         return found
     try:
         out = BulkRows()
-        leaf_trees, items = _get(found, "leaf_trees"), _get(found, "leaf_items")
-        spans = _spans(found["leaf_bounds"], len(leaf_trees), len(items))
+        leaf_trees, items, ids = _get(found, "leaf_trees"), _get(found, "leaf_items"), found["leaf_item_ids"]
+        if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= len(items)):
+            raise ValueError("a leaf names no item")
+        spans = _spans(found["leaf_bounds"], len(leaf_trees), len(ids))
+        at = ids.tolist()
         for tid, (lo, hi) in zip(leaf_trees, spans, strict=True):
-            out.leaf_items[tid] = items[lo:hi]
+            out.leaf_items[tid] = list(map(items.__getitem__, at[lo:hi]))
+        out.held = _held(leaf_trees, found["leaf_bounds"], ids, items)
         cell_trees, cells, nids, vecs = (_get(found, "cell_trees"), _get(found, "cell_items"),
                                          found["cell_nids"].tolist(), found["cell_vecs"])
         if len(nids) != len(cells) or vecs.shape != (len(cells), dim):
@@ -128,6 +136,27 @@ def read_tree_rows(path: Path, stamp: str, dim: int,
     except (KeyError, ValueError, TypeError, UnicodeDecodeError) as e:
         return CacheMiss(f"{path.name}: inconsistent arrays ({type(e).__name__}: {e})")
     return out
+
+
+def _held(trees: list[str], bounds: np.ndarray, ids: np.ndarray,
+          items: list[str]) -> dict[str, frozenset[str]]:
+    """item -> the trees whose leaves hold it, from each leaf's tree (by `bounds`) and item number
+    (`ids`): grouped by item in numpy, one frozenset per distinct set of trees."""
+    tree_of_leaf = np.repeat(np.arange(len(trees), dtype=np.int64), np.diff(bounds))
+    order = np.argsort(ids, kind="stable")
+    by_item = tree_of_leaf[order].tolist()
+    ends = np.cumsum(np.bincount(ids, minlength=len(items))).tolist()
+    pool: dict[tuple[int, ...], frozenset[str]] = {}
+    held: dict[str, frozenset[str]] = {}
+    lo = 0
+    for item, hi in zip(items, ends):
+        key = tuple(by_item[lo:hi])
+        found = pool.get(key)
+        if found is None:
+            found = pool[key] = frozenset(map(trees.__getitem__, key))
+        held[item] = found
+        lo = hi
+    return held
 
 
 def _put(arrays: dict[str, np.ndarray], name: str, values: list[str]) -> None:

@@ -173,6 +173,9 @@ class BulkRows:
     leaf_items: dict[str, list[str]] = field(default_factory=dict)
     cell_leaves: dict[str, list[tuple[int, str, np.ndarray]]] = field(default_factory=dict)
     roots: dict[str, np.ndarray] = field(default_factory=dict)
+    # item -> the entity and scene trees whose leaves hold it, when the rows came with it (a cache's):
+    # the version's placements, made once per distinct set of trees
+    held: dict[str, frozenset[str]] | None = None
 
 
 class TreeInfo:

@@ -79,7 +79,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "vectors BLOB)",
     ),
     4: (
-        "CREATE INDEX IF NOT EXISTS cells_in_order ON cells(session_id, idx, cell_id, turn_lo, turn_hi, time)",
+        "CREATE INDEX IF NOT EXISTS cells_in_order ON cells(session_id, idx, cell_id, turn_lo, turn_hi, "
+        "time)",
         "DROP INDEX IF EXISTS cells_by_session",
         "CREATE INDEX IF NOT EXISTS facts_opened ON facts(fact_id, norm, event_start)",
     ),
