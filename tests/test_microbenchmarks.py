@@ -86,6 +86,19 @@ def test_the_aggregator_writes_one_file_per_suite(tmp_path: Path, monkeypatch: p
     assert [r["size"] for r in record["result"]["arrival"]] == [100, 200]
 
 
+def test_one_named_suite_takes_its_own_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    given: list[list[str]] = []
+
+    def suite(argv: list[str]) -> dict:
+        given.append(argv)
+        return {}
+    monkeypatch.setitem(bench.SUITES, "structure", suite)
+    bench.main(["structure", "--sizes", "100,200", "--out", str(tmp_path)])
+    assert given == [["--sizes", "100,200"]]
+    with pytest.raises(SystemExit):  # options without one suite to take them
+        bench.main(["structure", "merge", "--sizes", "100", "--out", str(tmp_path)])
+
+
 def test_incremental_suite_smoke(tmp_path) -> None:
     from benchmarks.micro import incremental
 

@@ -1,6 +1,7 @@
 """`make bench` (`python -m benchmarks.micro [SUITE...]`): every speed and memory measurement, printed
 and written to results/bench/<suite>.json. Each suite is a module of this package whose
-`main(argv) -> result` also runs alone (`python -m benchmarks.micro.<module> --help`)."""
+`main(argv) -> result` also runs alone (`python -m benchmarks.micro.<module> --help`); one suite named
+here takes its own options after its name (`python -m benchmarks.micro incremental --sizes 100,1000`)."""
 
 from __future__ import annotations
 
@@ -53,13 +54,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("suites", nargs="*", default=list(SUITES), choices=list(SUITES))
     parser.add_argument("--out", default="results/bench")
-    args = parser.parse_args(argv)
+    args, options = parser.parse_known_args(argv)
+    if options and len(args.suites) != 1:
+        parser.error(f"options {' '.join(options)} are a suite's own: name one suite before them")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for name in args.suites:
         print(f"\n=== {name} ===", flush=True)
         t = time.perf_counter()
-        result = SUITES[name]([])
+        result = SUITES[name](options)
         record = {"suite": name, "machine": _machine(), "seconds": round(time.perf_counter() - t, 1),
                   "result": result}
         (out / f"{name}.json").write_text(json.dumps(record, indent=2, default=str))
