@@ -99,6 +99,27 @@ def test_one_named_suite_takes_its_own_options(tmp_path: Path, monkeypatch: pyte
         bench.main(["structure", "merge", "--sizes", "100", "--out", str(tmp_path)])
 
 
+def test_a_base_store_is_copied_with_what_its_log_holds(tmp_path: Path) -> None:
+    import sqlite3
+
+    from benchmarks.micro.incremental_stores import USER, copy_base
+    db = tmp_path / "base" / "users" / USER / "memory.sqlite"
+    db.parent.mkdir(parents=True)
+    writer = sqlite3.connect(db)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA wal_autocheckpoint=0")  # the commits stay in the log
+    writer.execute("CREATE TABLE t (x)")
+    writer.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(100)])
+    writer.commit()
+    assert (db.parent / "memory.sqlite-wal").stat().st_size > 0
+    copy_base(tmp_path / "base", tmp_path / "work")
+    writer.close()
+    copied = tmp_path / "work" / "users" / USER
+    assert not (copied / "memory.sqlite-wal").exists()
+    with sqlite3.connect(copied / "memory.sqlite") as con:
+        assert con.execute("SELECT count(*) FROM t").fetchone() == (100,)
+
+
 def test_incremental_suite_smoke(tmp_path) -> None:
     from benchmarks.micro import incremental
 

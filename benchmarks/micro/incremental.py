@@ -53,6 +53,7 @@ from benchmarks.micro.incremental_stores import (
     ModelClock,
     base_store,
     base_store_apart,
+    copy_base,
     longmemeval_sessions,
     open_forest,
     session_hours,
@@ -130,8 +131,7 @@ class Measured:
                  extractor: str = "profile", huge_pages: bool = True, trace_memory: bool = False,
                  lazy_trees: bool = True) -> None:
         self.work = scratch / f"n{size}"
-        shutil.rmtree(self.work, ignore_errors=True)
-        shutil.copytree(base, self.work)
+        copy_base(base, self.work)
         if hasattr(os, "sync"):  # the copy written back first: a restarted process finds its store on disk
             os.sync()
         self.models = ModelClock()

@@ -5,8 +5,11 @@ left with the caches a process that queried them leaves."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import random
+import shutil
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -171,3 +174,17 @@ def base_store_apart(root: Path, size: int, turns: int, seed: int, batch: int,
             raise SystemExit(f"building the base store of {size} sessions failed "
                              f"(exit code {child.exitcode})")
     return base_store(root, size, turns, seed, batch, extractor)
+
+
+def copy_base(base: Path, work: Path) -> None:
+    """`base` copied to `work` as one consistent store: its write-ahead log checkpointed into the
+    database first (refused while another process holds it open), then every file but the log and
+    its index, so no file can change or vanish under the copy."""
+    db = base / "users" / USER / "memory.sqlite"
+    if db.exists():
+        with contextlib.closing(sqlite3.connect(db)) as con:
+            busy, _, _ = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            raise SystemExit(f"the base store {base} is open in another process: close it and run again")
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(base, work, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
