@@ -16,7 +16,8 @@ from memforest.errors import InputError
 from memforest.llm.testing import HashEmbedder
 from memforest.refresh import cell_embed_text
 from memforest.resident.cow import CowMap
-from memforest.retrieval.hybrid import candidate_items, date_target, lexical_scores, rank_units
+from memforest.retrieval.hybrid import candidate_items, lexical_scores, rank_units
+from memforest.retrieval.temporal import question_window
 from memforest.timeutil import parse_time
 
 
@@ -83,10 +84,11 @@ def test_the_date_a_question_names_breaks_a_tie(tmp_path: Path) -> None:
                                ("Which band did I see about seven weeks ago?", "early")):
         qvec = mf.embedder.embed([question], "query")[0]
         items, lexical = candidate_items(snap, question, qvec, k=10)
-        hits = rank_units(snap, items, qvec, lexical, date_target(question, ref), mf.config.query, budget=2)
+        window = question_window(question, ref)
+        hits = rank_units(snap, items, qvec, lexical, window, mf.config.query, budget=2)
         first = snap.state.trees[hits[0].key[0]].label
         assert first == expected and hits[0].score > hits[1].score
-    assert date_target("What should I cook tonight?", ref) is None  # only past dates count
+    assert question_window("What should I cook tonight?", ref) is None  # only past dates count
 
 
 def test_rank_units_respects_the_budget_and_empty_input(tmp_path: Path) -> None:

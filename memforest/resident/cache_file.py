@@ -3,10 +3,10 @@ query reads, so a process that opens the memory reads or maps them instead of re
 
 SQLite stays the source of truth. A cache file says what it holds (`kind`, format version) and which
 committed version of the store it reflects; its header carries a CRC-32, its arrays a checksum
-(`memforest.resident.checksum`). A file
-that is missing, not a regular file (a FIFO, a device, a link: never opened for reading), truncated,
-zeroed, of another format version, of another store version or whose checksums do not match is
-reported as unusable (`CacheMiss`, with the reason) and rebuilt by its reader, never trusted.
+(`memforest.resident.checksum`). A file that is missing, not a regular file (a FIFO, a device, a link:
+never opened for reading), truncated, zeroed, of another format version, of another store version or
+whose checksums do not match is reported as unusable (`CacheMiss`, with the reason) and rebuilt by its
+reader, never trusted.
 
 Files are written beside their final name (`.NAME.*.tmp`, locked by its writer while it writes),
 fsynced, renamed over the old one and the folder fsynced, so a reader sees a whole old file or a

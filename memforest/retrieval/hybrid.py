@@ -32,14 +32,12 @@ from memforest.index.lexical_versions import LexicalScores
 from memforest.llm.base import Embedder
 from memforest.resident.ondemand import NodeKey
 from memforest.retrieval.browse import Hit
-from memforest.retrieval.temporal import TimeWindow, question_window
+from memforest.retrieval.temporal import TimeWindow
 from memforest.routing.router import session_tree_id
 from memforest.sentences import cell_turns, read_whole, stored_sentences, turn_words, user_sentences
 from memforest.state import UserState
 from memforest.types import Cell
 from memforest.versions.snapshot import Snapshot
-
-DAY = 86400.0
 
 
 @dataclass(frozen=True)
@@ -52,13 +50,6 @@ class Sentences:
     embedder: Embedder
     leaf_words: int
     stored: bool = True
-
-
-def date_target(question: str, ref: float, lag_days: float = 1.0,
-                relative_confidence: float = 1.0) -> TimeWindow | None:
-    """The window of days a question's date phrase names against its reference time (`ref`, epoch
-    seconds; `memforest.retrieval.temporal.question_window`); None for none (or only the future)."""
-    return question_window(question, ref, lag_days, relative_confidence)
 
 
 class ScaledLexical:

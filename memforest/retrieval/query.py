@@ -20,7 +20,6 @@ from memforest.retrieval.hybrid import (
     Dense,
     Sentences,
     candidate_items,
-    date_target,
     lexical_scores,
     rank_units,
 )
@@ -28,7 +27,7 @@ from memforest.retrieval.modes import flat_evidence, planned_embed_browse, root_
 from memforest.retrieval.planner import Plan, plan_query, question_direction
 from memforest.retrieval.recall import recall_trees
 from memforest.retrieval.results import Evidence, QueryResult
-from memforest.retrieval.temporal import TimeWindow
+from memforest.retrieval.temporal import TimeWindow, question_window
 from memforest.timeutil import iso_date, parse_time
 from memforest.versions.snapshot import Snapshot
 
@@ -161,7 +160,7 @@ def _rerank(snap: Snapshot, question: str, date: str, qvec: np.ndarray, hits: li
 
 def _window(question: str, date: str, cfg: QueryConfig) -> TimeWindow | None:
     """The window of days the question's date phrase names, against the query's reference date."""
-    return date_target(question, parse_time(date), cfg.date_lag_days, cfg.relative_date_confidence)
+    return question_window(question, parse_time(date), cfg.date_lag_days, cfg.relative_date_confidence)
 
 
 def _window_trace(window: TimeWindow | None) -> dict[str, Any] | None:
