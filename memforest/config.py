@@ -58,7 +58,9 @@ class EmbedderConfig:
     dim: int = 384
     batch_size: int = 64
     device: str = "cpu"
-    threads: int = 0  # torch threads while encoding on the CPU; 0 = every core
+    # torch threads while encoding on the CPU, set for each call and then restored; 0 = the process's
+    # own torch setting, untouched (torch's default: every physical core)
+    threads: int = 0
     # auto | float32 | bfloat16 (autocast on the CPU); auto = bfloat16 only on CPUs with native bf16
     # (AMX or AVX512-BF16), where it pays off, float32 elsewhere
     dtype: str = "auto"

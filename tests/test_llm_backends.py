@@ -287,6 +287,25 @@ def test_sentence_transformer_embedder() -> None:
     embedder.close()
 
 
+@pytest.mark.slow
+def test_sentence_transformer_embedder_gives_the_host_its_torch_threads_back() -> None:
+    import torch
+
+    host = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        own = SentenceTransformerEmbedder(EmbedderConfig(threads=2))
+        assert own.settings()["threads"] == 2
+        own.embed(["one sentence"])
+        assert torch.get_num_threads() == 1  # set for the call, then restored
+        untouched = SentenceTransformerEmbedder(EmbedderConfig())
+        assert untouched.settings()["threads"] == 1  # 0: the process's own setting
+        untouched.embed(["one sentence"])
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(host)
+
+
 # --- vLLM (not runnable here) ---------------------------------------------------------------------
 
 no_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")

@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--embedder", default="sentence_transformers",
                         help="embedder backend of the built memory (hash: no model, for a smoke run)")
     parser.add_argument("--threads", type=int, default=0,
-                        help="torch threads of the embedder on the CPU (0: every core; 1 on a busy machine)")
+                        help="torch threads of the embedder on the CPU (0: the process's torch "
+                             "setting, every physical core by default; 1 on a busy machine)")
     parser.add_argument("--no-instance", dest="instance_run", action="store_false",
                         help="time the synthetic forests only")
     args = parser.parse_args(argv)

@@ -77,7 +77,7 @@ class SentenceTransformerEmbedder:
         self.name = cfg.model
         self._lock = threading.Lock()
         self._torch = torch
-        self._threads = cfg.threads or os.cpu_count() or 1
+        self._threads = cfg.threads  # 0: the process's torch setting, never changed here
         self.dtype = resolve_dtype(cfg.dtype, cfg.device)
         # the packaged model loads from its directory alone; other models follow the HF_HUB_* settings
         self._model: Any = SentenceTransformer(path, device=cfg.device, local_files_only=packaged)
@@ -95,7 +95,7 @@ class SentenceTransformerEmbedder:
         return {"backend": "sentence_transformers", "model": self.name, "dim": self.dim,
                 "device": self.cfg.device, "dtype": self.dtype, "dtype_requested": self.cfg.dtype,
                 "native_bf16": native_bf16(), "max_seq_length": int(self._model.max_seq_length),
-                "threads": self._threads, "batch_size": self.cfg.batch_size,
+                "threads": self._threads or self._torch.get_num_threads(), "batch_size": self.cfg.batch_size,
                 "query_prefix": self.cfg.query_prefix}
 
     def embed(self, texts: Sequence[str], kind: EmbedKind = "passage") -> np.ndarray:
@@ -103,14 +103,21 @@ class SentenceTransformerEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         torch = self._torch
         with self._lock, torch.autocast("cpu", torch.bfloat16, enabled=self.dtype == "bfloat16"):
-            torch.set_num_threads(self._threads)
-            vectors = self._model.encode(
-                _with_prefix(texts, kind, self.cfg.query_prefix),
-                batch_size=self.cfg.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            host = torch.get_num_threads()  # the host's setting, given back after the call
+            own = self._threads and self._threads != host
+            if own:
+                torch.set_num_threads(self._threads)
+            try:
+                vectors = self._model.encode(
+                    _with_prefix(texts, kind, self.cfg.query_prefix),
+                    batch_size=self.cfg.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+            finally:
+                if own:
+                    torch.set_num_threads(host)
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
 
     def close(self) -> None:
