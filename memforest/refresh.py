@@ -67,9 +67,8 @@ def refresh(
     generate = scheduler is not None and cfg.summary_mode == "llm"
     for level in sorted(dirty):
         nodes = dirty[level]
-        if isinstance(state.nodes, LazyNodeMap):  # the children's data, one statement per tree
-            state.nodes.read_ahead((info.tree_id, c) for info, nid in nodes
-                                   for c in info.tree.nodes[nid].children)
+        if isinstance(state.nodes, LazyNodeMap):
+            _read_children(state.nodes, nodes, dirty.get(level + 1, []))
         stats.levels += 1
         stats.per_level[level] = len(nodes)
         summaries = _summaries(state, nodes, scheduler if generate else None, cfg, level, degraded_ok, tags)
@@ -84,6 +83,16 @@ def refresh(
             stats.summaries += mode == "llm"
             stats.degraded += mode == "degraded"
     return stats
+
+
+def _read_children(lazy: LazyNodeMap, nodes: list[tuple[TreeInfo, int]],
+                   upper: list[tuple[TreeInfo, int]]) -> None:
+    """Read the data of the children of `nodes` (one level's dirty nodes) and of `upper` (the next
+    level's, whose children are `nodes` and their siblings) not read yet, one statement per tree: the
+    next level then finds its children read (the old data of `nodes` too, which replacing it reads),
+    and a tree read ahead with its upper levels' data (a large one) takes one statement per write."""
+    lazy.read_ahead((info.tree_id, c) for info, nid in (*nodes, *upper)
+                    for c in info.tree.nodes[nid].children)
 
 
 def cell_embed_text(state: UserState, cell: Cell, words: int) -> str:

@@ -24,6 +24,7 @@ from memforest.llm.testing import HashEmbedder, ScriptedChatModel
 from memforest.resident.cache_file import CacheMiss
 from memforest.resident.cow import FOLD_AT
 from memforest.resident.ondemand import LazyNodeMap, NodeData, Waiting
+from memforest.trees.node import NO_CHILDREN
 
 
 def _forest(path: Path, lazy: bool = True, warm: bool = False) -> MemForest:
@@ -142,6 +143,40 @@ def test_entity_and_scene_trees_are_read_ahead_after_the_open(tmp_path: Path) ->
         forest.ingest_sessions("u", make_sessions(8, 4, start_day=20)[6:])
         eager.ingest_sessions("u", make_sessions(8, 4, start_day=20)[6:])
         assert fingerprint(forest.snapshot("u")) == fingerprint(eager.snapshot("u"))
+
+
+def test_a_tree_read_ahead_shares_its_repeated_fields_and_a_write_reads_it_in_one_statement(
+        tmp_path: Path) -> None:
+    root = _built(tmp_path, n=8)
+    with _forest(root, warm=True) as forest:
+        snap = forest.snapshot("u")
+        assert forest.wait_settled(30)
+        source = snap.state.tree_source
+        ids = {k: k for k in snap.state.fact_vecs}
+        warmed = [i for i in snap.state.trees.values() if i.family == "entity" and i.is_read]
+        assert warmed
+        for info in warmed:
+            tree = info.tree
+            for node in tree.nodes.values():
+                if node.level == 0:  # one key for both ends, the fact's own id string, no lists
+                    assert node.key_lo is node.key_hi and node.children is NO_CHILDREN
+                    assert node.item is not None and node.item is ids[node.item]
+                    assert node.key_lo[1] is node.item
+                else:
+                    kids = [tree.nodes[c] for c in node.children]
+                    assert node.key_lo is kids[0].key_lo and node.key_hi is kids[-1].key_hi
+                    assert all(k.parent is node.id for k in kids)
+                    assert all(c is k.id for c, k in zip(node.children, kids))
+        statements: dict[str, int] = {}
+        fetch = source._fetch
+
+        def counted(kind: str, key: str, sql: str, args: tuple) -> list[tuple]:
+            statements[key] = statements.get(key, 0) + 1
+            return fetch(kind, key, sql, args)
+        source._fetch = counted
+        forest.ingest_sessions("u", make_sessions(10, 4, start_day=20)[8:])
+        read_ahead = {i.tree_id for i in warmed}
+        assert {t: n for t, n in statements.items() if t in read_ahead and n > 1} == {}
 
 
 def test_an_old_version_reads_its_own_trees_after_this_process_writes(tmp_path: Path) -> None:

@@ -49,6 +49,9 @@ class Waiting:
     def __bool__(self) -> bool:
         return self._n > 0
 
+    def __len__(self) -> int:
+        return self._n
+
 
 class Source(Protocol):
     """Where a loaded version reads what it was loaded without, by `Kind` and key (the store, in the

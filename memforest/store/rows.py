@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
 from memforest.resident.ondemand import BulkRows, NodeData
-from memforest.trees.node import Node
+from memforest.trees.node import Node, make_node
 from memforest.types import FACT_DETAIL, Fact, Occurrence
 
 
@@ -41,10 +42,12 @@ STRUCTURE = "node_id, level, parent, children, t_lo, item_lo, t_hi, item_hi, cou
 DATA = "node_id, item, text, mode, embedding"
 
 
-def node_of_structure(row: tuple) -> Node:
-    """A node made from its `STRUCTURE` columns (as `node_from_row` makes it)."""
-    return Node(int(row[0]), int(row[1]), row[2], int_list(row[3]), (float(row[4]), str(row[5])),
-                (float(row[6]), str(row[7])), int(row[8]), row[9], row[10], row[11])
+def node_of_structure(row: tuple, items: Mapping[str, str] | None = None) -> Node:
+    """A node made from its `STRUCTURE` columns (as `node_from_row` makes it); a leaf's item is the
+    string `items` holds for it, when it holds one (the memory's own copy of the id)."""
+    item = row[9] if items is None or row[9] is None else items.get(row[9], row[9])
+    return make_node(int(row[0]), int(row[1]), row[2], int_list(row[3]), float(row[4]), str(row[5]),
+                     float(row[6]), str(row[7]), int(row[8]), item, row[10], row[11])
 
 
 def data_of_row(item: str | None, text: str, mode: str, emb: bytes,
@@ -54,7 +57,7 @@ def data_of_row(item: str | None, text: str, mode: str, emb: bytes,
     vec = fact_vecs.get(item) if item is not None else None
     if vec is None or vec.tobytes() != emb:
         vec = vec_of(emb)
-    return NodeData(text, mode, vec)
+    return NodeData(text, sys.intern(mode), vec)  # a few modes, one string each
 
 
 def node_of_row(row: tuple, fact_vecs: Mapping[str, np.ndarray]) -> tuple[Node, NodeData]:

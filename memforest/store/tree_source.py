@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from memforest.store.rows import (
     read_facts,
     vec_of,
 )
-from memforest.trees.memtree import MemTree
+from memforest.trees.memtree import MemTree, Node
 from memforest.types import CellSentences, Fact, Occurrence, Turn
 
 
@@ -87,12 +87,13 @@ class StoreTreeSource(ReadSnapshot):
 
     def warm(self, min_leaves: int) -> int:
         """Read the entity and scene trees of at least `min_leaves` leaves not read yet, largest
-        first; how many were read. A tree is read as its structure and its inner nodes' summaries and
-        vectors (what a write refreshing a path reads); its leaves' texts and vectors, most of its
-        memory, are read when reached, a node's siblings at a time (`_node`). The lock is held only
-        to fetch a batch of rows and to install a built tree, and no batch is fetched while an
-        operation reads a tree (`waiting`), so an operation waits for a batch at most, not for a
-        whole large tree."""
+        first; how many were read. A tree is read as its structure (its repeated fields shared:
+        `MemTree.from_nodes`) and the summaries and vectors of its nodes above level 1 (what a write
+        refreshing a path climbs through); the data of its leaves and level-1 nodes, most of its
+        memory, are read when reached, a node's siblings at a time (`_node`), a write's in one
+        statement (`memforest.refresh`). The lock is held only to fetch a batch of rows and to
+        install a built tree, and no batch is fetched while an operation reads a tree (`waiting`), so
+        an operation waits for a batch at most, not for a whole large tree."""
         if not self._warm_order or not self.lease():
             return 0
         try:
@@ -102,22 +103,29 @@ class StoreTreeSource(ReadSnapshot):
 
     def _warm(self, min_leaves: int) -> int:
         read = 0
+        # the facts' ids as the memory holds them: a fact's leaves name it by that string, not by one of
+        # their own (a read-ahead tree is mostly leaves of facts)
+        ids = {k: k for k in self._fact_vecs}
+
+        def node(row: tuple) -> Node:
+            return node_of_structure(row, ids)
         for leaves, tid in self._warm_order:
             if leaves < min_leaves:
                 break
             info = self._infos.get(tid)
             if info is None or info.is_read:
                 continue
-            rows = inner = None
-            for _ in range(3):  # a commit moving the source to its version ends the statement: again
-                rows = self._rows_in_batches(tid, f"SELECT {STRUCTURE} FROM nodes WHERE tree_id=?")
-                inner = self._rows_in_batches(tid, f"SELECT {DATA} FROM nodes WHERE tree_id=? AND level>0")
-                if (rows is not None and inner is not None) or self._con is None:
-                    break
-            if rows is None or inner is None:  # closed, or moving on under every try: operations read
-                break
+            nodes = inner = None
             try:
-                tree = self._structure(tid, rows)
+                for _ in range(3):  # a commit moving the source to its version ends the statement: again
+                    nodes = self._rows_in_batches(tid, f"SELECT {STRUCTURE} FROM nodes WHERE tree_id=?", node)
+                    inner = self._rows_in_batches(
+                        tid, f"SELECT {DATA} FROM nodes WHERE tree_id=? AND level>1")
+                    if (nodes is not None and inner is not None) or self._con is None:
+                        break
+                if nodes is None or inner is None:  # closed, or moving on under every try: operations read
+                    break
+                tree = self._structure(tid, nodes)
             except StoreError:
                 continue  # reported by the operation that reaches the tree
             with self.lock:
@@ -130,10 +138,13 @@ class StoreTreeSource(ReadSnapshot):
         self._warm_order = []
         return read
 
-    def _rows_in_batches(self, tid: str, sql: str, batch: int = 2048) -> list[tuple] | None:
-        """The rows `sql` selects of `tid`'s nodes, fetched a batch at a time (None when the connection
-        closed or moved to a newer version meanwhile)."""
-        rows: list[tuple] = []
+    def _rows_in_batches(self, tid: str, sql: str, convert: Callable[[tuple], Any] | None = None,
+                         batch: int = 2048) -> list[Any] | None:
+        """The rows `sql` selects of `tid`'s nodes, fetched a batch at a time and each made what
+        `convert` makes of it as its batch comes, so no more than a batch of raw rows is held (None
+        when the connection closed or moved to a newer version meanwhile; a StoreError when a row
+        does not convert)."""
+        rows: list[Any] = []
         with self.lock:
             con = self._con
             if con is None:
@@ -143,7 +154,7 @@ class StoreTreeSource(ReadSnapshot):
             except sqlite3.Error:  # closed meanwhile (the process is exiting)
                 return None
         while True:
-            while self.waiting:
+            while self.waiting or len(self.leases) > 1:  # an operation reads, or runs beside the read ahead
                 time.sleep(0.001)
             with self.lock:
                 if self._con is not con:  # moved to a newer version meanwhile: the statement is gone
@@ -154,14 +165,19 @@ class StoreTreeSource(ReadSnapshot):
                     return None
             if not got:
                 return rows
-            rows += got
+            if convert is None:
+                rows += got
+                continue
+            try:
+                rows += map(convert, got)
+            except (ValueError, TypeError, KeyError, IndexError) as e:
+                raise self._damaged(tid, e) from e
 
-    def _structure(self, tid: str, rows: Iterable[tuple]) -> MemTree:
-        """The tree `tid` made from its nodes' structure rows (a StoreError if they do not fit)."""
+    def _structure(self, tid: str, nodes: Iterable[Node]) -> MemTree:
+        """The tree `tid` made from its nodes (a StoreError if they do not fit)."""
         fanout, _, next_id = self._shapes[tid]
         try:
-            return MemTree.from_nodes(tid, fanout, map(node_of_structure, rows), next_node_id=next_id,
-                                      validate=False)
+            return MemTree.from_nodes(tid, fanout, nodes, next_node_id=next_id, validate=False)
         except (ValueError, TypeError, KeyError, IndexError) as e:
             raise self._damaged(tid, e) from e
 
@@ -171,7 +187,12 @@ class StoreTreeSource(ReadSnapshot):
         A write descending a tree reads the data of the nodes on its path and their children only."""
         with self.lock:
             rows = self._fetch("tree", tid, f"SELECT {STRUCTURE} FROM nodes WHERE tree_id=?", (tid,))
-            tree = self._structure(tid, rows)
+            try:
+                nodes = list(map(node_of_structure, rows))
+            except (ValueError, TypeError, KeyError, IndexError) as e:
+                raise self._damaged(tid, e) from e
+            del rows
+            tree = self._structure(tid, nodes)
             self.partial.add(tid)
             return tree
 

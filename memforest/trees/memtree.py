@@ -17,6 +17,7 @@ from typing import Any
 from memforest.resident.cow import CowMap
 from memforest.trees.navigation import TreeNavigation
 from memforest.trees.node import (
+    NO_CHILDREN,
     Key,
     Node,
     TreeInvariantError,
@@ -179,7 +180,8 @@ class MemTree(TreeNavigation):
         cls, tree_id: str, fanout: int, nodes: Iterable[Node], next_node_id: int | None = None,
         validate: bool = True,
     ) -> MemTree:
-        """`from_rows` for nodes already made from their rows (the tree takes them as they are)."""
+        """`from_rows` for nodes already made from their rows (the tree takes them, their repeated
+        fields shared: `_share_fields`)."""
         tree = cls(tree_id, fanout)
         for node in nodes:
             require(node.id not in tree.nodes, f"tree {tree_id!r}: duplicate node id {node.id}")
@@ -189,20 +191,40 @@ class MemTree(TreeNavigation):
                 tree.root = node.id
             if node.level == 0 and node.item is not None:
                 tree._leaf_of[node.item] = node.id
-        by_id = tree.nodes
-        for node in by_id.values():
-            if node.children:  # a leaf keeps its empty list
-                try:
-                    node.child_keys = [by_id[c].key_lo for c in node.children]
-                except KeyError:
-                    why = f"tree {tree_id!r}: node {node.id} has a missing child"
-                    raise TreeInvariantError(why) from None
+        tree._share_fields()
         default_next = max(tree.nodes, default=0) + 1
         tree.next_node_id = default_next if next_node_id is None else next_node_id
         require(tree.next_node_id >= default_next, f"tree {tree_id!r}: next_node_id reuses an id")
         if validate:
             tree.validate()
         return tree
+
+    def _share_fields(self) -> None:
+        """Derive the internal nodes' child keys, and let every node name a node id, a key and an item
+        by the one object the node it names holds (a tree read from rows otherwise holds a string, a
+        float and an int per mention): a large tree read from the store is mostly such fields. Lower
+        levels first, so a node's key range takes its children's already shared keys."""
+        by_id = self.nodes
+        for node in sorted((n for n in by_id.values() if n.children), key=lambda n: n.level):
+            try:
+                kids = [by_id[c] for c in node.children]
+            except KeyError:
+                why = f"tree {self.tree_id!r}: node {node.id} has a missing child"
+                raise TreeInvariantError(why) from None
+            node.children = [k.id for k in kids]
+            node.child_keys = [k.key_lo for k in kids]
+            if node.key_lo == kids[0].key_lo:
+                node.key_lo = kids[0].key_lo
+            if node.key_hi == kids[-1].key_hi:
+                node.key_hi = kids[-1].key_hi
+            for k in kids:
+                if k.parent == node.id:
+                    k.parent = node.id
+        for node in by_id.values():
+            if node.prev is not None and (prev := by_id.get(node.prev)) is not None:
+                node.prev = prev.id
+            if node.next is not None and (nxt := by_id.get(node.next)) is not None:
+                node.next = nxt.id
 
     def validate(self) -> None:
         """Raise `TreeInvariantError` if any structural invariant is violated; O(N)."""
@@ -222,7 +244,7 @@ class MemTree(TreeNavigation):
         self.changed.add(child_id)
 
     def _new_leaf(self, item: str, key: Key, parent: int | None) -> Node:
-        leaf = Node(self.next_node_id, 0, parent, key_lo=key, key_hi=key, item=item)
+        leaf = Node(self.next_node_id, 0, parent, NO_CHILDREN, key, key, item=item, child_keys=NO_CHILDREN)
         self.next_node_id += 1
         self.nodes[leaf.id] = leaf
         if self._owned is not None:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 Key = tuple[float, str]
+
+# The children (and child keys) of every leaf: one empty tuple, so a leaf holds no lists of its own (a
+# large tree is mostly leaves). Typed as the list an internal node holds; changing it raises.
+NO_CHILDREN: list[Any] = cast(list[Any], ())
 
 
 class TreeInvariantError(ValueError):
@@ -44,7 +48,10 @@ class Node:
 
 
 def clone_node(node: Node) -> Node:
-    """A copy of `node` whose lists are its own."""
+    """A copy of `node` whose lists are its own (a leaf's stay `NO_CHILDREN`)."""
+    if node.children is NO_CHILDREN:
+        return Node(node.id, node.level, node.parent, NO_CHILDREN, node.key_lo, node.key_hi, node.count,
+                    node.item, node.prev, node.next, NO_CHILDREN)
     return Node(node.id, node.level, node.parent, list(node.children), node.key_lo, node.key_hi, node.count,
                 node.item, node.prev, node.next, list(node.child_keys))
 
@@ -61,11 +68,23 @@ def node_row(tree_id: str, node: Node) -> dict[str, Any]:
 
 def node_from_row(row: dict[str, Any]) -> Node:
     """The node described by a row produced by `node_row`."""
-    return Node(
-        id=int(row["id"]), level=int(row["level"]), parent=row["parent"], children=list(row["children"]),
-        key_lo=(float(row["t_lo"]), str(row["item_lo"])), key_hi=(float(row["t_hi"]), str(row["item_hi"])),
-        count=int(row["count"]), item=row["item"], prev=row["prev"], next=row["next"],
-    )
+    return make_node(int(row["id"]), int(row["level"]), row["parent"], list(row["children"]),
+                     float(row["t_lo"]), str(row["item_lo"]), float(row["t_hi"]), str(row["item_hi"]),
+                     int(row["count"]), row["item"], row["prev"], row["next"])
+
+
+def make_node(nid: int, level: int, parent: int | None, children: list[int], t_lo: float, item_lo: str,
+              t_hi: float, item_hi: str, count: int, item: str | None, prev: int | None,
+              next_: int | None) -> Node:
+    """A node from its persisted fields. A leaf whose key range is its own key (every leaf a tree
+    makes) holds one key tuple for both ends, its item's string once, and `NO_CHILDREN`."""
+    if level == 0 and not children:
+        if t_lo == t_hi and item_lo == item_hi == item:
+            key = (t_lo, item)
+            return Node(nid, 0, parent, NO_CHILDREN, key, key, count, item, prev, next_, NO_CHILDREN)
+        return Node(nid, 0, parent, NO_CHILDREN, (t_lo, item_lo), (t_hi, item_hi), count, item, prev, next_,
+                    NO_CHILDREN)
+    return Node(nid, level, parent, children, (t_lo, item_lo), (t_hi, item_hi), count, item, prev, next_)
 
 
 def height_bound(n_leaves: int, fanout: int) -> int:
