@@ -120,6 +120,19 @@ def test_a_base_store_is_copied_with_what_its_log_holds(tmp_path: Path) -> None:
         assert con.execute("SELECT count(*) FROM t").fetchone() == (100,)
 
 
+def test_a_base_store_is_not_copied_onto_a_disk_without_room_for_it(tmp_path: Path, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from benchmarks.micro import incremental_stores
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "memory.sqlite").write_bytes(b"x" * 4096)
+    monkeypatch.setattr(incremental_stores.shutil, "disk_usage", lambda path: SimpleNamespace(free=1024))
+    with pytest.raises(SystemExit, match=r"needs 0\.0 GiB and 0\.0 GiB is free under .*work"):
+        incremental_stores.copy_base(base, tmp_path / "deeper" / "work")
+    assert not (tmp_path / "deeper" / "work").exists()
+
+
 def test_incremental_suite_smoke(tmp_path) -> None:
     from benchmarks.micro import incremental
 

@@ -187,4 +187,11 @@ def copy_base(base: Path, work: Path) -> None:
         if busy:
             raise SystemExit(f"the base store {base} is open in another process: close it and run again")
     shutil.rmtree(work, ignore_errors=True)
+    need = sum(f.stat().st_size for f in base.rglob("*")
+               if f.is_file() and not f.name.endswith(("-wal", "-shm")))
+    free = shutil.disk_usage(next(p for p in (work, *work.parents) if p.exists())).free
+    if need > free:  # refused before the copy fills the disk (a 10^5 store takes about 30 GB)
+        raise SystemExit(f"copying the base store {base} needs {need / 2**30:.1f} GiB and "
+                         f"{free / 2**30:.1f} GiB is free under {work}: free space there or measure "
+                         "fewer sessions")
     shutil.copytree(base, work, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
