@@ -133,6 +133,16 @@ def test_a_base_store_is_not_copied_onto_a_disk_without_room_for_it(tmp_path: Pa
     assert not (tmp_path / "deeper" / "work").exists()
 
 
+def test_incremental_suite_can_measure_a_base_store_itself(tmp_path: Path) -> None:
+    from benchmarks.micro import incremental
+
+    out = incremental.main(["--sizes", "4", "--reps", "1", "--turns", "4", "--batch", "4", "--root",
+                            str(tmp_path), "--consume-base"])
+    assert [r["sessions"] for r in out["rows"]] == [4]
+    assert not (tmp_path / "incremental_profile_n4_t4_s0").exists()  # moved, measured, removed
+    assert not (tmp_path / "incremental_work" / "n4").exists()
+
+
 def test_incremental_suite_smoke(tmp_path) -> None:
     from benchmarks.micro import incremental
 

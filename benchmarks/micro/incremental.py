@@ -129,9 +129,14 @@ class Measured:
 
     def __init__(self, base: Path, size: int, reps: int, turns: int, seed: int, scratch: Path,
                  extractor: str = "profile", huge_pages: bool = True, trace_memory: bool = False,
-                 lazy_trees: bool = True) -> None:
+                 lazy_trees: bool = True, consume_base: bool = False) -> None:
         self.work = scratch / f"n{size}"
-        copy_base(base, self.work)
+        if consume_base:  # measured where it is, moved to scratch: the next run builds it again
+            shutil.rmtree(self.work, ignore_errors=True)
+            self.work.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(base, self.work)
+        else:
+            copy_base(base, self.work)
         if hasattr(os, "sync"):  # the copy written back first: a restarted process finds its store on disk
             os.sync()
         self.models = ModelClock()
@@ -228,6 +233,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="read every tree's nodes at the open (MemForestConfig.lazy_trees=False)")
     parser.add_argument("--trace-memory", action="store_true",
                         help="also report the tracemalloc peak of each open (slows the open)")
+    parser.add_argument("--consume-base", action="store_true",
+                        help="measure each base store itself, not a copy (moved to scratch and removed "
+                             "after, so the next run builds it again): for a disk without room for a "
+                             "copy (a 10^5-session store takes about 30 GB)")
     args = parser.parse_args(argv)
     root = Path(args.root)
     root.mkdir(parents=True, exist_ok=True)
@@ -238,7 +247,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         base = base_store_apart(root, size, args.turns, args.seed, args.batch, args.extractor)
         build = time.perf_counter() - t
         stores.append(Measured(base, size, args.reps, args.turns, args.seed, root / "incremental_work",
-                               args.extractor, args.huge_pages, args.trace_memory, args.lazy_trees))
+                               args.extractor, args.huge_pages, args.trace_memory, args.lazy_trees,
+                               args.consume_base))
         stores[-1].row["build_s"] = round(build, 1)
     for r in range(args.reps):  # side by side: a drift in the machine's speed reaches every size alike
         for store in stores:

@@ -192,6 +192,6 @@ def copy_base(base: Path, work: Path) -> None:
     free = shutil.disk_usage(next(p for p in (work, *work.parents) if p.exists())).free
     if need > free:  # refused before the copy fills the disk (a 10^5 store takes about 30 GB)
         raise SystemExit(f"copying the base store {base} needs {need / 2**30:.1f} GiB and "
-                         f"{free / 2**30:.1f} GiB is free under {work}: free space there or measure "
-                         "fewer sessions")
+                         f"{free / 2**30:.1f} GiB is free under {work}: free space there, or measure "
+                         "the base store itself (--consume-base)")
     shutil.copytree(base, work, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
