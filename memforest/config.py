@@ -213,11 +213,12 @@ class MemForestConfig:
     # False reads every node at the open, as a store check does.
     lazy_trees: bool = True
     # With lazy_trees, read the structure of the entity and scene trees of at least this many leaves,
-    # with the texts and vectors of their nodes above level 1 (those of leaves and level-1 nodes are
-    # read when reached, as any tree's are; the user's own tree and the largest others, which writes
-    # reach most and which cost most to read: at 10^4 sessions 23 of 12,975 trees, 204k of their 553k
-    # nodes) in a background thread after the open, largest first, pausing while operations run
-    # (`MemForest.wait_settled` waits for it); smaller trees are read when reached. 0: none.
+    # with the texts and vectors of their nodes above level 1 and an entity tree's label's members
+    # (those of leaves and level-1 nodes are read when reached, as any tree's are; the user's own
+    # tree and the largest others, which writes reach most and which cost most to read: at 10^4
+    # sessions 23 of 12,975 trees, 204k of their 553k nodes) in a background thread after the open,
+    # largest first, pausing while operations run (`MemForest.wait_settled` waits for it); smaller
+    # trees are read when reached. 0: none.
     warm_tree_leaves: int = 1000
     # With lazy_trees, check every this many seconds, in a background thread, whether another
     # process has committed past a version a caller still holds (`MemForest.snapshot()`), and end

@@ -87,12 +87,14 @@ def refresh(
 
 def _read_children(lazy: LazyNodeMap, nodes: list[tuple[TreeInfo, int]],
                    upper: list[tuple[TreeInfo, int]]) -> None:
-    """Read the data of the children of `nodes` (one level's dirty nodes) and of `upper` (the next
-    level's, whose children are `nodes` and their siblings) not read yet, one statement per tree: the
-    next level then finds its children read (the old data of `nodes` too, which replacing it reads),
-    and a tree read ahead with its upper levels' data (a large one) takes one statement per write."""
-    lazy.read_ahead((info.tree_id, c) for info, nid in (*nodes, *upper)
-                    for c in info.tree.nodes[nid].children)
+    """Read the data of `nodes` (one level's dirty nodes: replacing a node's data reads its old data),
+    of their children and of the children of `upper` (the next level's dirty nodes, whose children are
+    `nodes` and their siblings) not read yet, one statement per tree: the next level then finds what
+    it reads read, and a tree read ahead with its upper levels' data (a large one) takes one
+    statement per write."""
+    lazy.read_ahead([*((info.tree_id, nid) for info, nid in nodes),
+                     *((info.tree_id, c) for info, nid in (*nodes, *upper)
+                       for c in info.tree.nodes[nid].children)])
 
 
 def cell_embed_text(state: UserState, cell: Cell, words: int) -> str:

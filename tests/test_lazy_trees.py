@@ -147,7 +147,7 @@ def test_entity_and_scene_trees_are_read_ahead_after_the_open(tmp_path: Path) ->
 
 def test_a_tree_read_ahead_shares_its_repeated_fields_and_a_write_reads_it_in_one_statement(
         tmp_path: Path) -> None:
-    root = _built(tmp_path, n=8)
+    root = _built(tmp_path, n=16)  # places named in 4 sessions each: entity trees of their own
     with _forest(root, warm=True) as forest:
         snap = forest.snapshot("u")
         assert forest.wait_settled(30)
@@ -174,9 +174,11 @@ def test_a_tree_read_ahead_shares_its_repeated_fields_and_a_write_reads_it_in_on
             statements[key] = statements.get(key, 0) + 1
             return fetch(kind, key, sql, args)
         source._fetch = counted
-        forest.ingest_sessions("u", make_sessions(10, 4, start_day=20)[8:])
+        forest.ingest_sessions("u", make_sessions(18, 4, start_day=20)[16:])
         read_ahead = {i.tree_id for i in warmed}
         assert {t: n for t, n in statements.items() if t in read_ahead and n > 1} == {}
+        labels = {i.label for i in warmed}  # their members were read ahead with them
+        assert labels and not labels & set(statements)
 
 
 def test_an_old_version_reads_its_own_trees_after_this_process_writes(tmp_path: Path) -> None:

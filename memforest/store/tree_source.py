@@ -59,6 +59,8 @@ class StoreTreeSource(ReadSnapshot):
         self._infos: dict[str, TreeInfo] = {}
         self.partial: set[str] = set()  # trees read whose nodes' data are not all in `data` yet
         self._warm_order: list[tuple[int, str]] = []  # (leaves, tree id) of entity and scene trees
+        self._members_ahead: dict[str, tuple[CowSet[str], CowMap[str, int]]] = {}  # label -> members
+        self._members_read: set[str] = set()  # labels whose records asked for their members
         self.waiting = Waiting()  # operations reading a tree (a read ahead gives way to them)
         self._readers: dict[str, Any] = {
             "turns": self._turns, "text": self._text, "fact": self._fact, "occurrences": self._occurrences,
@@ -86,14 +88,14 @@ class StoreTreeSource(ReadSnapshot):
         return sum(1 for leaves, _ in self._warm_order if leaves >= min_leaves) if min_leaves else 0
 
     def warm(self, min_leaves: int) -> int:
-        """Read the entity and scene trees of at least `min_leaves` leaves not read yet, largest
-        first; how many were read. A tree is read as its structure (its repeated fields shared:
-        `MemTree.from_nodes`) and the summaries and vectors of its nodes above level 1 (what a write
-        refreshing a path climbs through); the data of its leaves and level-1 nodes, most of its
-        memory, are read when reached, a node's siblings at a time (`_node`), a write's in one
-        statement (`memforest.refresh`). The lock is held only to fetch a batch of rows and to
-        install a built tree, and no batch is fetched while an operation reads a tree (`waiting`), so
-        an operation waits for a batch at most, not for a whole large tree."""
+        """Read the entity and scene trees of at least `min_leaves` leaves not read yet, largest first; how
+        many were read. A tree is read as its structure (its repeated fields shared: `MemTree.from_nodes`)
+        and the summaries and vectors of its nodes above level 1 (what a write refreshing a path climbs
+        through); the data of its leaves and level-1 nodes, most of its memory, are read when reached, a
+        node's siblings at a time (`_node`), a write's in one statement (`memforest.refresh`). An entity
+        tree's label's members are read with it. The lock is held only to fetch a batch of rows and to
+        install a built tree, and no batch is fetched while an operation runs (`leases`, `waiting`), so an
+        operation waits for a batch at most, not for a whole large tree."""
         if not self._warm_order or not self.lease():
             return 0
         try:
@@ -135,8 +137,25 @@ class StoreTreeSource(ReadSnapshot):
                     with suppress(StoreError):  # reported by the operation that reaches the node
                         self._add_data(tid, [row for row in inner if row[0] in tree.nodes])
                     read += 1
+            if info.family == "entity" and not self._warm_members(info.label, ids):
+                break
         self._warm_order = []
         return read
+
+    def _warm_members(self, label: str, ids: Mapping[str, str]) -> bool:
+        """Read ahead the members of entity label `label` (its tree's facts, which a write adding to the
+        label checks and counts), kept until the label's record first asks for them (`_members`);
+        False when the connection closed or moved on meanwhile."""
+        facts = self._rows_in_batches(label, "SELECT fact_id FROM entity_facts WHERE label=?")
+        sessions = self._rows_in_batches(label, "SELECT session_id, facts FROM entity_sessions WHERE label=?")
+        if facts is None or sessions is None:
+            return False
+        members = (CowSet.over(dict.fromkeys(ids.get(r[0], r[0]) for r in facts)),
+                   CowMap.over(dict(sessions)))
+        with self.lock:
+            if label not in self._members_read:  # (else its record holds them already)
+                self._members_ahead[label] = members
+        return True
 
     def _rows_in_batches(self, tid: str, sql: str, convert: Callable[[tuple], Any] | None = None,
                          batch: int = 2048) -> list[Any] | None:
@@ -303,7 +322,12 @@ class StoreTreeSource(ReadSnapshot):
 
     def _members(self, label: str) -> tuple[CowSet[str], CowMap[str, int]]:
         """The facts of an entity label of the loaded version and its per-session fact counts (a
-        label may have none)."""
+        label may have none): read ahead (`_warm_members`) or now."""
+        with self.lock:
+            self._members_read.add(label)
+            ahead = self._members_ahead.pop(label, None)
+        if ahead is not None:
+            return ahead
         facts, sessions = self._read_rows("label", label, "SELECT fact_id FROM entity_facts WHERE label=?",
                                           "SELECT session_id, facts FROM entity_sessions WHERE label=?",
                                           required=False)
