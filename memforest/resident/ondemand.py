@@ -46,10 +46,7 @@ class Waiting:
         with self._lock:
             self._n -= 1
 
-    def __bool__(self) -> bool:
-        return self._n > 0
-
-    def __len__(self) -> int:
+    def __len__(self) -> int:  # (true while any is inside)
         return self._n
 
 

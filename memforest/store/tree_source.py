@@ -184,13 +184,14 @@ class StoreTreeSource(ReadSnapshot):
                     return None
             if not got:
                 return rows
-            if convert is None:
-                rows += got
-                continue
-            try:
-                rows += map(convert, got)
-            except (ValueError, TypeError, KeyError, IndexError) as e:
-                raise self._damaged(tid, e) from e
+            rows += got if convert is None else self._nodes(tid, got, convert)
+
+    def _nodes(self, tid: str, rows: list[tuple], convert: Callable[[tuple], Any]) -> list[Any]:
+        """`rows` of tree `tid` each made what `convert` makes of it (a StoreError if one does not fit)."""
+        try:
+            return list(map(convert, rows))
+        except (ValueError, TypeError, KeyError, IndexError) as e:
+            raise self._damaged(tid, e) from e
 
     def _structure(self, tid: str, nodes: Iterable[Node]) -> MemTree:
         """The tree `tid` made from its nodes (a StoreError if they do not fit)."""
@@ -206,10 +207,7 @@ class StoreTreeSource(ReadSnapshot):
         A write descending a tree reads the data of the nodes on its path and their children only."""
         with self.lock:
             rows = self._fetch("tree", tid, f"SELECT {STRUCTURE} FROM nodes WHERE tree_id=?", (tid,))
-            try:
-                nodes = list(map(node_of_structure, rows))
-            except (ValueError, TypeError, KeyError, IndexError) as e:
-                raise self._damaged(tid, e) from e
+            nodes = self._nodes(tid, rows, node_of_structure)
             del rows
             tree = self._structure(tid, nodes)
             self.partial.add(tid)
