@@ -27,9 +27,11 @@ from memforest.resident.ondemand import LazyNodeMap, NodeData, Waiting
 from memforest.trees.node import NO_CHILDREN
 
 
-def _forest(path: Path, lazy: bool = True, warm: bool = False) -> MemForest:
-    """`warm=False` (most tests): no tree is read ahead, so every read here is one an operation made."""
-    cfg = MemForestConfig(lazy_trees=lazy, warm_tree_leaves=1 if warm else 0, release_check_s=0)
+def _forest(path: Path, lazy: bool = True, warm: bool = False, share: float = 1.0) -> MemForest:
+    """`warm=False` (most tests): no tree is read ahead, so every read here is one an operation made;
+    `warm=True`: the entity and scene trees holding `share` of their leaves, largest first."""
+    cfg = MemForestConfig(lazy_trees=lazy, warm_tree_leaves=1 if warm else 0, warm_tree_share=share,
+                          release_check_s=0)
     return MemForest(path, cfg, llm=ScriptedChatModel(), embedder=HashEmbedder())
 
 
@@ -143,6 +145,25 @@ def test_entity_and_scene_trees_are_read_ahead_after_the_open(tmp_path: Path) ->
         forest.ingest_sessions("u", make_sessions(8, 4, start_day=20)[6:])
         eager.ingest_sessions("u", make_sessions(8, 4, start_day=20)[6:])
         assert fingerprint(forest.snapshot("u")) == fingerprint(eager.snapshot("u"))
+
+
+def test_the_read_ahead_reads_the_largest_trees_up_to_its_share_of_the_leaves(tmp_path: Path) -> None:
+    root = _built(tmp_path, n=16)
+    for share in (0.0, 0.3, 0.6):
+        with _forest(root, warm=True, share=share) as forest:
+            snap = forest.snapshot("u")
+            assert forest.wait_settled(30)
+            read = {t for t, i in snap.state.trees.items() if i.is_read}
+            assert not {t for t in read if snap.state.trees[t].family == "session"}
+            sizes = {t: len(i.tree) for t, i in snap.state.trees.items() if i.family != "session"}  # all read
+            held = sum(sizes[t] for t in read)
+            assert held <= share * sum(sizes.values())
+            if read:  # the largest first: none left unread is larger than one read
+                assert max(sizes[t] for t in sizes.keys() - read) <= min(sizes[t] for t in read)
+            assert (share == 0.0) == (not read)
+            if share == 0.6:  # and no further: the next largest would pass the share
+                nxt = max(sizes[t] for t in sizes.keys() - read)
+                assert held + nxt > share * sum(sizes.values())
 
 
 def test_a_tree_read_ahead_shares_its_repeated_fields_and_a_write_reads_it_in_one_statement(

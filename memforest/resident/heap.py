@@ -25,9 +25,9 @@ log = logging.getLogger(__name__)
 class Warmable(Protocol):
     """A source of trees not read yet that can read its large ones ahead (`StoreTreeSource`)."""
 
-    def to_warm(self, min_leaves: int) -> int: ...
+    def to_warm(self, min_leaves: int, share: float) -> int: ...
 
-    def warm(self, min_leaves: int) -> int: ...
+    def warm(self, min_leaves: int, share: float) -> int: ...
 
 
 def is_large(nodes: int, freeze_nodes: int | None) -> bool:
@@ -56,17 +56,17 @@ def freeze_if_large(nodes: int, freeze_nodes: int | None) -> bool:
 
 
 def settle_if_large(user: str, nodes: int, freeze_nodes: int | None, huge_pages: bool,
-                    source: Warmable | None, warm_leaves: int) -> threading.Thread | None:
+                    source: Warmable | None, warm_leaves: int, warm_share: float) -> threading.Thread | None:
     """After a load: keep the cyclic collector off a large memory (the collection before the load kept
     the garbage that existed then out of the permanent generation, and the load leaves no cycles, so
     its objects are frozen as they are) and back it with huge pages. A memory whose trees are read on
-    demand first has its large entity and scene trees read (`warm_leaves`), in the same background
-    thread, which is returned (None when there is nothing to do in the background)."""
+    demand first has its large entity and scene trees read (`warm_leaves`, `warm_share`), in the same
+    background thread, which is returned (None when there is nothing to do in the background)."""
     large = is_large(nodes, freeze_nodes)
 
     def collapsed(report: object) -> None:
         log.debug("huge pages after loading %s: %s", user, report)
-    if source is not None and not source.to_warm(warm_leaves):
+    if source is not None and not source.to_warm(warm_leaves, warm_share):
         source = None
     if large:
         gc.freeze()
@@ -79,7 +79,7 @@ def settle_if_large(user: str, nodes: int, freeze_nodes: int | None, huge_pages:
     def settle() -> None:
         t = time.perf_counter()
         try:
-            read = warming.warm(warm_leaves)
+            read = warming.warm(warm_leaves, warm_share)
         except StoreError as e:  # the tree is read, and the damage reported, by the operation reaching it
             log.debug("memforest: trees of %s not read ahead: %s", user, e)
             return

@@ -83,12 +83,23 @@ class StoreTreeSource(ReadSnapshot):
             self._warm_order = sorted(((len(v), t) for t, v in sizes.items()), key=lambda x: (-x[0], x[1]))
         self.bulk = None
 
-    def to_warm(self, min_leaves: int) -> int:
-        """How many trees `warm(min_leaves)` would read (0 for `min_leaves` 0)."""
-        return sum(1 for leaves, _ in self._warm_order if leaves >= min_leaves) if min_leaves else 0
+    def to_warm(self, min_leaves: int, share: float) -> int:
+        """How many trees `warm(min_leaves, share)` would read."""
+        return len(self._to_read(min_leaves, share))
 
-    def warm(self, min_leaves: int) -> int:
-        """Read the entity and scene trees of at least `min_leaves` leaves not read yet, largest first; how
+    def _to_read(self, min_leaves: int, share: float) -> list[str]:
+        """The entity and scene trees of at least `min_leaves` leaves (none for 0), largest first, while
+        together they hold at most `share` of these trees' leaves."""
+        budget, held, out = share * sum(leaves for leaves, _ in self._warm_order), 0, []
+        for leaves, tid in self._warm_order if min_leaves else ():
+            held += leaves
+            if leaves < min_leaves or held > budget:
+                break
+            out.append(tid)
+        return out
+
+    def warm(self, min_leaves: int, share: float) -> int:
+        """Read the trees `_to_read(min_leaves, share)` names that are not read yet, largest first; how
         many were read. A tree is read as its structure (its repeated fields shared: `MemTree.from_nodes`)
         and the summaries and vectors of its nodes above level 1 (what a write refreshing a path climbs
         through); the data of its leaves and level-1 nodes, most of its memory, are read when reached, a
@@ -99,11 +110,11 @@ class StoreTreeSource(ReadSnapshot):
         if not self._warm_order or not self.lease():
             return 0
         try:
-            return self._warm(min_leaves)
+            return self._warm(self._to_read(min_leaves, share))
         finally:
             self.unlease()
 
-    def _warm(self, min_leaves: int) -> int:
+    def _warm(self, to_read: list[str]) -> int:
         read = 0
         # the facts' ids as the memory holds them: a fact's leaves name it by that string, not by one of
         # their own (a read-ahead tree is mostly leaves of facts)
@@ -111,9 +122,7 @@ class StoreTreeSource(ReadSnapshot):
 
         def node(row: tuple) -> Node:
             return node_of_structure(row, ids)
-        for leaves, tid in self._warm_order:
-            if leaves < min_leaves:
-                break
+        for tid in to_read:
             info = self._infos.get(tid)
             if info is None or info.is_read:
                 continue

@@ -106,7 +106,8 @@ class ResidentVersions:
         if snap.state.tree_source is not None:
             self._start_watch()
         settling = settle_if_large(user, len(snap.state.nodes), config.heap_freeze_nodes,
-                                   bool(config.huge_pages), snap.state.tree_source, config.warm_tree_leaves)
+                                   bool(config.huge_pages), snap.state.tree_source, config.warm_tree_leaves,
+                                   config.warm_tree_share)
         if settling is not None:
             with self._lock:
                 self._settling = [t for t in self._settling if t.is_alive()] + [settling]
