@@ -12,7 +12,7 @@ chat model's, which the write path makes O(log N) of through refreshed ancestors
 process and reported apart, wall and CPU seconds (`load_s`, `load_cpu_s`, `first_query_s`,
 `first_query_cpu_s`: CPU time shows what a shared machine's load adds to the wall time). A large
 memory's heap is collapsed into huge pages in the background after the open (`memforest.resident.hugepages`),
-after its large entity and scene trees are read (`MemForestConfig.warm_tree_leaves`); operations are
+after its large entity and scene trees are read (`warm_tree_leaves`, `warm_tree_share`); operations are
 timed once that is done (`settle_s`: how much longer it ran after the first query).
 The store is opened as a restarted process finds it: with the caches a previous process left beside
 it (a base store is opened, queried and closed once after it is built; `memforest.versions.caches`), so the
