@@ -221,10 +221,12 @@ class MemForestConfig:
     # trees are read when reached. 0: none.
     warm_tree_leaves: int = 1000
     # ... and, largest first, only while the trees read ahead hold at most this share of all entity and
-    # scene trees' leaves, so what the read ahead holds grows with the memory, not faster (more trees
-    # pass `warm_tree_leaves` as a memory grows: at 10^4 sessions the 23 it reads hold 43% of the
-    # leaves, at 43,900 the 100 that pass hold 52%). 1.0: every tree that passes.
-    warm_tree_share: float = 0.45
+    # scene trees' leaves: a lever for a host short of memory (more trees pass `warm_tree_leaves` as a
+    # memory grows, 43% of the leaves at 10^4 sessions, 52% at 43,900). At 10^5 sessions 0.45 read 49
+    # trees instead of 242 and held 41.5 KiB per session settled instead of 42.3 (31.8 against 35.1
+    # outside mapped files), while writes read the other trees themselves when they reach them (docs/
+    # performance.md). 1.0 (the default): every tree that passes.
+    warm_tree_share: float = 1.0
     # With lazy_trees, check every this many seconds, in a background thread, whether another
     # process has committed past a version a caller still holds (`MemForest.snapshot()`), and end
     # that version's read transaction (`memforest.store.versions`), which would keep the write-ahead
