@@ -41,6 +41,17 @@ from memforest.store.rows import (
 from memforest.trees.memtree import MemTree, Node
 from memforest.types import CellSentences, Fact, Occurrence, Turn
 
+# an entity label's members: its facts, and its fact count per session
+LABEL_FACTS = "SELECT fact_id FROM entity_facts WHERE label=?"
+LABEL_SESSIONS = "SELECT session_id, facts FROM entity_sessions WHERE label=?"
+
+
+def _members_of(facts: list[tuple], sessions: list[tuple],
+                ids: Mapping[str, str]) -> tuple[CowSet[str], CowMap[str, int]]:
+    """A label's members from its `LABEL_FACTS` and `LABEL_SESSIONS` rows, each fact named by the
+    string `ids` holds for it when it holds one."""
+    return CowSet.over(dict.fromkeys(ids.get(r[0], r[0]) for r in facts)), CowMap.over(dict(sessions))
+
 
 class StoreTreeSource(ReadSnapshot):
     """What a version loaded from the store reads when first needed (`Source.read`), through the
@@ -155,12 +166,11 @@ class StoreTreeSource(ReadSnapshot):
         """Read ahead the members of entity label `label` (its tree's facts, which a write adding to the
         label checks and counts), kept until the label's record first asks for them (`_members`);
         False when the connection closed or moved on meanwhile."""
-        facts = self._rows_in_batches(label, "SELECT fact_id FROM entity_facts WHERE label=?")
-        sessions = self._rows_in_batches(label, "SELECT session_id, facts FROM entity_sessions WHERE label=?")
+        facts = self._rows_in_batches(label, LABEL_FACTS)
+        sessions = self._rows_in_batches(label, LABEL_SESSIONS)
         if facts is None or sessions is None:
             return False
-        members = (CowSet.over(dict.fromkeys(ids.get(r[0], r[0]) for r in facts)),
-                   CowMap.over(dict(sessions)))
+        members = _members_of(facts, sessions, ids)
         with self.lock:
             if label not in self._members_read:  # (else its record holds them already)
                 self._members_ahead[label] = members
@@ -168,10 +178,10 @@ class StoreTreeSource(ReadSnapshot):
 
     def _rows_in_batches(self, tid: str, sql: str, convert: Callable[[tuple], Any] | None = None,
                          batch: int = 2048) -> list[Any] | None:
-        """The rows `sql` selects of `tid`'s nodes, fetched a batch at a time and each made what
-        `convert` makes of it as its batch comes, so no more than a batch of raw rows is held (None
-        when the connection closed or moved to a newer version meanwhile; a StoreError when a row
-        does not convert)."""
+        """The rows `sql` selects for `tid` (a tree's nodes, or a label's members), fetched a batch at a
+        time and each made what `convert` makes of it as its batch comes, so no more than a batch of raw
+        rows is held (None when the connection closed or moved to a newer version meanwhile; a StoreError
+        when a row does not convert)."""
         rows: list[Any] = []
         with self.lock:
             con = self._con
@@ -335,10 +345,8 @@ class StoreTreeSource(ReadSnapshot):
             ahead = self._members_ahead.pop(label, None)
         if ahead is not None:
             return ahead
-        facts, sessions = self._read_rows("label", label, "SELECT fact_id FROM entity_facts WHERE label=?",
-                                          "SELECT session_id, facts FROM entity_sessions WHERE label=?",
-                                          required=False)
-        return CowSet.over(dict.fromkeys(r[0] for r in facts)), CowMap.over(dict(sessions))
+        facts, sessions = self._read_rows("label", label, LABEL_FACTS, LABEL_SESSIONS, required=False)
+        return _members_of(facts, sessions, {})
 
     def _read_rows(self, kind: str, key: str, *queries: str, required: bool = True) -> list[list[tuple]]:
         """The rows each query gives for `key` in the loaded version (a StoreError when the source is
