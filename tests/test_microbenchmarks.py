@@ -161,6 +161,8 @@ def test_incremental_suite_smoke(tmp_path) -> None:
             assert row[op]["model_mean_s"] > 0 and row[op]["mean_s"] > 0
             assert (row[op]["mean_s"] + row[op]["model_mean_s"]
                     == pytest.approx(row[op]["wall_mean_s"], abs=2e-4))
+            # the process's CPU time and its reads from the disk (none may be needed: page cache)
+            assert row[op]["cpu_mean_s"] > 0 and row[op]["disk_read_kib"] >= 0
             stages = row[op]["stages"]
             parts = sum(v for k, v in stages.items() if k != "total")
             # the stages partition the wall time (4-decimal rounding)

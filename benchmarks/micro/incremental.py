@@ -8,7 +8,9 @@ turn gets one ingest, delete, correct and query-after-write, timed with the repo
 (side by side, so a drift in the machine's speed reaches every size alike). `mean_s` is the memory's
 own cost: the wall time less the time spent inside model calls (`ModelClock`: the embedder's and the
 chat model's, which the write path makes O(log N) of through refreshed ancestors); `wall_mean_s` and
-`model_mean_s` are reported beside it. Opening the store and the first query after it are once per
+`model_mean_s` are reported beside it, with the process's CPU time (`cpu_mean_s`, model calls
+included) and what it read from the disk, not the page cache (`disk_read_kib`): what a store larger
+than the page cache adds to the wall time. Opening the store and the first query after it are once per
 process and reported apart, wall and CPU seconds (`load_s`, `load_cpu_s`, `first_query_s`,
 `first_query_cpu_s`: CPU time shows what a shared machine's load adds to the wall time). A large
 memory's heap is collapsed into huge pages in the background after the open (`memforest.resident.hugepages`),
@@ -35,6 +37,7 @@ import argparse
 import gc
 import os
 import random
+import resource
 import shutil
 import statistics
 import time
@@ -62,6 +65,14 @@ from memforest.api import MemForest
 from memforest.resident import vector_table
 
 __all__ = ["DAILY_UNTIL", "base_store", "session_hours"]  # re-exported
+
+
+def usage() -> tuple[float, int]:
+    """(CPU seconds, bytes read from the disk) of this process so far, all its threads: the page
+    cache's hits are not reads (`getrusage` counts blocks of 512 bytes); zero reads where the
+    platform does not count them."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime, 512 * ru.ru_inblock
 
 
 def resident_bytes() -> int:
@@ -172,17 +183,18 @@ class Measured:
         if trace_memory:
             self.row["peak_bytes_per_session"] = round(peak / max(1, stored))
         self.new = longmemeval_sessions(3 * reps, stored + 100, turns, seed + 1)  # later dates, unseen ids
-        self.ops: dict[str, list[tuple[float, float, dict[str, float]]]] = {
+        self.ops: dict[str, list[tuple[float, float, dict[str, float], float, int]]] = {
             "ingest": [], "delete": [], "correct": [], "query": []}
         self.refreshed: dict[str, list[int]] = {"ingest": [], "delete": [], "correct": []}
 
     def _timed(self, name: str, run: Callable[..., Any], *args: Any) -> None:
-        t, m = time.perf_counter(), self.models.seconds
+        t, m, use = time.perf_counter(), self.models.seconds, usage()
         out = run(*args)
         wall, model = time.perf_counter() - t, self.models.seconds - m
+        cpu, read = (now - before for now, before in zip(usage(), use))
         stages = (out.timings if name == "ingest" else out.trace.get("latency", {}) if name == "query"
                   else out["timings"])
-        self.ops[name].append((wall, model, stages))
+        self.ops[name].append((wall, model, stages, cpu, int(read)))
         if name in self.refreshed:
             self.refreshed[name].append(dirty_path(out))
 
@@ -200,16 +212,18 @@ class Measured:
         row["search"] = search_overlap(self.forest, self.forest.snapshot(USER))
         self.forest.close()
         for name, samples in self.ops.items():
-            walls = [w for w, _, _ in samples]
-            own = [w - m for w, m, _ in samples]
+            walls = [w for w, _, _, _, _ in samples]
+            own = [w - m for w, m, _, _, _ in samples]
             stages: dict[str, float] = {}
-            for _, _, st in samples:
+            for _, _, st, _, _ in samples:
                 for k, v in st.items():
                     stages[k] = stages.get(k, 0.0) + v / len(samples)
             row[name] = {"mean_s": round(statistics.mean(own), 6),
                          "median_s": round(statistics.median(own), 6),
                          "wall_mean_s": round(statistics.mean(walls), 6),
-                         "model_mean_s": round(statistics.mean(m for _, m, _ in samples), 6),
+                         "model_mean_s": round(statistics.mean(m for _, m, _, _, _ in samples), 6),
+                         "cpu_mean_s": round(statistics.mean(c for _, _, _, c, _ in samples), 6),
+                         "disk_read_kib": round(statistics.mean(r for *_, r in samples) / 1024, 1),
                          "stages": {k: round(v, 4) for k, v in stages.items()}}
             if name in self.refreshed:
                 row[name]["refreshed_nodes"] = round(statistics.mean(self.refreshed[name]), 1)
@@ -256,7 +270,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows = [store.finish() for store in stores]
     for size, row in zip(sizes, rows):
         print(f"n={size}: "
-              + ", ".join(f"{op} {row[op]['mean_s'] * 1000:.1f} ms (wall {row[op]['wall_mean_s'] * 1000:.1f})"
+              + ", ".join(f"{op} {row[op]['mean_s'] * 1000:.1f} ms (wall {row[op]['wall_mean_s'] * 1000:.1f},"
+                          f" CPU {row[op]['cpu_mean_s'] * 1000:.1f}, read {row[op]['disk_read_kib']:.0f} KiB)"
                           for op in ("ingest", "delete", "correct", "query"))
               + f", {row['rss_bytes_per_session'] / 1024:.1f} KiB/session resident "
               f"(of which {row['rss_file_bytes_per_session'] / 1024:.1f} mapped from files; "
