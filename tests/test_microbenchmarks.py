@@ -143,6 +143,20 @@ def test_incremental_suite_can_measure_a_base_store_itself(tmp_path: Path) -> No
     assert not (tmp_path / "incremental_work" / "n4").exists()
 
 
+def test_incremental_suite_reports_rounds_after_the_cache_files_were_read_apart(tmp_path: Path) -> None:
+    from benchmarks.micro import incremental
+
+    out = incremental.main(["--sizes", "4,8", "--reps", "1", "--warm-rounds", "2", "--turns", "4",
+                            "--batch", "4", "--root", str(tmp_path)])
+    ops = ("ingest", "delete", "correct", "query")
+    for row in out["rows"]:
+        assert row["warm"]["cache_read"]["cache_gib"] >= 0
+        for op in ops:  # one measured round, two after: kept apart
+            assert (row[op]["n"], row["warm"][op]["n"]) == (1, 2) and row["warm"][op]["mean_s"] > 0
+        assert row["ingest"]["refreshed_nodes"] >= 1
+    assert {f"{op}_warm" for op in ops} <= set(out["ratios"]) and out["warm_rounds"] == 2
+
+
 def test_incremental_suite_smoke(tmp_path) -> None:
     from benchmarks.micro import incremental
 
@@ -173,7 +187,7 @@ def test_incremental_suite_smoke(tmp_path) -> None:
             assert row[op]["refreshed_nodes"] >= 1
     ops = ("ingest", "delete", "correct", "query")
     writes = ("ingest", "delete", "correct")
-    assert set(out["ratios"]) == {*ops, *(f"{op}_{kind}" for op in ops for kind in ("wall", "median")),
+    assert set(out["ratios"]) == {*ops, *(f"{op}_{kind}" for op in ops for kind in ("wall", "median", "cpu")),
                                   *(f"{op}_{kind}" for op in writes
                                     for kind in ("per_refreshed_node", "refreshed_nodes")),
                                   "memory_per_session"}

@@ -10,7 +10,8 @@ own cost: the wall time less the time spent inside model calls (`ModelClock`: th
 chat model's, which the write path makes O(log N) of through refreshed ancestors); `wall_mean_s` and
 `model_mean_s` are reported beside it, with the process's CPU time (`cpu_mean_s`, model calls
 included) and what it read from the disk, not the page cache (`disk_read_kib`): what a store larger
-than the page cache adds to the wall time. Opening the store and the first query after it are once per
+than the page cache adds to the wall time (`--warm-rounds N`: after the measured rounds, each store's
+cache files are read once and N more rounds are reported apart, as `warm`). Opening the store and the first query after it are once per
 process and reported apart, wall and CPU seconds (`load_s`, `load_cpu_s`, `first_query_s`,
 `first_query_cpu_s`: CPU time shows what a shared machine's load adds to the wall time). A large
 memory's heap is collapsed into huge pages in the background after the open (`memforest.resident.hugepages`),
@@ -134,9 +135,14 @@ def dirty_path(out: Any) -> int:
     return int(out.nodes_refreshed)
 
 
+Sample = tuple[float, float, dict[str, float], float, int]  # wall, model, stages, CPU seconds, bytes read
+OPS = ("ingest", "delete", "correct", "query")
+
+
 class Measured:
     """One base store under measurement: copied to scratch and loaded (its load cost and peak memory
-    recorded), then given one operation of each kind per `round`, then summarised by `finish`."""
+    recorded), then given one operation of each kind per `round`, then summarised by `finish`. After
+    `warm_pages`, rounds are kept apart (`warm` in the summary)."""
 
     def __init__(self, base: Path, size: int, reps: int, turns: int, seed: int, scratch: Path,
                  extractor: str = "profile", huge_pages: bool = True, trace_memory: bool = False,
@@ -183,9 +189,9 @@ class Measured:
         if trace_memory:
             self.row["peak_bytes_per_session"] = round(peak / max(1, stored))
         self.new = longmemeval_sessions(3 * reps, stored + 100, turns, seed + 1)  # later dates, unseen ids
-        self.ops: dict[str, list[tuple[float, float, dict[str, float], float, int]]] = {
-            "ingest": [], "delete": [], "correct": [], "query": []}
+        self.ops: dict[str, list[Sample]] = {op: [] for op in OPS}
         self.refreshed: dict[str, list[int]] = {"ingest": [], "delete": [], "correct": []}
+        self.warm: dict[str, list[Sample]] | None = None  # the rounds after `warm_pages`
 
     def _timed(self, name: str, run: Callable[..., Any], *args: Any) -> None:
         t, m, use = time.perf_counter(), self.models.seconds, usage()
@@ -194,9 +200,21 @@ class Measured:
         cpu, read = (now - before for now, before in zip(usage(), use))
         stages = (out.timings if name == "ingest" else out.trace.get("latency", {}) if name == "query"
                   else out["timings"])
-        self.ops[name].append((wall, model, stages, cpu, int(read)))
-        if name in self.refreshed:
+        (self.ops if self.warm is None else self.warm)[name].append((wall, model, stages, cpu, int(read)))
+        if name in self.refreshed and self.warm is None:
             self.refreshed[name].append(dirty_path(out))
+
+    def warm_pages(self) -> dict[str, float]:
+        """Read the store's cache files once, so their pages are in the page cache (what a store
+        larger than the page cache may have lost of them), and keep the rounds after apart: the
+        operations' cost with the vector rows and posting lists they probe held in memory."""
+        t, read = time.perf_counter(), 0
+        for path in sorted((self.work / "users" / USER / "cache").iterdir()):
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 24):
+                    read += len(chunk)
+        self.warm = {op: [] for op in OPS}
+        return {"cache_gib": round(read / 2**30, 2), "seconds": round(time.perf_counter() - t, 1)}
 
     def round(self, r: int) -> None:
         """Ingest a session, query, delete a session just ingested, correct the first one."""
@@ -212,23 +230,29 @@ class Measured:
         row["search"] = search_overlap(self.forest, self.forest.snapshot(USER))
         self.forest.close()
         for name, samples in self.ops.items():
-            walls = [w for w, _, _, _, _ in samples]
-            own = [w - m for w, m, _, _, _ in samples]
-            stages: dict[str, float] = {}
-            for _, _, st, _, _ in samples:
-                for k, v in st.items():
-                    stages[k] = stages.get(k, 0.0) + v / len(samples)
-            row[name] = {"mean_s": round(statistics.mean(own), 6),
-                         "median_s": round(statistics.median(own), 6),
-                         "wall_mean_s": round(statistics.mean(walls), 6),
-                         "model_mean_s": round(statistics.mean(m for _, m, _, _, _ in samples), 6),
-                         "cpu_mean_s": round(statistics.mean(c for _, _, _, c, _ in samples), 6),
-                         "disk_read_kib": round(statistics.mean(r for *_, r in samples) / 1024, 1),
-                         "stages": {k: round(v, 4) for k, v in stages.items()}}
+            row[name] = summary(samples)
             if name in self.refreshed:
                 row[name]["refreshed_nodes"] = round(statistics.mean(self.refreshed[name]), 1)
+        if self.warm is not None:
+            row["warm"] = {name: summary(samples) for name, samples in self.warm.items() if samples}
         shutil.rmtree(self.work, ignore_errors=True)
         return row
+
+
+def summary(samples: list[Sample]) -> dict[str, Any]:
+    """Means (and the median of the own time) of one kind of operation's samples."""
+    own = [w - m for w, m, _, _, _ in samples]
+    stages: dict[str, float] = {}
+    for _, _, st, _, _ in samples:
+        for k, v in st.items():
+            stages[k] = stages.get(k, 0.0) + v / len(samples)
+    return {"n": len(samples), "mean_s": round(statistics.mean(own), 6),
+            "median_s": round(statistics.median(own), 6),
+            "wall_mean_s": round(statistics.mean(w for w, _, _, _, _ in samples), 6),
+            "model_mean_s": round(statistics.mean(m for _, m, _, _, _ in samples), 6),
+            "cpu_mean_s": round(statistics.mean(c for _, _, _, c, _ in samples), 6),
+            "disk_read_kib": round(statistics.mean(r for *_, r in samples) / 1024, 1),
+            "stages": {k: round(v, 4) for k, v in stages.items()}}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -251,6 +275,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="measure each base store itself, not a copy (moved to scratch and removed "
                              "after, so the next run builds it again): for a disk without room for a "
                              "copy (a 10^5-session store takes about 30 GB)")
+    parser.add_argument("--warm-rounds", type=int, default=0,
+                        help="after the measured rounds, read each store's cache files once and run this "
+                             "many more rounds, reported apart (`warm`): what the page cache's misses cost")
     args = parser.parse_args(argv)
     root = Path(args.root)
     root.mkdir(parents=True, exist_ok=True)
@@ -260,14 +287,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         t = time.perf_counter()
         base = base_store_apart(root, size, args.turns, args.seed, args.batch, args.extractor)
         build = time.perf_counter() - t
-        stores.append(Measured(base, size, args.reps, args.turns, args.seed, root / "incremental_work",
+        stores.append(Measured(base, size, args.reps + args.warm_rounds, args.turns, args.seed,
+                               root / "incremental_work",
                                args.extractor, args.huge_pages, args.trace_memory, args.lazy_trees,
                                args.consume_base))
         stores[-1].row["build_s"] = round(build, 1)
     for r in range(args.reps):  # side by side: a drift in the machine's speed reaches every size alike
         for store in stores:
             store.round(r)
+    if args.warm_rounds:
+        warmed = [store.warm_pages() for store in stores]
+        for r in range(args.reps, args.reps + args.warm_rounds):
+            for store in stores:
+                store.round(r)
     rows = [store.finish() for store in stores]
+    if args.warm_rounds:
+        for row, read in zip(rows, warmed):
+            row["warm"]["cache_read"] = read
     for size, row in zip(sizes, rows):
         print(f"n={size}: "
               + ", ".join(f"{op} {row[op]['mean_s'] * 1000:.1f} ms (wall {row[op]['wall_mean_s'] * 1000:.1f},"
@@ -279,6 +315,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"open {row['load_s']:.2f} s (CPU {row['load_cpu_s']:.2f}), first query "
               f"{row['first_query_s']:.2f} s (CPU {row['first_query_cpu_s']:.2f}), settled "
               f"{row['settle_s']:.2f} s later", flush=True)
+        if "warm" in row:
+            print(f"n={size}, after reading {row['warm']['cache_read']['cache_gib']} GiB of cache files: "
+                  + ", ".join(f"{op} {row['warm'][op]['mean_s'] * 1000:.1f} ms (read "
+                              f"{row['warm'][op]['disk_read_kib']:.0f} KiB)" for op in OPS), flush=True)
     ratios = {}
     if len(rows) > 1:
         lo, hi = rows[0], rows[-1]
@@ -288,6 +328,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                        for op in ("ingest", "delete", "correct", "query")})
         ratios.update({f"{op}_median": round(hi[op]["median_s"] / lo[op]["median_s"], 2)
                        for op in ("ingest", "delete", "correct", "query")})
+        ratios.update({f"{op}_cpu": round(hi[op]["cpu_mean_s"] / lo[op]["cpu_mean_s"], 2)
+                       for op in ("ingest", "delete", "correct", "query")})
+        if args.warm_rounds:  # the rounds after the cache files were read once
+            ratios.update({f"{op}_warm": round(hi["warm"][op]["mean_s"] / lo["warm"][op]["mean_s"], 2)
+                           for op in OPS})
         ratios["memory_per_session"] = round(
             hi["rss_bytes_per_session"] / max(1, lo["rss_bytes_per_session"]), 2)
         # the share of the growth the refresh's design accounts for: own time per refreshed node
@@ -301,7 +346,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"ratio n={sizes[-1]} / n={sizes[0]}: " + ", ".join(f"{k} {v}x" for k, v in ratios.items()))
     return {"sizes": sizes, "extractor": args.extractor, "huge_pages": args.huge_pages,
             "lazy_trees": args.lazy_trees, "rows": rows,
-            "ratios": ratios, "reps": args.reps, "trace_memory": args.trace_memory}
+            "ratios": ratios, "reps": args.reps, "warm_rounds": args.warm_rounds,
+            "trace_memory": args.trace_memory}
 
 
 if __name__ == "__main__":
