@@ -169,6 +169,7 @@ def test_incremental_suite_smoke(tmp_path) -> None:
     for row in out["rows"]:
         assert row["load_s"] > 0 and row["first_query_s"] > 0  # once per process, reported apart
         assert row["load_cpu_s"] > 0 and row["first_query_cpu_s"] > 0 and "rss_bytes_per_session" in row
+        assert row["load_read_mib"] >= 0 and row["first_query_read_mib"] >= 0
         assert isinstance(row["rss_file_bytes_per_session"], int)  # (its file-mapped part, apart)
         for op in ("ingest", "delete", "correct", "query"):
             # the memory's own time, models apart

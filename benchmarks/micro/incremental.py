@@ -11,9 +11,10 @@ chat model's, which the write path makes O(log N) of through refreshed ancestors
 `model_mean_s` are reported beside it, with the process's CPU time (`cpu_mean_s`, model calls
 included) and what it read from the disk, not the page cache (`disk_read_kib`): what a store larger
 than the page cache adds to the wall time (`--warm-rounds N`: after the measured rounds, each store's
-cache files are read once and N more rounds are reported apart, as `warm`). Opening the store and the first query after it are once per
-process and reported apart, wall and CPU seconds (`load_s`, `load_cpu_s`, `first_query_s`,
-`first_query_cpu_s`: CPU time shows what a shared machine's load adds to the wall time). A large
+cache files are read once and N more rounds are reported apart, as `warm`). Opening the store and the
+first query after it are once per process and reported apart, wall and CPU seconds (`load_s`,
+`load_cpu_s`, `first_query_s`, `first_query_cpu_s`: CPU time shows what a shared machine's load adds
+to the wall time), with what each read from the disk (`load_read_mib`, `first_query_read_mib`). A large
 memory's heap is collapsed into huge pages in the background after the open (`memforest.resident.hugepages`),
 after its large entity and scene trees are read (`warm_tree_leaves`, `warm_tree_share`); operations are
 timed once that is done (`settle_s`: how much longer it ran after the first query).
@@ -163,16 +164,18 @@ class Measured:
         rss, rss_file = resident_parts()
         if trace_memory:
             tracemalloc.start()
-        t, cpu = time.perf_counter(), time.process_time()
+        t, cpu, (_, read) = time.perf_counter(), time.process_time(), usage()
         snap = self.forest.snapshot(USER)
         load_s, load_cpu_s = time.perf_counter() - t, time.process_time() - cpu
+        load_read = usage()[1] - read
         if trace_memory:
             _, peak = tracemalloc.get_traced_memory()
             tracemalloc.stop()
         stored = len(snap.state.sessions)
-        t, cpu = time.perf_counter(), time.process_time()  # once per loaded store: reads the caches
+        t, cpu, (_, read) = time.perf_counter(), time.process_time(), usage()  # once per loaded store
         self.forest.query(USER, QUESTION, answer=False)
         first_query_s, first_query_cpu_s = time.perf_counter() - t, time.process_time() - cpu
+        first_query_read = usage()[1] - read
         grown, grown_file = (now - before for now, before in zip(resident_parts(), (rss, rss_file)))
         t = time.perf_counter()  # operations are timed once the load's background work is done
         self.forest.wait_settled()
@@ -183,6 +186,8 @@ class Measured:
             "trees": len(snap.state.trees), "nodes": len(snap.state.nodes), "load_s": round(load_s, 3),
             "load_cpu_s": round(load_cpu_s, 3), "first_query_s": round(first_query_s, 3),
             "first_query_cpu_s": round(first_query_cpu_s, 3), "settle_s": round(settle_s, 3),
+            "load_read_mib": round(load_read / 2**20, 1),
+            "first_query_read_mib": round(first_query_read / 2**20, 1),
             "rss_bytes_per_session": round(grown / max(1, stored)),
             "rss_file_bytes_per_session": round(grown_file / max(1, stored)),
             "settled_rss_bytes_per_session": round(settled / max(1, stored))}
