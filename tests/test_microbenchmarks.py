@@ -143,11 +143,11 @@ def test_incremental_suite_can_measure_a_base_store_itself(tmp_path: Path) -> No
     assert not (tmp_path / "incremental_work" / "n4").exists()
 
 
-def test_incremental_suite_reports_rounds_after_the_cache_files_were_read_apart(tmp_path: Path) -> None:
+def test_incremental_suite_cold_rounds_and_rounds_after_the_caches_were_read(tmp_path: Path) -> None:
     from benchmarks.micro import incremental
 
-    out = incremental.main(["--sizes", "4,8", "--reps", "1", "--warm-rounds", "2", "--turns", "4",
-                            "--batch", "4", "--root", str(tmp_path)])
+    out = incremental.main(["--sizes", "4,8", "--reps", "1", "--warm-rounds", "2", "--cold-pages",
+                            "--turns", "4", "--batch", "4", "--root", str(tmp_path)])
     ops = ("ingest", "delete", "correct", "query")
     for row in out["rows"]:
         assert row["warm"]["cache_read"]["cache_gib"] >= 0
@@ -155,6 +155,7 @@ def test_incremental_suite_reports_rounds_after_the_cache_files_were_read_apart(
             assert (row[op]["n"], row["warm"][op]["n"]) == (1, 2) and row["warm"][op]["mean_s"] > 0
         assert row["ingest"]["refreshed_nodes"] >= 1
     assert {f"{op}_warm" for op in ops} <= set(out["ratios"]) and out["warm_rounds"] == 2
+    assert out["cold_pages"]
 
 
 def test_incremental_suite_smoke(tmp_path) -> None:
@@ -222,3 +223,35 @@ def test_the_session_stream_stays_within_the_dates_sessions_may_name() -> None:
     hours = [stores.session_hours(i) for i in at]
     assert hours[:3] == [19 * i for i in at[:3]] and hours == sorted(hours)
     assert [s.time for s in parsed] == sorted(s.time for s in parsed)
+
+
+def test_page_cache_finds_the_maps_of_a_stores_files_only() -> None:
+    from benchmarks.micro.page_cache import mapped_ranges
+
+    maps = ("7f00-7f80 r--p 00000000 fd:01 12 /data/store/users/u/cache/partitions.cache\n"
+            "7f80-7fa0 rw-p 00000000 00:00 0 \n"
+            "8000-9000 r--p 00000000 fd:01 13 /data/store2/users/u/cache/lexical.cache\n"
+            "9000-a000 r-xp 00000000 fd:01 14 /usr/lib/libc.so.6\n")
+    assert mapped_ranges(Path("/data/store"), maps) == [(0x7F00, 0x7F80)]
+
+
+def test_dropping_a_stores_pages_changes_nothing_it_holds(tmp_path: Path) -> None:
+    """The files under a store put out of the page cache, one of them mapped by this process: each
+    file is dropped and still reads back the same, through its map and through a read."""
+    import mmap
+
+    from benchmarks.micro.page_cache import drop_pages, supported
+
+    data = bytes(range(256)) * 4096
+    (tmp_path / "cache").mkdir()
+    for name in ("cache/a.cache", "b.sqlite"):
+        (tmp_path / name).write_bytes(data)
+    with open(tmp_path / "cache" / "a.cache", "rb") as f, \
+            mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as buf:
+        assert bytes(buf[:1024]) == data[:1024]
+        buf[0] = 7  # a private page written: kept
+        dropped = drop_pages(tmp_path)
+        assert buf[0] == 7 and bytes(buf[1:]) == data[1:]
+    if supported():
+        assert dropped["ranges"] == 1 and dropped["files"] == 2 and dropped["paged_out"] in (0, 1)
+    assert all((tmp_path / n).read_bytes() == data for n in ("cache/a.cache", "b.sqlite"))

@@ -11,7 +11,8 @@ chat model's, which the write path makes O(log N) of through refreshed ancestors
 `model_mean_s` are reported beside it, with the process's CPU time (`cpu_mean_s`, model calls
 included) and what it read from the disk, not the page cache (`disk_read_kib`): what a store larger
 than the page cache adds to the wall time (`--warm-rounds N`: after the measured rounds, each store's
-cache files are read once and N more rounds are reported apart, as `warm`). Opening the store and the
+cache files are read once and N more rounds are reported apart, as `warm`; `--cold-pages`: each
+measured round starts with the store's files out of the page cache, `page_cache`). Opening the store and the
 first query after it are once per process and reported apart, wall and CPU seconds (`load_s`,
 `load_cpu_s`, `first_query_s`, `first_query_cpu_s`: CPU time shows what a shared machine's load adds
 to the wall time), with what each read from the disk (`load_read_mib`, `first_query_read_mib`). A large
@@ -63,6 +64,7 @@ from benchmarks.micro.incremental_stores import (
     open_forest,
     session_hours,
 )
+from benchmarks.micro.page_cache import drop_pages
 from memforest.api import MemForest
 from memforest.resident import vector_table
 
@@ -209,6 +211,12 @@ class Measured:
         if name in self.refreshed and self.warm is None:
             self.refreshed[name].append(dirty_path(out))
 
+    def cold_round(self, r: int) -> None:
+        """`round`, after the store's files are put out of the page cache (`page_cache.drop_pages`):
+        each operation reads what it needs from the disk, as in a store far larger than memory."""
+        drop_pages(self.work)
+        self.round(r)
+
     def warm_pages(self) -> dict[str, float]:
         """Read the store's cache files once, so their pages are in the page cache (what a store
         larger than the page cache may have lost of them), and keep the rounds after apart: the
@@ -280,6 +288,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="measure each base store itself, not a copy (moved to scratch and removed "
                              "after, so the next run builds it again): for a disk without room for a "
                              "copy (a 10^5-session store takes about 30 GB)")
+    parser.add_argument("--cold-pages", action="store_true",
+                        help="put each store's files out of the page cache before each measured round "
+                             "(Linux): every size measured as a store far larger than memory")
     parser.add_argument("--warm-rounds", type=int, default=0,
                         help="after the measured rounds, read each store's cache files once and run this "
                              "many more rounds, reported apart (`warm`): what the page cache's misses cost")
@@ -299,7 +310,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         stores[-1].row["build_s"] = round(build, 1)
     for r in range(args.reps):  # side by side: a drift in the machine's speed reaches every size alike
         for store in stores:
-            store.round(r)
+            (store.cold_round if args.cold_pages else store.round)(r)
     if args.warm_rounds:
         warmed = [store.warm_pages() for store in stores]
         for r in range(args.reps, args.reps + args.warm_rounds):
@@ -351,8 +362,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"ratio n={sizes[-1]} / n={sizes[0]}: " + ", ".join(f"{k} {v}x" for k, v in ratios.items()))
     return {"sizes": sizes, "extractor": args.extractor, "huge_pages": args.huge_pages,
             "lazy_trees": args.lazy_trees, "rows": rows,
-            "ratios": ratios, "reps": args.reps, "warm_rounds": args.warm_rounds,
-            "trace_memory": args.trace_memory}
+            "ratios": ratios, "reps": args.reps, "cold_pages": args.cold_pages,
+            "warm_rounds": args.warm_rounds, "trace_memory": args.trace_memory}
 
 
 if __name__ == "__main__":
