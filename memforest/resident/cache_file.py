@@ -224,12 +224,14 @@ class MappedFiles:
 
 
 def read_arrays(path: Path, kind: str, fmt: int, store_version: str, writable: bool = False,
-                watch: MappedFiles | None = None) -> dict[str, np.ndarray] | CacheMiss:
+                watch: MappedFiles | None = None, random_access: bool = False
+                ) -> dict[str, np.ndarray] | CacheMiss:
     """The arrays of the cache file at `path` when it is a whole, unchanged regular file of `kind`,
     format `fmt` and committed `store_version`; else why not. A file under `READ_BELOW` bytes is read
     into private memory; a larger one is mapped, its arrays read-only views of the map (`writable`:
     of a private, copy-on-write map: a write copies its page, the file never changes), and the map
-    is added to `watch`, which tells when the file is later changed in place."""
+    is added to `watch`, which tells when the file is later changed in place (`random_access`: the map
+    is advised so, and a fault reads its page alone, not the read-ahead window around it)."""
     opened = _open_regular(path)
     if isinstance(opened, CacheMiss):
         return opened
@@ -241,7 +243,7 @@ def read_arrays(path: Path, kind: str, fmt: int, store_version: str, writable: b
         start, header = found
         if st.st_size < READ_BELOW:
             return _read_in(fd, st.st_size, start, header, path.name, writable)
-        return _mapped(fd, st, start, header, path.name, writable, watch)
+        return _mapped(fd, st, start, header, path.name, writable, watch, random_access)
     except (OSError, ValueError) as e:
         return CacheMiss(f"{path.name}: unreadable ({type(e).__name__})")
     finally:
@@ -332,10 +334,12 @@ def _read_in(fd: int, size: int, start: int, header: dict[str, Any], name: str,
 
 
 def _mapped(fd: int, st: os.stat_result, start: int, header: dict[str, Any], name: str, writable: bool,
-            watch: MappedFiles | None) -> dict[str, np.ndarray] | CacheMiss:
+            watch: MappedFiles | None, random_access: bool = False) -> dict[str, np.ndarray] | CacheMiss:
     """The arrays of a large file as views of its map, after a checksum of the file read through the
     descriptor (no page of the map is touched before it is known whole)."""
     buf = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY if writable else mmap.ACCESS_READ)
+    if random_access and hasattr(mmap, "MADV_RANDOM"):
+        buf.madvise(mmap.MADV_RANDOM)
     summed = _file_sum(fd, start, st.st_size)
     if summed is None or changed_since(st, os.fstat(fd)) is not None:
         return CacheMiss(f"{name}: changed while it was read")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from memforest.resident.partitions import Partitions
+from memforest.resident.prefetch import will_need
 
 _MAX_RUNS = 64  # a probe over more runs of consecutive rows than this gathers them instead
 
@@ -51,6 +52,8 @@ def probe_scores(vecs: np.ndarray, rows: np.ndarray, q: np.ndarray) -> np.ndarra
         return vecs[rows] @ q
     bounds = [0, *starts.tolist(), len(rows)]
     firsts = rows[bounds[:-1]].tolist()
+    lengths = [hi - lo for lo, hi in zip(bounds[:-1], bounds[1:])]
+    will_need(vecs, zip(firsts, lengths))  # (rows of a mapped file: read at once, ahead of the faults)
     return np.concatenate([vecs[f: f + hi - lo] @ q
                            for f, lo, hi in zip(firsts, bounds[:-1], bounds[1:])])
 

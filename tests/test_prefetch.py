@@ -1,0 +1,38 @@
+"""Asking ahead for the rows a search scores (`memforest.resident.prefetch`): only rows of a map are
+asked for, as page-aligned ranges that cover each run, and a probe's scores are what they were."""
+
+from __future__ import annotations
+
+import mmap
+from pathlib import Path
+
+import numpy as np
+
+from memforest.resident import prefetch
+from memforest.resident.vector_search import probe_scores
+
+
+def test_each_run_is_asked_for_as_one_page_aligned_range_covering_it() -> None:
+    ranges = prefetch.page_ranges(10_000, 1536, [(0, 1), (5, 3), (100, 40)], page=4096)
+    for (start, length), (first, rows) in zip(ranges, [(0, 1), (5, 3), (100, 40)]):
+        lo, hi = 10_000 + first * 1536, 10_000 + (first + rows) * 1536
+        assert start % 4096 == 0 and start <= lo < start + 4096 and start + length == hi
+
+
+def test_only_the_rows_of_a_map_are_asked_for(tmp_path: Path, monkeypatch) -> None:
+    asked: list[tuple[int, int, int]] = []
+    monkeypatch.setattr(prefetch, "_MADVISE", lambda *args: asked.append(args))
+    rows = np.arange(64 * 8, dtype=np.float32).reshape(64, 8)
+    path = tmp_path / "rows"
+    path.write_bytes(rows.tobytes())
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as buf:
+        mapped = np.ndarray(rows.shape, np.float32, buffer=buf)
+        assert prefetch.is_mapped(mapped) and prefetch.is_mapped(mapped[3:9])
+        assert not prefetch.is_mapped(rows) and not prefetch.is_mapped(rows[3:9])
+        prefetch.will_need(rows, [(0, 4)])
+        assert asked == []
+        q = np.ones(8, np.float32)
+        probed = np.array([2, 3, 4, 10, 11, 40])
+        assert np.array_equal(probe_scores(mapped, probed, q), rows[probed] @ q)
+        assert len(asked) == 3 and {a for _, _, a in asked} == {prefetch.MADV_WILLNEED}  # one per run
+        del mapped
