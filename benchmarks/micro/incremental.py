@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"n={size}: "
               + ", ".join(f"{op} {row[op]['mean_s'] * 1000:.1f} ms (wall {row[op]['wall_mean_s'] * 1000:.1f},"
                           f" CPU {row[op]['cpu_mean_s'] * 1000:.1f}, read {row[op]['disk_read_kib']:.0f} KiB)"
-                          for op in ("ingest", "delete", "correct", "query"))
+                          for op in OPS)
               + f", {row['rss_bytes_per_session'] / 1024:.1f} KiB/session resident "
               f"(of which {row['rss_file_bytes_per_session'] / 1024:.1f} mapped from files; "
               f"{row['settled_rss_bytes_per_session'] / 1024:.1f} settled); once per process: "
@@ -339,13 +339,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if len(rows) > 1:
         lo, hi = rows[0], rows[-1]
         ratios = {op: round(hi[op]["mean_s"] / lo[op]["mean_s"], 2)
-                      for op in ("ingest", "delete", "correct", "query")}
+                      for op in OPS}
         ratios.update({f"{op}_wall": round(hi[op]["wall_mean_s"] / lo[op]["wall_mean_s"], 2)
-                       for op in ("ingest", "delete", "correct", "query")})
+                       for op in OPS})
         ratios.update({f"{op}_median": round(hi[op]["median_s"] / lo[op]["median_s"], 2)
-                       for op in ("ingest", "delete", "correct", "query")})
+                       for op in OPS})
         ratios.update({f"{op}_cpu": round(hi[op]["cpu_mean_s"] / lo[op]["cpu_mean_s"], 2)
-                       for op in ("ingest", "delete", "correct", "query")})
+                       for op in OPS})
         if args.warm_rounds:  # the rounds after the cache files were read once
             ratios.update({f"{op}_warm": round(hi["warm"][op]["mean_s"] / lo["warm"][op]["mean_s"], 2)
                            for op in OPS})

@@ -8,11 +8,11 @@ files are not changed."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import sys
 from pathlib import Path
+
+from memforest.resident.prefetch import libc_madvise
 
 MADV_PAGEOUT = 21  # linux/mman-common.h
 
@@ -37,11 +37,9 @@ def drop_pages(root: Path) -> dict[str, int]:
     """Put the files under `root` out of the page cache (module docstring): how many ranges of this
     process's maps of them were found and paged out (none on a kernel before 5.4), and how many files
     were dropped (nothing where the platform cannot: `supported`)."""
-    if not supported():
+    madvise = libc_madvise()
+    if not supported() or madvise is None:
         return {"ranges": 0, "paged_out": 0, "files": 0}
-    madvise = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).madvise
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    madvise.restype = ctypes.c_int
     ranges = mapped_ranges(root, Path("/proc/self/maps").read_text())
     paged = sum(madvise(lo, hi - lo, MADV_PAGEOUT) == 0 for lo, hi in ranges)
     files = 0

@@ -20,7 +20,8 @@ import numpy as np
 MADV_WILLNEED = 3  # (Linux and the BSDs)
 
 
-def _madvise() -> Any:
+def libc_madvise() -> Any:
+    """The C library's `madvise(address, length, advice)`, typed; None where there is none."""
     try:
         fn = ctypes.CDLL(None, use_errno=True).madvise
     except (OSError, AttributeError, TypeError):
@@ -30,7 +31,7 @@ def _madvise() -> Any:
     return fn
 
 
-_MADVISE = _madvise()
+_MADVISE = libc_madvise()
 
 
 def is_mapped(array: np.ndarray) -> bool:

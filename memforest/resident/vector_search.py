@@ -51,11 +51,9 @@ def probe_scores(vecs: np.ndarray, rows: np.ndarray, q: np.ndarray) -> np.ndarra
     if len(starts) >= _MAX_RUNS:
         return vecs[rows] @ q
     bounds = [0, *starts.tolist(), len(rows)]
-    firsts = rows[bounds[:-1]].tolist()
-    lengths = [hi - lo for lo, hi in zip(bounds[:-1], bounds[1:])]
-    will_need(vecs, zip(firsts, lengths))  # (rows of a mapped file: read at once, ahead of the faults)
-    return np.concatenate([vecs[f: f + hi - lo] @ q
-                           for f, lo, hi in zip(firsts, bounds[:-1], bounds[1:])])
+    runs = list(zip(rows[bounds[:-1]].tolist(), np.diff(bounds).tolist()))  # (first row, rows)
+    will_need(vecs, runs)  # (rows of a mapped file: read at once, ahead of the faults)
+    return np.concatenate([vecs[f: f + n] @ q for f, n in runs])
 
 
 def best(rows: np.ndarray, sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
