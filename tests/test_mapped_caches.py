@@ -111,3 +111,55 @@ def test_a_fifo_at_a_cache_path_is_rebuilt_not_waited_on(built, tmp_path) -> Non
     os.mkfifo(folder / "fifo.cache")
     fifo = cache_file.read_arrays(folder / "fifo.cache", "k", 1, "1:0")
     assert isinstance(fifo, cache_file.CacheMiss) and "not a regular file" in fifo.reason
+
+
+def _counting_sums(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    whole = cache_file._file_sum
+
+    def counted(fd: int, start: int, size: int) -> str | None:
+        calls.append(size)
+        return whole(fd, start, size)
+    monkeypatch.setattr(cache_file, "_file_sum", counted)
+    return calls
+
+
+def test_a_mapped_file_is_read_whole_for_its_checksum_only_without_a_stamp(tmp_path, monkeypatch) -> None:
+    """The writer stamps a file it maps; a reader takes the stamp for the checksum, `verify` reads the
+    file whole anyway, and a reader that had to read it whole stamps it for the next."""
+    monkeypatch.setattr(cache_file, "READ_BELOW", 0)
+    calls = _counting_sums(monkeypatch)
+    path, stamp = tmp_path / "x.cache", tmp_path / f"x.cache{cache_file.VERIFIED}"
+    write_arrays(path, "kind", 1, "1:0", {"a": np.arange(5000, dtype=np.int64)})
+    assert stamp.is_file()
+    found = read_arrays(path, "kind", 1, "1:0")
+    assert isinstance(found, dict) and np.array_equal(found["a"], np.arange(5000)) and calls == []
+    assert isinstance(read_arrays(path, "kind", 1, "1:0", verify=True), dict) and len(calls) == 1
+    stamp.unlink()
+    assert isinstance(read_arrays(path, "kind", 1, "1:0"), dict) and len(calls) == 2
+    assert stamp.is_file()
+    assert isinstance(read_arrays(path, "kind", 1, "1:0"), dict) and len(calls) == 2
+
+
+@pytest.mark.parametrize("change", ["flipped in place", "copied over, times kept", "stamp of another file"])
+def test_a_file_changed_since_its_stamp_is_read_whole(tmp_path, monkeypatch, change) -> None:
+    monkeypatch.setattr(cache_file, "READ_BELOW", 0)
+    calls = _counting_sums(monkeypatch)
+    path = tmp_path / "x.cache"
+    write_arrays(path, "kind", 1, "1:0", {"a": np.arange(5000, dtype=np.int64)})
+    if change == "flipped in place":
+        with open(path, "r+b") as f:
+            f.seek(-8, os.SEEK_END)
+            f.write(b"\xff" * 8)
+    elif change == "copied over, times kept":  # another inode, the same bytes and modification time
+        shutil.copy2(path, tmp_path / "copy")
+        os.replace(tmp_path / "copy", path)
+    else:
+        write_arrays(tmp_path / "y.cache", "kind", 1, "1:0", {"a": np.arange(5000, dtype=np.int64)})
+        os.replace(tmp_path / f"y.cache{cache_file.VERIFIED}", tmp_path / f"x.cache{cache_file.VERIFIED}")
+    found = read_arrays(path, "kind", 1, "1:0")
+    assert len(calls) == 1
+    if change == "flipped in place":
+        assert found == cache_file.CacheMiss("x.cache: content checksum mismatch")
+    else:
+        assert isinstance(found, dict) and np.array_equal(found["a"], np.arange(5000))

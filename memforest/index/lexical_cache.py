@@ -41,11 +41,12 @@ def write_lexical(path: Path, stamp: str, lexical: VersionedLexical) -> int:
     return write_arrays(path, KIND, FORMAT, stamp, arrays)
 
 
-def read_lexical(path: Path, stamp: str, state: UserState,
-                 watch: MappedFiles | None = None) -> VersionedLexical | CacheMiss:
+def read_lexical(path: Path, stamp: str, state: UserState, watch: MappedFiles | None = None,
+                 verify: bool = False) -> VersionedLexical | CacheMiss:
     """The cached index of `state` (committed version `stamp`), or why the cache cannot serve it; a
-    mapped file is added to `watch` (`cache_file.read_arrays`)."""
-    found = read_arrays(path, KIND, FORMAT, stamp, watch=watch)
+    mapped file is added to `watch`, and read whole for its checksum only when its stamp does not
+    hold or with `verify` (`cache_file.read_arrays`)."""
+    found = read_arrays(path, KIND, FORMAT, stamp, watch=watch, verify=verify)
     if isinstance(found, CacheMiss):
         return found
     try:

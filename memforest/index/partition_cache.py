@@ -51,12 +51,13 @@ def write_partitions(path: Path, stamp: str, tables: Mapping[str, SavedPartition
     return write_arrays(path, KIND, FORMAT, stamp, arrays)
 
 
-def read_partitions(path: Path, stamp: str,
-                    watch: MappedFiles | None = None) -> dict[str, SavedPartitions] | CacheMiss:
+def read_partitions(path: Path, stamp: str, watch: MappedFiles | None = None,
+                    verify: bool = False) -> dict[str, SavedPartitions] | CacheMiss:
     """The cached partitions by table name for committed version `stamp`, or why there are none; their
     vectors are writable (of a large file: copy-on-write views of its map, added to `watch`, read a
     page a fault and a probe's runs of rows ahead: `memforest.resident.prefetch`)."""
-    found = read_arrays(path, KIND, FORMAT, stamp, writable=True, watch=watch, random_access=True)
+    found = read_arrays(path, KIND, FORMAT, stamp, writable=True, watch=watch, random_access=True,
+                        verify=verify)
     if isinstance(found, CacheMiss):
         return found
     out = {}

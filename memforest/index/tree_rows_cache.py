@@ -105,11 +105,11 @@ def write_tree_rows(path: Path, stamp: str, bulk: BulkRows, dim: int) -> int:
     return write_arrays(path, KIND, FORMAT, stamp, arrays)
 
 
-def read_tree_rows(path: Path, stamp: str, dim: int,
-                   watch: MappedFiles | None = None) -> BulkRows | CacheMiss:
+def read_tree_rows(path: Path, stamp: str, dim: int, watch: MappedFiles | None = None,
+                   verify: bool = False) -> BulkRows | CacheMiss:
     """The cached rows of committed version `stamp` (vectors are read-only; of a large file, views of
     its map, added to `watch`), or why the cache cannot serve them."""
-    found = read_arrays(path, KIND, FORMAT, stamp, watch=watch)
+    found = read_arrays(path, KIND, FORMAT, stamp, watch=watch, verify=verify)
     if isinstance(found, CacheMiss):
         return found
     try:

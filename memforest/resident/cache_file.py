@@ -14,6 +14,15 @@ whole new one, and a file a process has mapped is never changed by a later write
 rename leaves the mapped file's contents as they were. Temporary files whose writer died
 (`remove_stale_temporary`) are removed when a memory opens its caches and by `memforest check`.
 
+A larger file's checksum is computed from the file once, not at every open: when a writer of ours has
+written it, or a reader has read it whole, a stamp beside it (`NAME.verified`) records the file's
+identity (device, inode, size, modification and change times) and its checksum. A reader that finds
+the file as the stamp recorded it, and the stamp made after the file's last change (its change time
+later than the file's, both set by the kernel's clock), takes the file as checked; otherwise it reads
+the file whole again. This is what keeps the open of a large memory from reading gigabytes of caches
+it then touches a few pages of. What the stamp cannot see is damage below the file system (a change
+that keeps the file's identity); `memforest check` reads every file whole (`verify`).
+
 Layout: 8 bytes of magic, the header's length and CRC-32 (two little-endian uint32), the header
 (JSON: kind, format, store version, checksum of the payload, each array's dtype, shape and offset),
 then the arrays, each aligned to 64 bytes. A file under `READ_BELOW` bytes is read into private
@@ -40,6 +49,7 @@ import stat
 import struct
 import tempfile
 import threading
+import time
 import weakref
 import zlib
 from dataclasses import dataclass
@@ -56,6 +66,8 @@ _PREFIX = struct.Struct("<8sII")  # magic, header bytes, header CRC-32
 _ALIGN = 64
 _CHUNK = 1 << 20  # bytes read at a time for a checksum
 READ_BELOW = 16 << 20  # files smaller than this are read into private memory instead of mapped
+VERIFIED = ".verified"  # the suffix of a mapped file's stamp: its identity when its checksum held
+_STAMP_TRIES = 50  # re-stamps (1 ms apart) until the stamp's change time is later than the file's
 TEMPORARY = ".*.tmp"  # the names of files being written (`write_arrays`)
 
 
@@ -109,11 +121,63 @@ def write_arrays(path: Path, kind: str, fmt: int, store_version: str, arrays: di
             os.fsync(out.fileno())
             os.fchmod(out.fileno(), 0o644)  # readable as the database beside it is (mkstemp's is private)
             os.replace(tmp, path)
+            written = os.fstat(out.fileno())
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+    if written.st_size >= READ_BELOW:  # (mapped when read: its reader takes the stamp for a checksum)
+        _stamp(path, written, summed.value)
     return start + offset
+
+
+def _identity(st: os.stat_result) -> list[int]:
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _stamp(path: Path, st: os.stat_result, summed: str) -> None:
+    """Record that the file at `path`, of status `st`, holds a payload of checksum `summed` (see the
+    module's notes), in a stamp written after the file's last change: a stamp made in the same tick of
+    the kernel's clock as that change is made again a little later. Best effort: a stamp that cannot be
+    written (a read-only folder) only means the next reader checks the file whole."""
+    record = json.dumps({"file": _identity(st), "payload_sum": summed}).encode()
+    target = path.with_name(path.name + VERIFIED)
+    try:
+        for _ in range(_STAMP_TRIES):
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=path.parent)
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    fcntl.flock(out.fileno(), fcntl.LOCK_EX)  # (not stale while written: `TEMPORARY`)
+                    out.write(record)
+                    out.flush()
+                    os.fchmod(out.fileno(), 0o644)
+                    os.replace(tmp, target)
+                    made = os.fstat(out.fileno()).st_ctime_ns
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+            if made > st.st_ctime_ns:
+                return
+            time.sleep(0.001)
+    except OSError:
+        pass
+
+
+def _stamped(path: Path, st: os.stat_result, summed: str) -> bool:
+    """Whether the stamp beside `path` says the file of status `st` was whole with checksum `summed`
+    when last written or read whole, and nothing has changed it since (see the module's notes)."""
+    opened = _open_regular(path.with_name(path.name + VERIFIED))
+    if isinstance(opened, CacheMiss):
+        return False
+    fd, made = opened
+    try:
+        record = json.loads(os.pread(fd, 4096, 0))
+    except (OSError, ValueError):
+        return False
+    finally:
+        os.close(fd)
+    return (isinstance(record, dict) and record.get("file") == _identity(st)
+            and record.get("payload_sum") == summed and st.st_ctime_ns < made.st_ctime_ns)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -224,14 +288,15 @@ class MappedFiles:
 
 
 def read_arrays(path: Path, kind: str, fmt: int, store_version: str, writable: bool = False,
-                watch: MappedFiles | None = None, random_access: bool = False
+                watch: MappedFiles | None = None, random_access: bool = False, verify: bool = False
                 ) -> dict[str, np.ndarray] | CacheMiss:
     """The arrays of the cache file at `path` when it is a whole, unchanged regular file of `kind`,
     format `fmt` and committed `store_version`; else why not. A file under `READ_BELOW` bytes is read
     into private memory; a larger one is mapped, its arrays read-only views of the map (`writable`:
     of a private, copy-on-write map: a write copies its page, the file never changes), and the map
     is added to `watch`, which tells when the file is later changed in place (`random_access`: the map
-    is advised so, and a fault reads its page alone, not the read-ahead window around it)."""
+    is advised so, and a fault reads its page alone, not the read-ahead window around it). A mapped
+    file's checksum is taken from its stamp when that holds (the module's notes), unless `verify`."""
     opened = _open_regular(path)
     if isinstance(opened, CacheMiss):
         return opened
@@ -243,7 +308,8 @@ def read_arrays(path: Path, kind: str, fmt: int, store_version: str, writable: b
         start, header = found
         if st.st_size < READ_BELOW:
             return _read_in(fd, st.st_size, start, header, path.name, writable)
-        return _mapped(fd, st, start, header, path.name, writable, watch, random_access)
+        checked = not verify and _stamped(path, st, header["payload_sum"])
+        return _mapped(fd, st, start, header, path, writable, watch, random_access, checked)
     except (OSError, ValueError) as e:
         return CacheMiss(f"{path.name}: unreadable ({type(e).__name__})")
     finally:
@@ -333,18 +399,23 @@ def _read_in(fd: int, size: int, start: int, header: dict[str, Any], name: str,
     return out
 
 
-def _mapped(fd: int, st: os.stat_result, start: int, header: dict[str, Any], name: str, writable: bool,
-            watch: MappedFiles | None, random_access: bool = False) -> dict[str, np.ndarray] | CacheMiss:
+def _mapped(fd: int, st: os.stat_result, start: int, header: dict[str, Any], path: Path, writable: bool,
+            watch: MappedFiles | None, random_access: bool = False,
+            checked: bool = False) -> dict[str, np.ndarray] | CacheMiss:
     """The arrays of a large file as views of its map, after a checksum of the file read through the
-    descriptor (no page of the map is touched before it is known whole)."""
+    descriptor (no page of the map is touched before it is known whole), unless it is `checked` (its
+    stamp holds); a file read whole and found whole is stamped."""
+    name = path.name
     buf = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY if writable else mmap.ACCESS_READ)
     if random_access and hasattr(mmap, "MADV_RANDOM"):
         buf.madvise(mmap.MADV_RANDOM)
-    summed = _file_sum(fd, start, st.st_size)
-    if summed is None or changed_since(st, os.fstat(fd)) is not None:
-        return CacheMiss(f"{name}: changed while it was read")
-    if summed != header["payload_sum"]:
-        return CacheMiss(f"{name}: content checksum mismatch")
+    if not checked:
+        summed = _file_sum(fd, start, st.st_size)
+        if summed is None or changed_since(st, os.fstat(fd)) is not None:
+            return CacheMiss(f"{name}: changed while it was read")
+        if summed != header["payload_sum"]:
+            return CacheMiss(f"{name}: content checksum mismatch")
+        _stamp(path, st, summed)
     if watch is not None:
         watch.add(name, buf, os.dup(fd), st)
     return _arrays(header, buf, start)

@@ -165,7 +165,8 @@ class StoreCaches:
         """What is wrong with the caches of `state` (the store's committed version), what was checked
         and what was done: each cache found damaged or stale is rebuilt from the state (the
         partitions cache is removed: the next load trains the partitions and writes it), and the
-        temporary files of cache writes that never finished are removed."""
+        temporary files of cache writes that never finished are removed. Each file is read whole for
+        its checksum, whatever its stamp says (`cache_file.read_arrays(..., verify=True)`)."""
         out = CacheCheck()
         stale = self.stale_removed + remove_stale_temporary(self.lexical_path.parent)
         self.stale_removed = []
@@ -196,14 +197,14 @@ class StoreCaches:
         return out
 
     def _check_lexical(self, stamp: str, state: UserState) -> tuple[str | None, str]:
-        found = read_lexical(self.lexical_path, stamp, state)
+        found = read_lexical(self.lexical_path, stamp, state, verify=True)
         if not isinstance(found, CacheMiss):
             return None, ""
         self._write(stamp, build_lexical(state), state.version)
         return found.reason, "rebuilt from the store"
 
     def _check_tree_rows(self, stamp: str, state: UserState) -> tuple[str | None, str]:
-        rows = read_tree_rows(self.tree_rows_path, stamp, state.dim)
+        rows = read_tree_rows(self.tree_rows_path, stamp, state.dim, verify=True)
         truth = bulk_of_state(state)
         wrong = rows.reason if isinstance(rows, CacheMiss) else bulk_difference(rows, truth)
         if wrong is None:
@@ -213,7 +214,7 @@ class StoreCaches:
         return wrong, "rebuilt from the store"
 
     def _check_partitions(self, stamp: str, state: UserState) -> tuple[str | None, str]:
-        parts = read_partitions(self.partitions_path, stamp)
+        parts = read_partitions(self.partitions_path, stamp, verify=True)
         wrong = parts.reason if isinstance(parts, CacheMiss) else rows_difference(parts, state)
         del parts  # (its maps with it, before the file is removed)
         if wrong is None:
