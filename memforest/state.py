@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from memforest.resident.cow import CowMap
+from memforest.resident.lazy_map import LazyMap
 from memforest.resident.ondemand import LazyNodeMap, NodeData, NodeKey, TreeInfo
 from memforest.resident.vector_table import Given, SavedPartitions, VectorTable
 from memforest.trees.memtree import MemTree
@@ -121,6 +122,9 @@ class UserState:
         """Have every fact read in what it would read from the store when first needed (a loaded
         version's: `Fact.unread`), in one pass over the store's rows; for what reads them all."""
         if self.tree_source is not None:
+            loaded = self.tree_source.loaded_facts
+            if loaded is not None and isinstance(self.facts, LazyMap):
+                loaded.norms.make_all()  # (every fact in one pass, not one read each)
             self.tree_source.read_facts(self.facts.values())
 
     def read_all(self) -> None:
@@ -232,20 +236,21 @@ class UserState:
         """Ids of the entity and scene trees holding `item` (a fact id)."""
         return sorted(self.placements.get(item, ()))
 
-    def fill_facts(self, ids: list[str], vecs: Given, saved: SavedPartitions | None = None,
-                   meta: Given | None = None) -> None:
+    def fill_facts(self, ids: Sequence[str], vecs: Given, saved: SavedPartitions | None = None,
+                   meta: Given | None = None) -> bool:
         """A new fact table of `ids` with `vecs` and row `meta` (each may be a function giving it),
         after a load; it takes the `saved` partitions (of a cache of this version) when they hold
-        exactly its keys, and their rows when they carry them (`VectorTable.fill`)."""
+        exactly its keys, and their rows when they carry them (`VectorTable.fill`): whether it did."""
         self.fact_table = VectorTable(self.dim)
-        self.fact_table.fill(ids, vecs, meta, saved)
+        return self.fact_table.fill(ids, vecs, meta, saved)
 
     def derive(self) -> None:
         """Rebuild the derived maps from the trees and facts (after a load or a merge)."""
-        norms = {f.norm: fid for fid, f in self.facts.items()}  # (a plain dict's items, after a load)
+        lazy = isinstance(self.facts, LazyMap)  # (made when first reached: the norms too, by the loader)
+        norms = {f.norm: fid for fid, f in self.facts.items()} if not lazy else None
         for name in self._MAPS:  # a plain dict (as a load makes them) is nobody else's: taken as it is
             m = getattr(self, name)
-            if not isinstance(m, LazyNodeMap):
+            if not isinstance(m, (LazyNodeMap, LazyMap)):
                 setattr(self, name, CowMap.over(m if type(m) is dict else dict(m.items())))
         bulk = self.tree_source.bulk if self.tree_source is not None else None
         if bulk is not None and bulk.held is not None and not any(
@@ -253,7 +258,8 @@ class UserState:
             self.placements = CowMap.over(dict(bulk.held))  # as the open read them, no tree read yet
         else:
             self.placements = CowMap.over(self._placements_of_trees())
-        self.norms = CowMap.over(norms)
+        if norms is not None:
+            self.norms = CowMap.over(norms)
         if self.fact_table is None:
             self.fact_table = VectorTable(self.dim)
         self.scene_tables = {}

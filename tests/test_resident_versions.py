@@ -258,9 +258,10 @@ def test_vector_table_versions_remove_and_search() -> None:
     assert ids.tolist() == [9] and len(new) == 49 and new._n < 3000
 
 
-# the indexes before schema 5: `cells_by_session`, not `cells_in_order` and `facts_opened`
+# the indexes before schema 5: `cells_by_session`, not `cells_in_order` and `facts_opened` (nor
+# schema 6's `facts_by_norm`)
 OLD_INDEXES = """
-DROP INDEX cells_in_order; DROP INDEX facts_opened; CREATE INDEX cells_by_session ON cells(session_id);
+DROP INDEX cells_in_order; DROP INDEX facts_by_norm; CREATE INDEX cells_by_session ON cells(session_id);
 """
 V1_ENTITIES = OLD_INDEXES + """
 ALTER TABLE entities RENAME TO entities_v2;
@@ -284,23 +285,28 @@ UPDATE meta SET value = '3' WHERE key = 'schema_version';
 V4_INDEXES = OLD_INDEXES + """
 UPDATE meta SET value = '4' WHERE key = 'schema_version';
 """
+V5_OPENED = """
+DROP INDEX facts_by_norm; CREATE INDEX facts_opened ON facts(fact_id, norm, event_start);
+UPDATE meta SET value = '5' WHERE key = 'schema_version';
+"""
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
 def test_an_older_store_is_migrated_when_opened_and_reads_the_same(scripted_forest, tmp_path,
                                                                    version: int) -> None:
     """Schema 1 kept an entity's facts and session counts as JSON in its row; schema 2 had no index of
     the nodes' places in their trees; schema 3 had no sentence vectors of cells; schema 4 no indexes of
-    what an open reads of cells and facts. Opening such a store brings it to this schema in one
-    transaction, and the memory reads as before (its trees' structure, cells and facts through the new
-    indexes)."""
+    what an open reads of cells and facts; schema 5 none of the facts by normalised text. Opening such a
+    store brings it to this schema in one transaction, and the memory reads as before (its trees'
+    structure, cells and facts through the new indexes)."""
     forest = scripted_forest(path=tmp_path / "st")
     forest.ingest_sessions("u", make_sessions(8, 4))
     before = fingerprint(forest.snapshot("u"))
     assert any(e[0] for e in before["entities"].values())
     db = tmp_path / "st" / "users" / "u" / "memory.sqlite"
     with sqlite3.connect(db) as con:
-        con.executescript({1: V1_ENTITIES, 2: V2_NODES, 3: V3_SENTENCES, 4: V4_INDEXES}[version])
+        older = {1: V1_ENTITIES, 2: V2_NODES, 3: V3_SENTENCES, 4: V4_INDEXES, 5: V5_OPENED}
+        con.executescript(older[version])
     reopened = scripted_forest(path=tmp_path / "st")
     assert (reopened.check("u")["problems"]
             == [f"{db} has schema version {version}, older than {SCHEMA_VERSION}: any MemForest command "
@@ -313,9 +319,10 @@ def test_an_older_store_is_migrated_when_opened_and_reads_the_same(scripted_fore
         assert "COVERING INDEX nodes_structure" in str(plan)
         cells = "SELECT cell_id, session_id, idx, turn_lo, turn_hi, time FROM cells ORDER BY session_id, idx"
         assert "COVERING INDEX cells_in_order" in str(con.execute(f"EXPLAIN QUERY PLAN {cells}").fetchall())
-        facts = "SELECT fact_id, norm, event_start FROM facts"
-        assert "COVERING INDEX facts_opened" in str(con.execute(f"EXPLAIN QUERY PLAN {facts}").fetchall())
-        assert not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'cells_by_session'").fetchall()
+        facts = "SELECT fact_id FROM facts WHERE norm = 'x'"
+        assert "COVERING INDEX facts_by_norm" in str(con.execute(f"EXPLAIN QUERY PLAN {facts}").fetchall())
+        for gone in ("cells_by_session", "facts_opened"):
+            assert not con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (gone,)).fetchall()
     reopened.ingest_sessions("u", make_sessions(9, 4)[8:])
     assert reopened.check("u")["ok"]
 

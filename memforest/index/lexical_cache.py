@@ -76,11 +76,12 @@ def _check_shapes(seg: Segment, n_terms: int) -> None:
 
 
 def _same_documents(docs: list[str], state: UserState) -> bool:
-    """Whether `docs` are the state's cells and facts, each once."""
+    """Whether `docs` are the state's cells and facts, each once: as many, none twice, each a cell
+    or a fact (by lookups: the facts of a loaded version are not all made, nor listed in order)."""
     cells, facts = state.cells, state.facts
-    held = set(cells)
-    held.update(facts)
-    return len(docs) == len(cells) + len(facts) == len(held) and held == set(docs)
+    if len(docs) != len(cells) + len(facts) or len(set(docs)) != len(docs):
+        return False
+    return all(d in cells or d in facts for d in docs)
 
 
 def documents(state: UserState) -> list[tuple[str, str]]:

@@ -26,8 +26,9 @@ T = TypeVar("T")
 # what a source reads, each by the key of what reads it: a session's turns (its id), a cell's text, a
 # fact's fields but its id, normalised text and event start (the values of `memforest.types.FACT_DETAIL`,
 # in order), a fact's occurrences, an entity label's facts and per-session fact counts (a label), a
-# tree's structure (a tree id), a node's data (a `NodeKey`; None when the version has no such node)
-Kind = Literal["turns", "text", "fact", "occurrences", "members", "tree", "node"]
+# tree's structure (a tree id), a node's data (a `NodeKey`; None when the version has no such node), a
+# fact's normalised text and event start (its id: `memforest.store.loaded_facts`)
+Kind = Literal["turns", "text", "fact", "occurrences", "members", "tree", "node", "fact_key"]
 
 
 class Waiting:

@@ -20,7 +20,7 @@ array (`memforest.resident.key_rows`), so `rows_of` finds the rows of many keys 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -84,6 +84,10 @@ class VectorTable:
 
     def keys(self) -> Iterable[Hashable]:
         return iter(self._slot)
+
+    def key_rows(self) -> Mapping[Hashable, int]:
+        """key -> row as the table holds them now (a fork of its map: later edits leave it as it is)."""
+        return self._slot.fork()
 
     def fork(self) -> VectorTable:
         """The next version; this one stays unchanged (and may no longer append)."""
@@ -206,9 +210,16 @@ class VectorTable:
         partition), as filling, then compacting, lays them out. False, with nothing changed, when
         the keys differ."""
         n = len(keys)
-        at = saved_order(keys, saved)
-        if at is None:
-            return False
+        if keys is saved.keys:  # (the cache's own keys: in its order, each once if the map says so)
+            slot = dict(zip(keys, range(n)))
+            if len(slot) != n:
+                return False
+            at = np.arange(n)
+        else:
+            found = saved_order(keys, saved)
+            if found is None:
+                return False
+            at, slot = found, {}
         mapped = saved.vecs
         if (mapped is not None and mapped.ndim == 2 and mapped.shape[1] == self.dim and len(mapped) > n
                 and mapped.dtype == np.float32 and mapped.flags.writeable):
@@ -221,11 +232,12 @@ class VectorTable:
             rows.meta[:n] = saved.meta
         elif meta is not None:
             rows.meta[:n] = np.broadcast_to(_given(meta), (n, 2))[at]
-        rows.keys = list(map(keys.__getitem__, at.tolist()))  # the caller's key objects, not the saved copies
+        # the caller's key objects, not the saved copies
+        rows.keys = list(keys) if slot else list(map(keys.__getitem__, at.tolist()))
         self._rows, self._n, self._own_tail, self._own_from = rows, n, True, 0
         self._live = np.zeros(capacity, bool)
         self._live[:n] = True
-        self._slot = CowMap.over(dict(zip(rows.keys, range(n))))
+        self._slot = CowMap.over(slot or dict(zip(rows.keys, range(n))))
         if self._key_rows is not None:
             self._key_rows = self._key_rows.remade(np.asarray(rows.keys, np.int64), np.arange(n))
         self._parts, self._own_parts = restore_partitions(saved, None, PARTITION_ROWS), True

@@ -47,6 +47,8 @@ def read_for_commit(base: UserState, ch: ChangeSet) -> None:
         stat = base.entities.get(label)
         if stat is not None:
             _ = stat.facts  # (and its session counts: read together)
+    if source.loaded_facts is not None:  # (made as loaded, and their texts looked up, before they change)
+        source.loaded_facts.remember(sorted(ch.facts | ch.deleted_facts))
     for fid in sorted(ch.facts | ch.deleted_facts):
         fact = base.facts.get(fid)
         if fact is not None:

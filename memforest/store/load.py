@@ -5,20 +5,21 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import threading
 from collections.abc import Callable, Mapping
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import numpy as np
 
 from memforest.index.forest_index import facts_meta
 from memforest.resident.cow import CowMap, CowSet
-from memforest.resident.ondemand import BulkRows, Kind, LazyNodeMap, NodeData, Source, TreeInfo, Waiting
+from memforest.resident.lazy_map import LazyMap
+from memforest.resident.ondemand import BulkRows, LazyNodeMap, NodeData, Source, TreeInfo
 from memforest.resident.vector_table import SavedPartitions
 from memforest.routing.router import session_tree_id
 from memforest.state import UserState
+from memforest.store.loaded_facts import LoadedFacts
 from memforest.store.rows import (
     FACT_DETAIL_COLUMNS,
     json_list,
@@ -65,10 +66,10 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     the indexes need of them comes from `cached_rows(version, dim)` when that agrees with the tree rows,
     else from one pass over the nodes. The fact table takes the partitions `saved(version)` holds for
     it (`facts`), when they hold exactly its keys, and then their rows when they carry them: the facts'
-    vectors and row meta are then not read from the store, and with `lazy` neither are the facts'
-    occurrences and fields but their ids, normalised texts and event starts (each fact reads its own
-    when first needed, `memforest.types.Fact.unread`). A fact vector of another width read from
-    the store is a VectorWidthError."""
+    vectors and row meta are then not read from the store, and with `lazy` neither are the facts: which
+    ids the version holds is the cache's keys, and each fact is made from its row when first reached,
+    its fields and occurrences when first needed (`memforest.store.loaded_facts`, `Fact.unread`). A
+    fact vector of another width read from the store is a VectorWidthError."""
     meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
     st = UserState(user, version=int(meta["version"]), embedder=meta["embedder"], dim=int(meta["dim"]),
                    next_tree_rowid=int(meta["next_tree_rowid"]),
@@ -78,12 +79,12 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     mapped = saved_facts is not None and saved_facts.vecs is not None  # the table takes the cache's rows
     facts: dict[str, Fact] = {}
     blobs: list[bytes] = []
-    if lazy is not None and mapped:  # fields and occurrences read when first needed
-        later = _Later()
-        for fid, norm, event_start in con.execute("SELECT fact_id, norm, event_start FROM facts"):
-            facts[fid] = Fact.unread(fid, norm, event_start, later)
-    else:
-        later = None
+    # with the cache's rows and their meta, the facts are made when first reached (`LoadedFacts`)
+    made_later = (lazy is not None and saved_facts is not None and mapped and saved_facts.meta is not None
+                  and st.fill_facts(cast(list[str], saved_facts.keys),
+                                    lambda: _fact_vectors(con, cast(list[str], saved_facts.keys), st.dim),
+                                    saved_facts))
+    if not made_later:
         pool: dict[str, str] = {}  # one string object per distinct session id, cell id and fact label
         same = pool.setdefault
         occ = read_occurrences(con, same)
@@ -97,15 +98,13 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
             if not mapped:
                 blobs.append(row[14])
         del pool
-    ids = list(facts)
-    st.fill_facts(ids, (lambda: _fact_vectors(con, ids, st.dim)) if mapped else _vectors(blobs, ids, st.dim),
-                  saved_facts, lambda: _fact_meta(con, facts))
-    del blobs
+        ids = list(facts)
+        vecs = (lambda: _fact_vectors(con, ids, st.dim)) if mapped else _vectors(blobs, ids, st.dim)
+        st.fill_facts(ids, vecs, saved_facts, lambda: _fact_meta(con, facts))
+        del blobs
     fact_vecs = st.fact_vecs
     if lazy is not None:
         _read_trees_lazily(con, st, lazy, fact_vecs, cached_rows(st.version, st.dim) if cached_rows else None)
-        if later is not None:
-            later.source = st.tree_source
     rows: dict[str, list[Node]] = {}
     nodes: dict[tuple[str, int], NodeData] = {}
     for row in ([] if lazy is not None else con.execute("SELECT * FROM nodes")):
@@ -121,36 +120,17 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     for sid, domain, total, size, t_last, tree_id in con.execute("SELECT * FROM scenes"):
         scenes[sid] = Scene(sid, domain, vec_of(total), size, t_last, tree_id)
     st.sessions, st.session_cells, st.cells = _read_sessions(con, st.tree_source)
-    st.facts = facts
+    if made_later:
+        assert st.fact_table is not None
+        loaded = st.tree_source.loaded_facts = LoadedFacts(st.fact_table.key_rows(), st.tree_source)
+        st.facts, st.norms = LazyMap(loaded), LazyMap(loaded.norms)
+    else:
+        st.facts = facts
     if lazy is None:
         st.nodes = nodes
     st.trees, st.entities, st.scenes = trees, entities, scenes
     st.pending_cells = {row[0] for row in con.execute("SELECT cell_id FROM pending_cells")}
     return st
-
-
-class _Later:
-    """The source of facts read before the tree source that reads their fields and occurrences
-    exists (`read_state` makes it after the fact table)."""
-
-    __slots__ = ("source",)
-
-    def __init__(self) -> None:
-        self.source: Source | None = None
-
-    @property
-    def lock(self) -> threading.RLock:
-        assert self.source is not None
-        return self.source.lock
-
-    @property
-    def waiting(self) -> Waiting:
-        assert self.source is not None
-        return self.source.waiting
-
-    def read(self, kind: Kind, key: Any) -> Any:
-        assert self.source is not None
-        return self.source.read(kind, key)
 
 
 def _vectors(blobs: list[bytes], ids: list[str], dim: int) -> np.ndarray:

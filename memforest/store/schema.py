@@ -1,6 +1,6 @@
 """SQLite schema of one user's memory. SQLite is the source of truth; FAISS files are caches."""
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -16,7 +16,7 @@ CREATE TABLE IF NOT EXISTS facts (
   role TEXT NOT NULL, participants TEXT NOT NULL, entities TEXT NOT NULL, topics TEXT NOT NULL,
   time_text TEXT NOT NULL, event_start REAL, event_end REAL, attribute TEXT NOT NULL,
   domain TEXT NOT NULL, collection TEXT NOT NULL, embedding BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS facts_opened ON facts(fact_id, norm, event_start);
+CREATE INDEX IF NOT EXISTS facts_by_norm ON facts(norm, fact_id);
 CREATE TABLE IF NOT EXISTS occurrences (
   fact_id TEXT NOT NULL, seq INTEGER NOT NULL, session_id TEXT NOT NULL, cell_id TEXT NOT NULL,
   turn_lo INTEGER NOT NULL, turn_hi INTEGER NOT NULL, source_time REAL NOT NULL, event_start REAL,
@@ -56,6 +56,8 @@ CREATE TABLE IF NOT EXISTS operations (
 # embeds its sentences itself until `memforest migrate` stores them (`memforest.store.backfill`).
 # 4 -> 5: indexes holding what an open reads of every cell (in session order) and fact (`cells_in_order`,
 # `facts_opened`), so the open scans them instead of the rows' texts and vectors (~1.5% more file).
+# 5 -> 6: the open reads no fact (`memforest.store.loaded_facts`): `facts_opened` goes, and an index of
+# the facts by normalised text (`facts_by_norm`) finds an exact duplicate's fact in the store.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         "ALTER TABLE entities RENAME TO entities_v1",
@@ -83,5 +85,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "time)",
         "DROP INDEX IF EXISTS cells_by_session",
         "CREATE INDEX IF NOT EXISTS facts_opened ON facts(fact_id, norm, event_start)",
+    ),
+    5: (
+        "CREATE INDEX IF NOT EXISTS facts_by_norm ON facts(norm, fact_id)",
+        "DROP INDEX IF EXISTS facts_opened",
     ),
 }

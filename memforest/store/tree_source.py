@@ -27,6 +27,7 @@ import numpy as np
 from memforest.errors import StoreError
 from memforest.resident.cow import CowMap, CowSet
 from memforest.resident.ondemand import BulkRows, Kind, NodeData, NodeKey, TreeInfo, Waiting
+from memforest.store.loaded_facts import LoadedFacts
 from memforest.store.read_snapshot import ReadSnapshot
 from memforest.store.rows import (
     DATA,
@@ -75,7 +76,8 @@ class StoreTreeSource(ReadSnapshot):
         self.waiting = Waiting()  # operations reading a tree (a read ahead gives way to them)
         self._readers: dict[str, Any] = {
             "turns": self._turns, "text": self._text, "fact": self._fact, "occurrences": self._occurrences,
-            "members": self._members, "tree": self._tree, "node": self._node}
+            "members": self._members, "tree": self._tree, "node": self._node, "fact_key": self._fact_key}
+        self.loaded_facts: LoadedFacts | None = None  # the facts made when first reached (`load.read_state`)
 
     def read(self, kind: Kind, key: Any) -> Any:
         """What a record or a tree of the loaded version reads when first needed, by kind and key
@@ -329,6 +331,21 @@ class StoreTreeSource(ReadSnapshot):
         (rows,) = self._read_rows("fact", fact_id, f"SELECT {FACT_DETAIL_COLUMNS} FROM facts WHERE fact_id=?")
         return detail_of_row(rows[0])
 
+    def _fact_key(self, fact_id: str) -> tuple[str, float | None]:
+        """The normalised text and event start of a fact of the loaded version."""
+        (rows,) = self._read_rows("fact", fact_id, "SELECT norm, event_start FROM facts WHERE fact_id=?")
+        return rows[0]
+
+    def fact_keys(self) -> list[tuple[str, str, float | None]]:
+        """(id, normalised text, event start) of every fact of the loaded version, in one statement."""
+        return self._read_rows("facts", "*", "SELECT fact_id, norm, event_start FROM facts",
+                               required=False, bound=False)[0]
+
+    def facts_with_norm(self, norm: str) -> list[str]:
+        """The ids of the facts whose normalised text is `norm` (`facts_by_norm`), in the snapshot."""
+        (rows,) = self._read_rows("norm", norm, "SELECT fact_id FROM facts WHERE norm=?", required=False)
+        return [row[0] for row in rows]
+
     def read_facts(self, facts: Iterable[Fact]) -> None:
         """Read in the fields and occurrences of those of `facts` that have not read them, in one pass
         over the store's rows rather than one read per fact."""
@@ -348,11 +365,13 @@ class StoreTreeSource(ReadSnapshot):
         facts, sessions = self._read_rows("label", label, LABEL_FACTS, LABEL_SESSIONS, required=False)
         return _members_of(facts, sessions, {})
 
-    def _read_rows(self, kind: str, key: str, *queries: str, required: bool = True) -> list[list[tuple]]:
-        """The rows each query gives for `key` in the loaded version (a StoreError when the source is
-        closed or SQLite fails, and, if `required`, when a query finds no row: damage)."""
+    def _read_rows(self, kind: str, key: str, *queries: str, required: bool = True,
+                   bound: bool = True) -> list[list[tuple]]:
+        """The rows each query gives for `key` (a parameter of each, unless not `bound`) in the loaded
+        version (a StoreError when the source is closed or SQLite fails, and, if `required`, when a
+        query finds no row: damage)."""
         with self.waiting, self.lock:  # a read ahead gives way (`warm`)
-            found = [self._fetch(kind, key, sql, (key,)) for sql in queries]
+            found = [self._fetch(kind, key, sql, (key,) if bound else ()) for sql in queries]
         if required and not all(found):
             raise StoreError(f"{self.path} is damaged: {kind} {key!r} of version {self.version} has no row; "
                              "run `memforest check`")

@@ -1,0 +1,147 @@
+"""The facts of a loaded version are made when first reached (`memforest.store.loaded_facts`): an
+open makes none, yet every fact, normalised text and exact duplicate reads as an open that makes them
+all; and a version held while this process commits keeps its own facts and texts."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import make_sessions
+
+from memforest.resident.lazy_map import LazyMap
+
+
+@pytest.fixture
+def large(monkeypatch):
+    """Tables past their exact bound (lowered here), so a closed store caches its fact table's rows."""
+    monkeypatch.setattr("memforest.resident.vector_table.EXACT_ROWS", 12)
+    monkeypatch.setattr("memforest.index.forest_index.ROOTS_EXACT_ROWS", 4)
+
+
+def _facts(state) -> dict:
+    return {fid: (f.norm, f.text, f.event_start, f.entities, list(f.occurrences))
+            for fid, f in state.facts.items()}
+
+
+def _eager(scripted_forest, store: Path, copy: Path):
+    """The store's state as an open without caches makes it (every fact read at the open)."""
+    shutil.copytree(store, copy)
+    shutil.rmtree(copy / "users/u/cache")
+    forest = scripted_forest(path=copy)
+    state = forest.snapshot("u").state
+    assert not isinstance(state.facts, LazyMap)
+    return forest, state
+
+
+def _repeating(sessions: list[dict], prefix: str) -> list[dict]:
+    """The same sessions under other ids, a day later: every fact an exact duplicate."""
+    return [{**s, "session_id": f"{prefix}{s['session_id']}", "timestamp": s["timestamp"][:-8] + "11:00:00"}
+            for s in sessions]
+
+
+def test_an_open_makes_no_fact_and_reads_as_an_open_that_makes_them_all(scripted_forest, tmp_path,
+                                                                         large) -> None:
+    forest = scripted_forest(path=tmp_path / "store")
+    forest.ingest_sessions("u", make_sessions(8, 4))
+    forest.close()
+    reopened = scripted_forest(path=tmp_path / "store")
+    state = reopened.snapshot("u").state
+    loaded = state.tree_source.loaded_facts
+    assert isinstance(state.facts, LazyMap) and loaded is not None and loaded.made == {}
+    _, eager = _eager(scripted_forest, tmp_path / "store", tmp_path / "eager")
+    fid = sorted(eager.facts)[3]
+    assert fid in state.facts and state.facts[fid].norm == eager.facts[fid].norm and len(loaded.made) == 1
+    assert "no such fact" not in state.facts and state.facts.get("no such fact") is None
+    assert state.norms.get(eager.facts[fid].norm) == fid and state.norms.get("no such text") is None
+    assert list(state.facts) == sorted(eager.facts) and len(state.facts) == len(eager.facts)  # (in id order)
+    assert _facts(state) == _facts(eager)
+    assert dict(state.norms.items()) == dict(eager.norms.items())
+
+
+def test_exact_duplicates_are_found_through_the_store_as_in_memory(scripted_forest, tmp_path, large) -> None:
+    """The same writes on a reopened store (texts looked up in the store) and on the process that
+    wrote it (every fact in memory) leave the same facts."""
+    sessions = make_sessions(8, 4)
+    kept = scripted_forest(path=tmp_path / "kept")
+    kept.ingest_sessions("u", sessions)
+    closed = scripted_forest(path=tmp_path / "closed")
+    closed.ingest_sessions("u", sessions)
+    closed.close()
+    reopened = scripted_forest(path=tmp_path / "closed")
+    for forest in (kept, reopened):
+        forest.ingest_sessions("u", _repeating(sessions[:3], "again-"))
+        forest.delete_session("u", "s004")
+    after = reopened.snapshot("u").state
+    assert isinstance(after.facts, LazyMap)
+    assert _facts(after) == _facts(kept.snapshot("u").state)
+    assert any(len(f[4]) > 1 for f in _facts(after).values())  # duplicates merged into their facts
+
+
+def test_a_version_held_across_commits_keeps_its_facts_and_texts(scripted_forest, tmp_path, large) -> None:
+    """A loaded version held while the process deletes, corrects and ingests duplicates (each commit
+    moving the read snapshot past it) still reads its own facts and finds its own texts only."""
+    sessions = make_sessions(8, 4)
+    forest = scripted_forest(path=tmp_path / "store")
+    forest.ingest_sessions("u", sessions)
+    forest.close()
+    _, eager = _eager(scripted_forest, tmp_path / "store", tmp_path / "eager")
+    expected, texts = _facts(eager), dict(eager.norms.items())
+    reopened = scripted_forest(path=tmp_path / "store")
+    held = reopened.snapshot("u")
+    assert isinstance(held.state.facts, LazyMap)
+    reopened.delete_session("u", "s002")
+    changed = {**sessions[5], "turns": [{"role": "user", "content": "I moved to Lisbon and sold item5x0."}]}
+    reopened.correct_session("u", changed)
+    reopened.ingest_sessions("u", _repeating(sessions[:4], "again-"))
+    now = reopened.snapshot("u").state
+    assert set(now.facts) != set(expected)
+    assert _facts(held.state) == expected
+    assert {n: held.state.norms.get(n) for n in texts} == texts
+    new_texts = {now.facts[f].norm for f in now.facts if f not in expected}
+    assert new_texts and all(held.state.norms.get(n) is None for n in new_texts - set(texts))
+    _, eager_now = _eager(scripted_forest, tmp_path / "store", tmp_path / "eager-now")
+    assert _facts(now) == _facts(eager_now)
+
+
+class _Rows:
+    """A source over rows the test changes, as a read snapshot moved to a later version shows them."""
+
+    def __init__(self, rows: dict[str, tuple[str, float | None]]) -> None:
+        import threading
+
+        from memforest.resident.ondemand import Waiting
+        self.rows, self.lock, self.waiting, self.reads = dict(rows), threading.RLock(), Waiting(), 0
+
+    def read(self, kind: str, key: str):
+        assert kind == "fact_key"
+        self.reads += 1
+        return self.rows[key]
+
+    def fact_keys(self):
+        return [(f, *row) for f, row in self.rows.items()]
+
+    def facts_with_norm(self, norm: str) -> list[str]:
+        self.reads += 1
+        return [f for f, (n, _) in self.rows.items() if n == norm]
+
+
+def test_remembered_facts_keep_their_texts_when_the_store_moves_on() -> None:
+    """Before a commit rewrites b (to a's text) and drops c (whose text a new fact d takes), the loaded
+    version remembers both: afterwards it still finds each text's own fact, never b or d."""
+    from memforest.resident.cow import _MISSING
+    from memforest.store.loaded_facts import LoadedFacts
+    rows = _Rows({"a": ("alpha", 1.0), "b": ("beta", None), "c": ("gamma", 3.0)})
+    loaded = LoadedFacts({"a": 0, "b": 1, "c": 2}, rows)  # type: ignore[arg-type]
+    loaded.remember(["b", "c", "d"])  # ("d": not the loaded version's: left alone)
+    assert loaded.changed == {"b", "c"} and loaded.norms.made == {"beta": "b", "gamma": "c"}
+    rows.rows.update({"b": ("alpha", 2.0), "d": ("gamma", 4.0)})  # the store at the commit's version
+    del rows.rows["c"]
+    assert loaded.norms.make("alpha") == "a" and loaded.norms.make("gamma") == "c"
+    assert loaded.norms.make("beta") == "b" and loaded.make("b").norm == "beta"
+    assert loaded.make("c").event_start == 3.0
+    assert not loaded.holds("d") and loaded.make("d") is _MISSING and loaded.norms.make("delta") is _MISSING
+    reads = rows.reads
+    assert loaded.norms.make("alpha") == "a" and loaded.norms.make("delta") is _MISSING
+    assert rows.reads == reads  # (each kept)
