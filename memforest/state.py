@@ -255,7 +255,7 @@ class UserState:
         bulk = self.tree_source.bulk if self.tree_source is not None else None
         if bulk is not None and bulk.held is not None and not any(
                 info.is_read for info in self.trees.values() if info.family != "session"):
-            self.placements = CowMap.over(dict(bulk.held))  # as the open read them, no tree read yet
+            self.placements = LazyMap(bulk.held)  # as the open read them, no tree read yet
         else:
             self.placements = CowMap.over(self._placements_of_trees())
         if norms is not None:

@@ -420,7 +420,9 @@ def test_a_reopened_memory_takes_the_rows_of_unread_trees_from_the_cache(
     _refuse_scan(monkeypatch)
     with _forest(root) as forest:
         assert forest.query("u", "Where do I live now?", answer=False).evidence == answer
+        state = forest.snapshot("u").state
         assert fingerprint(forest.snapshot("u")) == expected
+        assert len(state.nodes) == sum(len(t.tree.nodes) for t in state.trees.values())  # (the cache's count)
         assert forest.check("u")["cache"] == []
 
 
@@ -444,19 +446,27 @@ def test_a_damaged_or_stale_tree_rows_cache_is_read_around_and_rebuilt_by_check(
         assert fingerprint(forest.snapshot("u")) == expected
 
 
-def test_check_finds_a_tree_rows_cache_whose_rows_are_not_the_stores(tmp_path: Path) -> None:
+@pytest.mark.parametrize("wrong", ["root vector", "node count"])
+def test_check_finds_a_tree_rows_cache_whose_rows_are_not_the_stores(tmp_path: Path, wrong: str) -> None:
     root = _built(tmp_path)
     with _forest(root) as forest:
         snap = forest.snapshot("u")
         stamp = forest._resident.caches_of("u", forest._open_db("u", False)).db.stamp(snap.version)
     rows = tree_rows_cache.read_tree_rows(_rows_file(root), stamp, snap.state.dim)
-    assert not isinstance(rows, CacheMiss)
+    assert not isinstance(rows, CacheMiss) and rows.node_count
     tid = sorted(rows.roots)[0]
-    rows.roots[tid] = -rows.roots[tid]  # a whole, checksummed file holding another vector
+    if wrong == "root vector":
+        rows.roots[tid] = -rows.roots[tid]  # a whole, checksummed file holding another vector
+    else:
+        rows.node_count += 1
+    rows.leaf_items = dict(rows.leaf_items)
     tree_rows_cache.write_tree_rows(_rows_file(root), stamp, rows, snap.state.dim)
     with _forest(root) as forest:
+        if wrong == "node count":
+            assert len(forest.snapshot("u").state.nodes) == rows.node_count  # (taken from the cache)
         report = forest.check("u")
-        assert any("root vectors are not the store's" in c for c in report["cache"]), report
+        expected = "root vectors are not the store's" if wrong == "root vector" else "nodes, the store holds"
+        assert any(expected in c for c in report["cache"]), report
         assert forest.check("u")["cache"] == []
 
 

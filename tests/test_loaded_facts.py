@@ -55,7 +55,7 @@ def test_an_open_makes_no_fact_and_reads_as_an_open_that_makes_them_all(scripted
     assert fid in state.facts and state.facts[fid].norm == eager.facts[fid].norm and len(loaded.made) == 1
     assert "no such fact" not in state.facts and state.facts.get("no such fact") is None
     assert state.norms.get(eager.facts[fid].norm) == fid and state.norms.get("no such text") is None
-    assert list(state.facts) == sorted(eager.facts) and len(state.facts) == len(eager.facts)  # (in id order)
+    assert sorted(state.facts) == sorted(eager.facts) and len(state.facts) == len(eager.facts)
     assert _facts(state) == _facts(eager)
     assert dict(state.norms.items()) == dict(eager.norms.items())
 

@@ -259,9 +259,10 @@ def test_vector_table_versions_remove_and_search() -> None:
 
 
 # the indexes before schema 5: `cells_by_session`, not `cells_in_order` and `facts_opened` (nor
-# schema 6's `facts_by_norm`)
+# schema 6's `facts_by_norm` and `sessions_opened`)
 OLD_INDEXES = """
-DROP INDEX cells_in_order; DROP INDEX facts_by_norm; CREATE INDEX cells_by_session ON cells(session_id);
+DROP INDEX cells_in_order; DROP INDEX facts_by_norm; DROP INDEX sessions_opened;
+CREATE INDEX cells_by_session ON cells(session_id);
 """
 V1_ENTITIES = OLD_INDEXES + """
 ALTER TABLE entities RENAME TO entities_v2;
@@ -286,7 +287,8 @@ V4_INDEXES = OLD_INDEXES + """
 UPDATE meta SET value = '4' WHERE key = 'schema_version';
 """
 V5_OPENED = """
-DROP INDEX facts_by_norm; CREATE INDEX facts_opened ON facts(fact_id, norm, event_start);
+DROP INDEX facts_by_norm; DROP INDEX sessions_opened;
+CREATE INDEX facts_opened ON facts(fact_id, norm, event_start);
 UPDATE meta SET value = '5' WHERE key = 'schema_version';
 """
 
@@ -296,9 +298,9 @@ def test_an_older_store_is_migrated_when_opened_and_reads_the_same(scripted_fore
                                                                    version: int) -> None:
     """Schema 1 kept an entity's facts and session counts as JSON in its row; schema 2 had no index of
     the nodes' places in their trees; schema 3 had no sentence vectors of cells; schema 4 no indexes of
-    what an open reads of cells and facts; schema 5 none of the facts by normalised text. Opening such a
-    store brings it to this schema in one transaction, and the memory reads as before (its trees'
-    structure, cells and facts through the new indexes)."""
+    what an open reads of cells and facts; schema 5 none of the facts by normalised text, nor of the
+    sessions' ids and times. Opening such a store brings it to this schema in one transaction, and the
+    memory reads as before (its trees' structure, cells and facts through the new indexes)."""
     forest = scripted_forest(path=tmp_path / "st")
     forest.ingest_sessions("u", make_sessions(8, 4))
     before = fingerprint(forest.snapshot("u"))
@@ -319,8 +321,9 @@ def test_an_older_store_is_migrated_when_opened_and_reads_the_same(scripted_fore
         assert "COVERING INDEX nodes_structure" in str(plan)
         cells = "SELECT cell_id, session_id, idx, turn_lo, turn_hi, time FROM cells ORDER BY session_id, idx"
         assert "COVERING INDEX cells_in_order" in str(con.execute(f"EXPLAIN QUERY PLAN {cells}").fetchall())
-        facts = "SELECT fact_id FROM facts WHERE norm = 'x'"
-        assert "COVERING INDEX facts_by_norm" in str(con.execute(f"EXPLAIN QUERY PLAN {facts}").fetchall())
+        for query, index in (("SELECT fact_id FROM facts WHERE norm = 'x'", "facts_by_norm"),
+                             ("SELECT session_id, time FROM sessions", "sessions_opened")):
+            assert f"COVERING INDEX {index}" in str(con.execute(f"EXPLAIN QUERY PLAN {query}").fetchall())
         for gone in ("cells_by_session", "facts_opened"):
             assert not con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (gone,)).fetchall()
     reopened.ingest_sessions("u", make_sessions(9, 4)[8:])

@@ -146,6 +146,39 @@ def test_check_reports_a_damaged_cache_and_rebuilds_it(scripted_forest, tmp_path
     assert _answers(reopened) == before
 
 
+def _postings_changed(arrays: dict, where: str) -> None:
+    """One term's postings made to name no document (or to descend), the file otherwise whole."""
+    positions, offsets, n = arrays["positions"].copy(), arrays["offsets"], len(arrays["lengths"])
+    term = int(np.argmax(np.diff(offsets)))  # (the term of most postings)
+    lo, hi = int(offsets[term]), int(offsets[term + 1])
+    if where == "first":
+        positions[lo] = -1
+    elif where == "last":
+        positions[hi - 1] = n
+    else:
+        positions[lo], positions[hi - 1] = positions[hi - 1], positions[lo]
+    arrays["positions"] = positions
+
+
+@pytest.mark.parametrize("where", ["first", "last", "descending"])
+def test_a_cache_whose_postings_name_no_document_is_not_used(scripted_forest, tmp_path, where) -> None:
+    """A whole, checksummed lexical cache whose postings of a term begin or end outside the documents
+    (or descend) is refused: a term's first and last postings are checked, not all of them."""
+    before = _stored(scripted_forest, tmp_path)
+    forest = scripted_forest(path=tmp_path / "store")
+    path = _cache_path(forest)
+    state = forest.snapshot("u").state
+    stamp = forest._resident.caches_of("u", forest._open_db("u", False)).db.stamp(state.version)
+    found = read_arrays(path, lexical_cache.KIND, lexical_cache.FORMAT, stamp)
+    assert isinstance(found, dict) and not isinstance(read_lexical(path, stamp, state), CacheMiss)
+    arrays = {k: np.array(v) for k, v in found.items()}
+    _postings_changed(arrays, where)
+    write_arrays(path, lexical_cache.KIND, lexical_cache.FORMAT, stamp, arrays)
+    missed = read_lexical(path, stamp, state)
+    assert isinstance(missed, CacheMiss) and "inconsistent arrays" in missed.reason
+    assert _answers(forest) == before  # rebuilt from the store
+
+
 def test_a_cache_of_other_documents_is_not_used(scripted_forest, tmp_path) -> None:
     """A cache whose documents are not the state's (another store's, at the same version) is refused."""
     _stored(scripted_forest, tmp_path)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from memforest.index.lexical_versions import Segment, VersionedLexical, Vocabulary
 from memforest.resident.cache_file import (
     CacheMiss,
@@ -64,24 +66,36 @@ def read_lexical(path: Path, stamp: str, state: UserState, watch: MappedFiles | 
 
 
 def _check_shapes(seg: Segment, n_terms: int) -> None:
+    """The arrays fit together: lengths, offsets, and each term's postings within the documents (their
+    first and last: a term's positions ascend, as a segment writes them, so the postings are not all
+    read; the file's checksum or stamp vouches for the rest)."""
     n, postings = len(seg.docs), len(seg.positions)
     if len(seg.lengths) != n or len(seg.counts) != postings or len(seg.doc_lengths) != postings:
         raise ValueError("array lengths disagree")
-    if len(seg.offsets) != len(seg.terms) + 1 or (len(seg.offsets) and int(seg.offsets[-1]) != postings):
+    offsets = seg.offsets
+    if len(offsets) != len(seg.terms) + 1 or (len(offsets) and int(offsets[-1]) != postings):
         raise ValueError("posting offsets disagree")
-    if postings and (int(seg.positions.max()) >= n or int(seg.positions.min()) < 0):
-        raise ValueError("a posting names no document")
+    if len(offsets) and (int(offsets[0]) != 0 or bool((np.diff(offsets) < 0).any())):
+        raise ValueError("posting offsets disagree")
+    if postings:
+        lo, hi = offsets[:-1], offsets[1:]
+        some = hi > lo
+        first, last = seg.positions[lo[some]], seg.positions[hi[some] - 1]
+        if int(first.min()) < 0 or int(last.max()) >= n or bool((first > last).any()):
+            raise ValueError("a posting names no document")
     if len(seg.terms) and (int(seg.terms.max()) >= n_terms or int(seg.terms.min()) < 0):
         raise ValueError("a term id names no term")
 
 
 def _same_documents(docs: list[str], state: UserState) -> bool:
-    """Whether `docs` are the state's cells and facts, each once: as many, none twice, each a cell
-    or a fact (by lookups: the facts of a loaded version are not all made, nor listed in order)."""
+    """Whether `docs` are the state's cells and facts, each once (set operations over the maps' keys:
+    the facts of a loaded version are not all made)."""
     cells, facts = state.cells, state.facts
-    if len(docs) != len(cells) + len(facts) or len(set(docs)) != len(docs):
+    seen = set(docs)
+    if len(seen) != len(docs) or len(docs) != len(cells) + len(facts):
         return False
-    return all(d in cells or d in facts for d in docs)
+    rest = seen.difference(cells)  # (then: every cell is a document, and the others are the facts)
+    return len(rest) == len(facts) and rest.issuperset(facts)
 
 
 def documents(state: UserState) -> list[tuple[str, str]]:

@@ -13,8 +13,10 @@ whose trees are all read, which `memforest check` compares the cache with."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +29,7 @@ from memforest.resident.cache_file import (
     unpack_strings,
     write_arrays,
 )
+from memforest.resident.cow import _MISSING
 from memforest.resident.ondemand import BulkRows
 from memforest.state import UserState
 
@@ -39,11 +42,14 @@ def bulk_of_snapshot(state: UserState, index: ForestIndex) -> BulkRows:
     """The rows of `state` (the version `index` was built or carried to), from its indexes and its
     placements: nothing is read from the store and no tree is read."""
     out = BulkRows()
+    leaf_items: dict[str, list[str]] = {}
     non_session = {t for t, i in state.trees.items() if i.family != "session"}
     for item, trees in state.placements.items():
         for tid in trees:
             if tid in non_session:
-                out.leaf_items.setdefault(tid, []).append(item)
+                leaf_items.setdefault(tid, []).append(item)
+    out.leaf_items = leaf_items
+    out.node_count = len(state.nodes)
     for uid, (tid, nid, cell) in index.cell_key.items():
         out.cell_leaves.setdefault(tid, []).append((nid, cell, index.cells.vector(uid)))
     for rowid, tid in index.root_tree.items():
@@ -54,6 +60,7 @@ def bulk_of_snapshot(state: UserState, index: ForestIndex) -> BulkRows:
 def bulk_of_state(state: UserState) -> BulkRows:
     """The rows of `state`, read from its trees (every one is read)."""
     out = BulkRows()
+    leaf_items: dict[str, list[str]] = {}
     for tid, info in state.trees.items():
         tree = info.tree
         if tree.root is not None:
@@ -63,7 +70,9 @@ def bulk_of_state(state: UserState) -> BulkRows:
         if info.family == "session":
             out.cell_leaves[tid] = [(nid, item, state.nodes[(tid, nid)].embedding) for nid, item in leaves]
         elif leaves:
-            out.leaf_items[tid] = [item for _, item in leaves]
+            leaf_items[tid] = [item for _, item in leaves]
+    out.leaf_items = leaf_items
+    out.node_count = sum(len(info.tree.nodes) for info in state.trees.values())
     out.cell_leaves = {t: rows for t, rows in out.cell_leaves.items() if rows}
     return out
 
@@ -78,6 +87,8 @@ def bulk_difference(a: BulkRows, b: BulkRows) -> str | None:
         return "the leaves of its session trees are not the store's"
     if {t: v.tobytes() for t, v in a.roots.items()} != {t: v.tobytes() for t, v in b.roots.items()}:
         return "its root vectors are not the store's"
+    if None not in (a.node_count, b.node_count) and a.node_count != b.node_count:
+        return f"it counts {a.node_count} nodes, the store holds {b.node_count}"
     return None
 
 
@@ -99,6 +110,8 @@ def write_tree_rows(path: Path, stamp: str, bulk: BulkRows, dim: int) -> int:
     arrays["cell_nids"] = np.asarray([n for n, _, _ in rows], np.int64)
     _put(arrays, "cell_items", [c for _, c, _ in rows])
     arrays["cell_vecs"] = _matrix([v for _, _, v in rows], dim)
+    if bulk.node_count is not None:  # (what an open would count in the store: `read_tree_rows`)
+        arrays["node_count"] = np.asarray([bulk.node_count], np.int64)
     root_trees = sorted(bulk.roots)
     _put(arrays, "root_trees", root_trees)
     arrays["root_vecs"] = _matrix([bulk.roots[t] for t in root_trees], dim)
@@ -118,10 +131,8 @@ def read_tree_rows(path: Path, stamp: str, dim: int, watch: MappedFiles | None =
         if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= len(items)):
             raise ValueError("a leaf names no item")
         spans = _spans(found["leaf_bounds"], len(leaf_trees), len(ids))
-        at = ids.tolist()
-        for tid, (lo, hi) in zip(leaf_trees, spans, strict=True):
-            out.leaf_items[tid] = list(map(items.__getitem__, at[lo:hi]))
-        out.held = _held(leaf_trees, found["leaf_bounds"], ids, items)
+        out.leaf_items = LeafItems(dict(zip(leaf_trees, spans, strict=True)), ids, items)
+        out.held = Placements(leaf_trees, found["leaf_bounds"], ids, items)
         cell_trees, cells, nids, vecs = (_get(found, "cell_trees"), _get(found, "cell_items"),
                                          found["cell_nids"].tolist(), found["cell_vecs"])
         if len(nids) != len(cells) or vecs.shape != (len(cells), dim):
@@ -133,30 +144,73 @@ def read_tree_rows(path: Path, stamp: str, dim: int, watch: MappedFiles | None =
         if root_vecs.shape != (len(root_trees), dim):
             raise ValueError("the root arrays disagree")
         out.roots = dict(zip(root_trees, root_vecs, strict=True))
+        if "node_count" in found:  # (a cache written before it carried the count: counted in the store)
+            out.node_count = int(found["node_count"][0])
     except (KeyError, ValueError, TypeError, UnicodeDecodeError) as e:
         return CacheMiss(f"{path.name}: inconsistent arrays ({type(e).__name__}: {e})")
     return out
 
 
-def _held(trees: list[str], bounds: np.ndarray, ids: np.ndarray,
-          items: list[str]) -> dict[str, frozenset[str]]:
+class LeafItems(Mapping[str, list[str]]):
+    """tree id -> the items of its leaves, as the cache holds them (each list made when first asked
+    for: most trees of a large memory are never reached)."""
+
+    def __init__(self, spans: dict[str, tuple[int, int]], ids: np.ndarray, items: list[str]) -> None:
+        self._spans, self._ids, self._items = spans, ids, items
+
+    def __getitem__(self, tree_id: str) -> list[str]:
+        lo, hi = self._spans[tree_id]
+        return list(map(self._items.__getitem__, self._ids[lo:hi].tolist()))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._spans)
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    def sizes(self) -> dict[str, int]:
+        """tree id -> how many leaves it has (nothing made)."""
+        return {t: hi - lo for t, (lo, hi) in self._spans.items()}
+
+
+class Placements:
     """item -> the trees whose leaves hold it, from each leaf's tree (by `bounds`) and item number
-    (`ids`): grouped by item in numpy, one frozenset per distinct set of trees."""
-    tree_of_leaf = np.repeat(np.arange(len(trees), dtype=np.int64), np.diff(bounds))
-    order = np.argsort(ids, kind="stable")
-    by_item = tree_of_leaf[order].tolist()
-    ends = np.cumsum(np.bincount(ids, minlength=len(items))).tolist()
-    pool: dict[tuple[int, ...], frozenset[str]] = {}
-    held: dict[str, frozenset[str]] = {}
-    lo = 0
-    for item, hi in zip(items, ends):
-        key = tuple(by_item[lo:hi])
-        found = pool.get(key)
-        if found is None:
-            found = pool[key] = frozenset(map(trees.__getitem__, key))
-        held[item] = found
-        lo = hi
-    return held
+    (`ids`), made for an item when first asked for (one frozenset per distinct set of trees): the
+    loaded version's placements (a `memforest.resident.lazy_map.Loaded`, in the items' order)."""
+
+    def __init__(self, trees: list[str], bounds: np.ndarray, ids: np.ndarray, items: list[str]) -> None:
+        self.made: dict[str, frozenset[str]] = {}
+        self._trees, self._items = trees, items
+        self._number = dict(zip(items, range(len(items))))
+        tree_of_leaf = np.repeat(np.arange(len(trees), dtype=np.int32), np.diff(bounds))
+        self._by_item = tree_of_leaf[np.argsort(ids, kind="stable")]
+        self._ends = np.cumsum(np.bincount(ids, minlength=len(items)))
+        self._pool: dict[tuple[int, ...], frozenset[str]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def holds(self, item: object) -> bool:
+        return item in self._number
+
+    def keys_in_order(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def make(self, item: Any) -> Any:
+        found = self.made.get(item)
+        if found is not None:
+            return found
+        number = self._number.get(item)
+        if number is None:
+            return _MISSING
+        lo = int(self._ends[number - 1]) if number else 0
+        key = tuple(self._by_item[lo:int(self._ends[number])].tolist())
+        with self._lock:
+            trees = self._pool.get(key)
+            if trees is None:
+                trees = self._pool[key] = frozenset(map(self._trees.__getitem__, key))
+            return self.made.setdefault(item, trees)
 
 
 def _put(arrays: dict[str, np.ndarray], name: str, values: list[str]) -> None:

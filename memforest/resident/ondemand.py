@@ -9,7 +9,7 @@ need of the trees not read yet at the open (`BulkRows`), and the node data a tre
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, overload
@@ -171,12 +171,14 @@ class BulkRows:
     version's snapshot: the leaf items of entity and scene trees (placements), the leaves of session
     trees with their vectors (the cell index) and the root vector of every tree (the root index)."""
 
-    leaf_items: dict[str, list[str]] = field(default_factory=dict)
+    # (a cache's: a mapping that makes each tree's list when first asked for)
+    leaf_items: Mapping[str, list[str]] = field(default_factory=dict)
     cell_leaves: dict[str, list[tuple[int, str, np.ndarray]]] = field(default_factory=dict)
     roots: dict[str, np.ndarray] = field(default_factory=dict)
     # item -> the entity and scene trees whose leaves hold it, when the rows came with it (a cache's):
-    # the version's placements, made once per distinct set of trees
-    held: dict[str, frozenset[str]] | None = None
+    # the version's placements, made for an item when first reached (a `lazy_map.Loaded`)
+    held: Any = None
+    node_count: int | None = None  # the version's nodes, when the rows came with it (a cache's)
 
 
 class TreeInfo:

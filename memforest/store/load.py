@@ -213,11 +213,13 @@ def _read_trees_lazily(con: sqlite3.Connection, st: UserState, path: Path,
     rows = con.execute("SELECT * FROM trees").fetchall()
     for tid, _rowid, _family, _label, fanout, root, next_id in rows:
         shapes[tid] = (int(fanout), root, int(next_id))
-    (total,) = con.execute("SELECT count(*) FROM nodes").fetchone()
     if cached is not None and not _fits(cached, {t: (family, root) for t, _, family, _, _, root, _ in rows}):
         log.debug("memforest: the cached tree rows do not fit the store's trees: read from the store")
         cached = None
     bulk = cached if cached is not None else read_bulk(con, st.dim)
+    total = bulk.node_count  # (counted in the store, an index of every node, unless the cache holds it)
+    if total is None:
+        (total,) = con.execute("SELECT count(*) FROM nodes").fetchone()
     source = StoreTreeSource(path, con, st.version, st.dim, shapes, fact_vecs, int(total), bulk)
     trees = {tid: TreeInfo(tid, family, label, rowid, source=source, root=root)
              for tid, rowid, family, label, _fanout, root, _next_id in rows}

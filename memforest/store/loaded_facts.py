@@ -29,13 +29,12 @@ if TYPE_CHECKING:  # (the source reads through the store: only named here)
 class LoadedFacts:
     """fact id -> `Fact` of the loaded version, made when first asked for (`Fact.unread`: its norm
     and event start read now, the rest when first needed). `keys` (id -> row of the loaded fact
-    table) is the version's set of ids; its order is the ids' (as a store's rows by id give them)."""
+    table) is the version's set of ids, and their order."""
 
     def __init__(self, keys: Mapping[Any, int], source: StoreTreeSource) -> None:
         self.made: dict[str, Fact] = {}
         self._keys = keys
         self._source = source
-        self._order: list[str] | None = None
         self.changed: set[str] = set()  # ids a commit of this process changed or dropped (`remember`)
         self.norms = LoadedNorms(self)
 
@@ -46,9 +45,7 @@ class LoadedFacts:
         return fact_id in self._keys
 
     def keys_in_order(self) -> Iterator[str]:
-        if self._order is None:
-            self._order = sorted(self._keys)
-        return iter(self._order)
+        return iter(self._keys)
 
     def make(self, fact_id: Any) -> Any:
         fact = self.made.get(fact_id)
@@ -107,7 +104,7 @@ class LoadedNorms:
         facts = self._facts
         facts.make_all()
         texts: dict[str, str] = {}
-        for fact_id in facts.keys_in_order():  # (in id order: the later id of a text wins)
+        for fact_id in sorted(facts.keys_in_order()):  # (in id order: the later id of a text wins)
             if fact_id not in facts.changed:  # (a changed fact's text was looked up as it changed)
                 texts[facts.made[fact_id].norm] = fact_id
         with self._lock:

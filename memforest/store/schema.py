@@ -6,6 +6,7 @@ DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions (
   session_id TEXT PRIMARY KEY, time REAL NOT NULL, turns TEXT NOT NULL, version INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS sessions_opened ON sessions(session_id, time);
 CREATE TABLE IF NOT EXISTS cells (
   cell_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, idx INTEGER NOT NULL, turn_lo INTEGER NOT NULL,
   turn_hi INTEGER NOT NULL, time REAL NOT NULL, text TEXT NOT NULL);
@@ -57,7 +58,9 @@ CREATE TABLE IF NOT EXISTS operations (
 # 4 -> 5: indexes holding what an open reads of every cell (in session order) and fact (`cells_in_order`,
 # `facts_opened`), so the open scans them instead of the rows' texts and vectors (~1.5% more file).
 # 5 -> 6: the open reads no fact (`memforest.store.loaded_facts`): `facts_opened` goes, and an index of
-# the facts by normalised text (`facts_by_norm`) finds an exact duplicate's fact in the store.
+# the facts by normalised text (`facts_by_norm`) finds an exact duplicate's fact in the store; the
+# sessions' ids and times get an index of their own (`sessions_opened`), so the open reads them without
+# the pages of the sessions' turns.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         "ALTER TABLE entities RENAME TO entities_v1",
@@ -89,5 +92,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     5: (
         "CREATE INDEX IF NOT EXISTS facts_by_norm ON facts(norm, fact_id)",
         "DROP INDEX IF EXISTS facts_opened",
+        "CREATE INDEX IF NOT EXISTS sessions_opened ON sessions(session_id, time)",
     ),
 }

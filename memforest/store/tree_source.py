@@ -92,8 +92,9 @@ class StoreTreeSource(ReadSnapshot):
         """Drop the rows read for the indexes (once they are built), keeping the entity and scene
         trees largest first (`warm`)."""
         if self.bulk is not None:
-            sizes = self.bulk.leaf_items
-            self._warm_order = sorted(((len(v), t) for t, v in sizes.items()), key=lambda x: (-x[0], x[1]))
+            items = self.bulk.leaf_items
+            sizes = items.sizes() if hasattr(items, "sizes") else {t: len(v) for t, v in items.items()}
+            self._warm_order = sorted(((n, t) for t, n in sizes.items()), key=lambda x: (-x[0], x[1]))
         self.bulk = None
 
     def to_warm(self, min_leaves: int, share: float) -> int:
