@@ -127,6 +127,13 @@ class UserState:
                 loaded.norms.make_all()  # (every fact in one pass, not one read each)
             self.tree_source.read_facts(self.facts.values())
 
+    def make_cells(self) -> None:
+        """Have every cell and session's list of cells of a loaded version made (`LazyMap`), each kind
+        in one pass over the store's rows rather than one read each; for what reads them all."""
+        for m in (self.cells, self.session_cells):
+            if isinstance(m, LazyMap):
+                m.make_all()
+
     def read_all(self) -> None:
         """Have everything this version would read from the store when first needed read in now:
         its trees and their nodes' data, its sessions' turns, its cells' texts, its facts' fields and
@@ -135,6 +142,7 @@ class UserState:
             return
         self.tree_source.ensure_all()
         self.read_facts()
+        self.make_cells()
         for session in self.sessions.values():
             _ = session.turns
         for cell in self.cells.values():

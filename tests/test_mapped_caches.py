@@ -163,3 +163,18 @@ def test_a_file_changed_since_its_stamp_is_read_whole(tmp_path, monkeypatch, cha
         assert found == cache_file.CacheMiss("x.cache: content checksum mismatch")
     else:
         assert isinstance(found, dict) and np.array_equal(found["a"], np.arange(5000))
+
+
+def test_a_copied_file_is_stamped_by_a_whole_read_and_a_damaged_one_is_not(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(cache_file, "READ_BELOW", 0)
+    path = tmp_path / "x.cache"
+    write_arrays(path, "kind", 1, "1:0", {"a": np.arange(5000, dtype=np.int64)})
+    shutil.copy2(path, tmp_path / "y.cache")  # (a copy: another file, not the stamp's)
+    calls = _counting_sums(monkeypatch)
+    assert cache_file.stamp_if_whole(tmp_path / "y.cache") and len(calls) == 1
+    assert isinstance(read_arrays(tmp_path / "y.cache", "kind", 1, "1:0"), dict) and len(calls) == 1
+    with open(path, "r+b") as f:
+        f.seek(-8, os.SEEK_END)
+        f.write(b"\xff" * 8)
+    assert not cache_file.stamp_if_whole(path)
+    assert read_arrays(path, "kind", 1, "1:0") == cache_file.CacheMiss("x.cache: content checksum mismatch")

@@ -31,7 +31,7 @@ from memforest.index.partition_cache import FILE_NAME as PARTITIONS_CACHE
 from memforest.index.tree_rows_cache import FILE_NAME as TREE_ROWS_CACHE
 from memforest.llm.base import ChatRequest, EmbedKind
 from memforest.llm.testing import HashEmbedder, Responder, ScriptedChatModel, rule_responder
-from memforest.resident.cache_file import CHECKSUM, cache_dir
+from memforest.resident.cache_file import CHECKSUM, VERIFIED, cache_dir, stamp_if_whole
 from memforest.store.schema import SCHEMA_VERSION
 
 USER = "bench"
@@ -179,7 +179,9 @@ def base_store_apart(root: Path, size: int, turns: int, seed: int, batch: int,
 def copy_base(base: Path, work: Path) -> None:
     """`base` copied to `work` as one consistent store: its write-ahead log checkpointed into the
     database first (refused while another process holds it open), then every file but the log and
-    its index, so no file can change or vanish under the copy."""
+    its index, so no file can change or vanish under the copy. The copied cache files are read whole
+    once and stamped (`cache_file.stamp_if_whole`), as a first open of the copy would: a measured
+    open then finds the store as a process that wrote it left it."""
     db = base / "users" / USER / "memory.sqlite"
     if db.exists():
         with contextlib.closing(sqlite3.connect(db)) as con:
@@ -194,4 +196,6 @@ def copy_base(base: Path, work: Path) -> None:
         raise SystemExit(f"copying the base store {base} needs {need / 2**30:.1f} GiB and "
                          f"{free / 2**30:.1f} GiB is free under {work}: free space there, or measure "
                          "the base store itself (--consume-base)")
-    shutil.copytree(base, work, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
+    shutil.copytree(base, work, ignore=shutil.ignore_patterns("*-wal", "*-shm", f"*{VERIFIED}"))
+    for path in sorted(work.rglob("cache/*.cache")):  # as the copy's first open would: not measured
+        stamp_if_whole(path)

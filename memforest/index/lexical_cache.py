@@ -101,6 +101,7 @@ def _same_documents(docs: list[str], state: UserState) -> bool:
 def documents(state: UserState) -> list[tuple[str, str]]:
     """(id, text) of every cell (its full text) and every fact: what the lexical index holds."""
     state.read_facts()
+    state.make_cells()
     return ([(c, cell.text) for c, cell in state.cells.items()]
             + [(f, fact.text) for f, fact in state.facts.items()])
 

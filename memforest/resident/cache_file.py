@@ -163,6 +163,33 @@ def _stamp(path: Path, st: os.stat_result, summed: str) -> None:
         pass
 
 
+def stamp_if_whole(path: Path) -> bool:
+    """Read the mapped-size cache file at `path` whole and stamp it when its checksum holds, as the
+    first reader that maps it would (a copied memory's files are new files: a stamp names the file it
+    was made for). Whether it was stamped."""
+    opened = _open_regular(path)
+    if isinstance(opened, CacheMiss):
+        return False
+    fd, st = opened
+    try:
+        if st.st_size < max(READ_BELOW, _PREFIX.size):
+            return False
+        magic, header_bytes, header_crc = _PREFIX.unpack(os.pread(fd, _PREFIX.size, 0))
+        raw = os.pread(fd, header_bytes, _PREFIX.size)
+        if magic != MAGIC or len(raw) != header_bytes or zlib.crc32(raw) != header_crc:
+            return False
+        expected = json.loads(raw).get("payload_sum")
+        summed = _file_sum(fd, _PREFIX.size + header_bytes, st.st_size)
+        if summed is None or summed != expected or changed_since(st, os.fstat(fd)) is not None:
+            return False
+        _stamp(path, st, summed)
+        return True
+    except (OSError, ValueError, AttributeError):
+        return False
+    finally:
+        os.close(fd)
+
+
 def _stamped(path: Path, st: os.stat_result, summed: str) -> bool:
     """Whether the stamp beside `path` says the file of status `st` was whole with checksum `summed`
     when last written or read whole, and nothing has changed it since (see the module's notes)."""

@@ -27,8 +27,10 @@ T = TypeVar("T")
 # fact's fields but its id, normalised text and event start (the values of `memforest.types.FACT_DETAIL`,
 # in order), a fact's occurrences, an entity label's facts and per-session fact counts (a label), a
 # tree's structure (a tree id), a node's data (a `NodeKey`; None when the version has no such node), a
-# fact's normalised text and event start (its id: `memforest.store.loaded_facts`)
-Kind = Literal["turns", "text", "fact", "occurrences", "members", "tree", "node", "fact_key"]
+# fact's normalised text and event start (its id: `memforest.store.loaded_facts`), a cell's row but its
+# text (its id) and a session's cells in order (a session id: `memforest.store.loaded_cells`)
+Kind = Literal["turns", "text", "fact", "occurrences", "members", "tree", "node", "fact_key", "cell_row",
+               "session_cells"]
 
 
 class Waiting:

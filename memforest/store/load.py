@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Mapping
-from operator import attrgetter
+from collections.abc import Callable, Mapping, MutableMapping
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import cast
 
@@ -19,6 +19,7 @@ from memforest.resident.ondemand import BulkRows, LazyNodeMap, NodeData, Source,
 from memforest.resident.vector_table import SavedPartitions
 from memforest.routing.router import session_tree_id
 from memforest.state import UserState
+from memforest.store.loaded_cells import LoadedCells, LoadedSessionCells
 from memforest.store.loaded_facts import LoadedFacts
 from memforest.store.rows import (
     FACT_DETAIL_COLUMNS,
@@ -181,27 +182,25 @@ def _read_entities(con: sqlite3.Connection, source: Source | None) -> dict[str, 
     return entities
 
 
-def _read_sessions(con: sqlite3.Connection, source: Source | None
-                   ) -> tuple[dict[str, Session], dict[str, list[str]], dict[str, Cell]]:
-    """Sessions, their cells' ids in order, and cells; with a `source`, the turns and cell texts are
-    left in the store and read through it when first needed."""
+def _read_sessions(con: sqlite3.Connection, source: StoreTreeSource | None
+                   ) -> tuple[dict[str, Session], MutableMapping[str, list[str]], MutableMapping[str, Cell]]:
+    """Sessions, their cells' ids in order, and cells; with a `source`, the turns are left in the store
+    and read through it when first needed, and of the cells only their ids are read: a cell, and a
+    session's list of cells, are read when first reached (`memforest.store.loaded_cells`)."""
     sessions: dict[str, Session] = {}
+    if source is not None:
+        for sid, t in con.execute("SELECT session_id, time FROM sessions"):  # (`sessions_opened`)
+            sessions[sid] = Session(sid, t, source=source)
+        ids = dict.fromkeys(map(itemgetter(0), con.execute("SELECT cell_id FROM cells")))
+        return sessions, LazyMap(LoadedSessionCells(sessions, source)), LazyMap(LoadedCells(ids, source))
     session_cells: dict[str, list[str]] = {}
     cells: dict[str, Cell] = {}
-    if source is None:
-        for sid, t, turns in con.execute("SELECT session_id, time, turns FROM sessions"):
-            sessions[sid] = Session(sid, t, [Turn(r, c, tt) for r, c, tt in json.loads(turns)])
-            session_cells[sid] = []
-        rows = con.execute("SELECT cell_id, session_id, idx, turn_lo, turn_hi, time, text FROM cells "
-                           "ORDER BY session_id, idx")
-    else:
-        for sid, t in con.execute("SELECT session_id, time FROM sessions"):
-            sessions[sid] = Session(sid, t, source=source)
-            session_cells[sid] = []
-        rows = con.execute("SELECT cell_id, session_id, idx, turn_lo, turn_hi, time, NULL FROM cells "
-                           "ORDER BY session_id, idx")
-    for cid, sid, idx, lo, hi, t, text in rows:
-        cells[cid] = Cell(cid, sid, idx, lo, hi, t, text, source)
+    for sid, t, turns in con.execute("SELECT session_id, time, turns FROM sessions"):
+        sessions[sid] = Session(sid, t, [Turn(r, c, tt) for r, c, tt in json.loads(turns)])
+        session_cells[sid] = []
+    for cid, sid, idx, lo, hi, t, text in con.execute("SELECT cell_id, session_id, idx, turn_lo, turn_hi, "
+                                                      "time, text FROM cells ORDER BY session_id, idx"):
+        cells[cid] = Cell(cid, sid, idx, lo, hi, t, text)
         session_cells.setdefault(sid, []).append(cid)
     return sessions, session_cells, cells
 

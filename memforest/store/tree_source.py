@@ -76,7 +76,8 @@ class StoreTreeSource(ReadSnapshot):
         self.waiting = Waiting()  # operations reading a tree (a read ahead gives way to them)
         self._readers: dict[str, Any] = {
             "turns": self._turns, "text": self._text, "fact": self._fact, "occurrences": self._occurrences,
-            "members": self._members, "tree": self._tree, "node": self._node, "fact_key": self._fact_key}
+            "members": self._members, "tree": self._tree, "node": self._node, "fact_key": self._fact_key,
+            "cell_row": self._cell_row, "session_cells": self._session_cells}
         self.loaded_facts: LoadedFacts | None = None  # the facts made when first reached (`load.read_state`)
 
     def read(self, kind: Kind, key: Any) -> Any:
@@ -331,6 +332,28 @@ class StoreTreeSource(ReadSnapshot):
         the order of `FACT_DETAIL`."""
         (rows,) = self._read_rows("fact", fact_id, f"SELECT {FACT_DETAIL_COLUMNS} FROM facts WHERE fact_id=?")
         return detail_of_row(rows[0])
+
+    def _cell_row(self, cell_id: str) -> tuple[str, int, int, int, float]:
+        """The session, index, turns and time of a cell of the loaded version."""
+        (rows,) = self._read_rows("cell", cell_id,
+                                  "SELECT session_id, idx, turn_lo, turn_hi, time FROM cells WHERE cell_id=?")
+        return rows[0]
+
+    def _session_cells(self, session_id: str) -> list[str]:
+        """The ids of a session's cells of the loaded version, in order (`cells_in_order`)."""
+        (rows,) = self._read_rows("session", session_id, "SELECT cell_id FROM cells WHERE session_id=? "
+                                  "ORDER BY idx", required=False)
+        return [row[0] for row in rows]
+
+    def cell_rows(self) -> list[tuple[str, str, int, int, int, float]]:
+        """(id, session, index, turns, time) of every cell of the loaded version, in one statement."""
+        return self._read_rows("cells", "*", "SELECT cell_id, session_id, idx, turn_lo, turn_hi, time "
+                               "FROM cells", required=False, bound=False)[0]
+
+    def cells_in_order(self) -> list[tuple[str, str]]:
+        """(session, cell id) of every cell of the loaded version, by session and index."""
+        return self._read_rows("cells", "*", "SELECT session_id, cell_id FROM cells ORDER BY session_id, idx",
+                               required=False, bound=False)[0]
 
     def _fact_key(self, fact_id: str) -> tuple[str, float | None]:
         """The normalised text and event start of a fact of the loaded version."""

@@ -1,6 +1,7 @@
-"""The facts of a loaded version are made when first reached (`memforest.store.loaded_facts`): an
-open makes none, yet every fact, normalised text and exact duplicate reads as an open that makes them
-all; and a version held while this process commits keeps its own facts and texts."""
+"""The facts and cells of a loaded version are made when first reached (`memforest.store.loaded_facts`,
+`memforest.store.loaded_cells`): an open makes none, yet every fact, normalised text, exact duplicate
+and cell reads as an open that makes them all; and a version held while this process commits keeps
+its own."""
 
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ def large(monkeypatch):
 def _facts(state) -> dict:
     return {fid: (f.norm, f.text, f.event_start, f.entities, list(f.occurrences))
             for fid, f in state.facts.items()}
+
+
+def _cells(state) -> tuple[dict, dict]:
+    cells = {cid: (c.session_id, c.index, c.turn_lo, c.turn_hi, c.time, c.text)
+             for cid, c in state.cells.items()}
+    return cells, {sid: list(ids) for sid, ids in state.session_cells.items()}
 
 
 def _eager(scripted_forest, store: Path, copy: Path):
@@ -50,6 +57,8 @@ def test_an_open_makes_no_fact_and_reads_as_an_open_that_makes_them_all(scripted
     state = reopened.snapshot("u").state
     loaded = state.tree_source.loaded_facts
     assert isinstance(state.facts, LazyMap) and loaded is not None and loaded.made == {}
+    assert isinstance(state.cells, LazyMap) and isinstance(state.session_cells, LazyMap)
+    assert state.cells._base == {} and state.session_cells._base == {}  # (nothing made)
     _, eager = _eager(scripted_forest, tmp_path / "store", tmp_path / "eager")
     fid = sorted(eager.facts)[3]
     assert fid in state.facts and state.facts[fid].norm == eager.facts[fid].norm and len(loaded.made) == 1
@@ -58,6 +67,7 @@ def test_an_open_makes_no_fact_and_reads_as_an_open_that_makes_them_all(scripted
     assert sorted(state.facts) == sorted(eager.facts) and len(state.facts) == len(eager.facts)
     assert _facts(state) == _facts(eager)
     assert dict(state.norms.items()) == dict(eager.norms.items())
+    assert len(state.cells) == len(eager.cells) and _cells(state) == _cells(eager)
 
 
 def test_exact_duplicates_are_found_through_the_store_as_in_memory(scripted_forest, tmp_path, large) -> None:
@@ -87,7 +97,7 @@ def test_a_version_held_across_commits_keeps_its_facts_and_texts(scripted_forest
     forest.ingest_sessions("u", sessions)
     forest.close()
     _, eager = _eager(scripted_forest, tmp_path / "store", tmp_path / "eager")
-    expected, texts = _facts(eager), dict(eager.norms.items())
+    expected, texts, cells = _facts(eager), dict(eager.norms.items()), _cells(eager)
     reopened = scripted_forest(path=tmp_path / "store")
     held = reopened.snapshot("u")
     assert isinstance(held.state.facts, LazyMap)
@@ -97,12 +107,13 @@ def test_a_version_held_across_commits_keeps_its_facts_and_texts(scripted_forest
     reopened.ingest_sessions("u", _repeating(sessions[:4], "again-"))
     now = reopened.snapshot("u").state
     assert set(now.facts) != set(expected)
-    assert _facts(held.state) == expected
+    assert _facts(held.state) == expected and _cells(held.state) == cells
+    assert _cells(now) != cells
     assert {n: held.state.norms.get(n) for n in texts} == texts
     new_texts = {now.facts[f].norm for f in now.facts if f not in expected}
     assert new_texts and all(held.state.norms.get(n) is None for n in new_texts - set(texts))
     _, eager_now = _eager(scripted_forest, tmp_path / "store", tmp_path / "eager-now")
-    assert _facts(now) == _facts(eager_now)
+    assert _facts(now) == _facts(eager_now) and _cells(now) == _cells(eager_now)
 
 
 class _Rows:
