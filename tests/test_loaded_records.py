@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import make_sessions
 
@@ -156,3 +157,31 @@ def test_remembered_facts_keep_their_texts_when_the_store_moves_on() -> None:
     reads = rows.reads
     assert loaded.norms.make("alpha") == "a" and loaded.norms.make("delta") is _MISSING
     assert rows.reads == reads  # (each kept)
+
+
+def test_the_cell_index_from_the_cache_arrays_is_the_one_made_leaf_by_leaf(scripted_forest, tmp_path, large,
+                                                                           monkeypatch) -> None:
+    """A reopened memory builds its cell index from the tree rows cache's arrays (every session tree
+    unread): the same keys in the same order, the same cell ids and vectors as from each tree's leaves."""
+    from memforest.index import forest_index, tree_rows_cache
+    forest = scripted_forest(path=tmp_path / "store")
+    forest.ingest_sessions("u", make_sessions(8, 4))
+    forest.close()
+    reopened = scripted_forest(path=tmp_path / "store")
+    state = reopened.snapshot("u").state
+    stamp = reopened._resident.caches_of("u", reopened._open_db("u", False)).db.stamp(state.version)
+    bulk = tree_rows_cache.read_tree_rows(reopened.user_dir("u") / "cache" / tree_rows_cache.FILE_NAME, stamp,
+                                          state.dim)  # (the rows the open took, released since)
+    assert bulk.cells is not None and state.tree_source.bulk is None
+    found = forest_index._cells_of_rows(state, bulk.cells)
+    assert found is not None
+    keys, take = found
+    vecs = bulk.cells.vecs[take]
+    made, stacked = {}, []
+    for t, info in state.trees.items():
+        if info.family == "session":
+            for nid, cell, vec in bulk.cell_leaves.get(t, []):
+                made[forest_index.node_uid(info.rowid, nid)] = (t, nid, cell)
+                stacked.append(vec)
+    assert list(keys.items()) == list(made.items()) and len(keys) == len(state.cells)
+    assert (vecs == np.stack(stacked)).all()

@@ -15,11 +15,12 @@ a cell id back to its row's key, so a cell found by its text is ranked from its 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from itertools import chain, repeat
 
 import numpy as np
 
 from memforest.resident.cow import CowMap
-from memforest.resident.ondemand import BulkRows, TreeInfo
+from memforest.resident.ondemand import BulkRows, CellRows, TreeInfo
 from memforest.resident.vector_table import SavedPartitions, VectorTable
 from memforest.routing.router import session_tree_id
 from memforest.state import ChangeSet, UserState
@@ -73,20 +74,29 @@ class ForestIndex:
 
     def _add_all(self, state: UserState, saved: Mapping[str, SavedPartitions], facts_meta: bool) -> None:
         bulk = state.tree_source.bulk if state.tree_source is not None else None
-        cell_key, cell_vecs = {}, []
-        for t, i in state.trees.items():
-            if i.family != "session":
-                continue
-            if bulk is not None and not i.is_read:  # a tree not read yet: its leaves as the open read them
-                leaves = bulk.cell_leaves.get(t, [])
-            else:
-                leaves = [(nid, item, state.nodes[(t, nid)].embedding) for nid, item in _cell_leaves(i)]
-            for nid, item, vec in leaves:
-                cell_key[node_uid(i.rowid, nid)] = (t, nid, item)
-                cell_vecs.append(vec)
+        cached = bulk.cells if bulk is not None else None
+        found = _cells_of_rows(state, cached) if cached is not None else None
+        stacked: list[np.ndarray] = []
+        if found is not None:  # (every session tree unread: their leaves in arrays, as the cache holds them)
+            cell_key, rows = found
+        else:
+            cell_key, rows = {}, None
+            for t, i in state.trees.items():
+                if i.family != "session":
+                    continue
+                if bulk is not None and not i.is_read:  # not read yet: its leaves as the open read them
+                    leaves = bulk.cell_leaves.get(t, [])
+                else:
+                    leaves = [(nid, item, state.nodes[(t, nid)].embedding) for nid, item in _cell_leaves(i)]
+                for nid, item, vec in leaves:
+                    cell_key[node_uid(i.rowid, nid)] = (t, nid, item)
+                    stacked.append(vec)
+
+        def cell_vecs() -> np.ndarray:
+            return cached.vecs[rows] if cached is not None and rows is not None else _stack(stacked, self.dim)
         root_tree = {info.rowid: info.tree_id for info in state.trees.values() if info.has_root}
         # vectors and meta are gathered only when a table cannot take its saved rows
-        self.cells.fill(list(cell_key), lambda: _stack(cell_vecs, self.dim),
+        self.cells.fill(list(cell_key), cell_vecs,
                         lambda: cell_meta(state, [c for _, _, c in cell_key.values()]), saved.get("cells"))
 
         def root_vecs() -> np.ndarray:
@@ -180,6 +190,37 @@ def _session_rowids(state: UserState) -> Callable[[str], int]:
         info = trees.get(session_tree_id(session_id))
         return info.rowid if info is not None else -1
     return rowid
+
+
+def _cells_of_rows(state: UserState, rows: CellRows) -> tuple[dict[int, tuple[str, int, str]],
+                                                               np.ndarray] | None:
+    """uid -> (session tree id, leaf id, cell id) of every cell, in the order of the state's trees, and
+    the rows of `rows` in that order (their vectors are not read here: a table filled from a cache's
+    partitions does not need them), from the arrays of a cache (no per-cell record but the key's
+    tuple); None when a session tree has been read (its leaves are then its own)."""
+    trees = state.trees
+    at = {t: i for i, t in enumerate(rows.trees)}
+    order, rowids = [], []
+    for t, info in trees.items():
+        if info.family != "session":
+            continue
+        if info.is_read:
+            return None
+        i = at.get(t)
+        if i is not None:
+            order.append(i)
+            rowids.append(info.rowid)
+    bounds = rows.bounds
+    counts = (bounds[1:] - bounds[:-1])[order] if order else np.zeros(0, np.int64)
+    starts = bounds[:-1][order] if order else np.zeros(0, np.int64)
+    # the cache's row of each cell, tree by tree in the state's order
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]])  # each tree's first place in that order
+    take = np.repeat(starts - first, counts) + np.arange(int(counts.sum()))
+    nids = rows.nids[take]
+    uids = (np.repeat(np.asarray(rowids, np.int64), counts) << 32) | nids
+    tree_of = chain.from_iterable(repeat(rows.trees[i], n) for i, n in zip(order, counts.tolist()))
+    items = list(map(rows.items.__getitem__, take.tolist()))
+    return dict(zip(uids.tolist(), zip(tree_of, nids.tolist(), items))), take
 
 
 def _cell_leaves(info: TreeInfo) -> list[tuple[int, str]]:

@@ -30,7 +30,7 @@ from memforest.resident.cache_file import (
     write_arrays,
 )
 from memforest.resident.cow import _MISSING
-from memforest.resident.ondemand import BulkRows
+from memforest.resident.ondemand import BulkRows, CellRows
 from memforest.state import UserState
 
 KIND = "tree_rows"
@@ -50,8 +50,10 @@ def bulk_of_snapshot(state: UserState, index: ForestIndex) -> BulkRows:
                 leaf_items.setdefault(tid, []).append(item)
     out.leaf_items = leaf_items
     out.node_count = len(state.nodes)
+    cell_leaves: dict[str, list[tuple[int, str, np.ndarray]]] = {}
     for uid, (tid, nid, cell) in index.cell_key.items():
-        out.cell_leaves.setdefault(tid, []).append((nid, cell, index.cells.vector(uid)))
+        cell_leaves.setdefault(tid, []).append((nid, cell, index.cells.vector(uid)))
+    out.cell_leaves = cell_leaves
     for rowid, tid in index.root_tree.items():
         out.roots[tid] = index.roots.vector(rowid)
     return out
@@ -61,6 +63,7 @@ def bulk_of_state(state: UserState) -> BulkRows:
     """The rows of `state`, read from its trees (every one is read)."""
     out = BulkRows()
     leaf_items: dict[str, list[str]] = {}
+    cell_leaves: dict[str, list[tuple[int, str, np.ndarray]]] = {}
     for tid, info in state.trees.items():
         tree = info.tree
         if tree.root is not None:
@@ -68,12 +71,12 @@ def bulk_of_state(state: UserState) -> BulkRows:
         leaves = [(nid, node.item) for nid, node in tree.nodes.items()
                   if node.level == 0 and node.item is not None]
         if info.family == "session":
-            out.cell_leaves[tid] = [(nid, item, state.nodes[(tid, nid)].embedding) for nid, item in leaves]
+            cell_leaves[tid] = [(nid, item, state.nodes[(tid, nid)].embedding) for nid, item in leaves]
         elif leaves:
             leaf_items[tid] = [item for _, item in leaves]
     out.leaf_items = leaf_items
     out.node_count = sum(len(info.tree.nodes) for info in state.trees.values())
-    out.cell_leaves = {t: rows for t, rows in out.cell_leaves.items() if rows}
+    out.cell_leaves = {t: rows for t, rows in cell_leaves.items() if rows}
     return out
 
 
@@ -134,12 +137,12 @@ def read_tree_rows(path: Path, stamp: str, dim: int, watch: MappedFiles | None =
         out.leaf_items = LeafItems(dict(zip(leaf_trees, spans, strict=True)), ids, items)
         out.held = Placements(leaf_trees, found["leaf_bounds"], ids, items)
         cell_trees, cells, nids, vecs = (_get(found, "cell_trees"), _get(found, "cell_items"),
-                                         found["cell_nids"].tolist(), found["cell_vecs"])
+                                         found["cell_nids"], found["cell_vecs"])
         if len(nids) != len(cells) or vecs.shape != (len(cells), dim):
             raise ValueError("the session trees' leaf arrays disagree")
         spans = _spans(found["cell_bounds"], len(cell_trees), len(cells))
-        for tid, (lo, hi) in zip(cell_trees, spans, strict=True):
-            out.cell_leaves[tid] = [(nids[i], cells[i], vecs[i]) for i in range(lo, hi)]
+        out.cells = CellRows(cell_trees, found["cell_bounds"], found["cell_nids"], cells, vecs)
+        out.cell_leaves = CellLeaves(dict(zip(cell_trees, spans, strict=True)), out.cells)
         root_trees, root_vecs = _get(found, "root_trees"), found["root_vecs"]
         if root_vecs.shape != (len(root_trees), dim):
             raise ValueError("the root arrays disagree")
@@ -171,6 +174,25 @@ class LeafItems(Mapping[str, list[str]]):
     def sizes(self) -> dict[str, int]:
         """tree id -> how many leaves it has (nothing made)."""
         return {t: hi - lo for t, (lo, hi) in self._spans.items()}
+
+
+class CellLeaves(Mapping[str, list[tuple[int, str, np.ndarray]]]):
+    """session tree id -> (node id, cell id, vector) of its leaves, as the cache holds them (each list
+    made when first asked for)."""
+
+    def __init__(self, spans: dict[str, tuple[int, int]], rows: CellRows) -> None:
+        self._spans, self._rows = spans, rows
+
+    def __getitem__(self, tree_id: str) -> list[tuple[int, str, np.ndarray]]:
+        lo, hi = self._spans[tree_id]
+        rows = self._rows
+        return list(zip(rows.nids[lo:hi].tolist(), rows.items[lo:hi], rows.vecs[lo:hi]))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._spans)
+
+    def __len__(self) -> int:
+        return len(self._spans)
 
 
 class Placements:

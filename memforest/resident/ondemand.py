@@ -167,6 +167,18 @@ class OnDemand(property, Generic[T]):
         def __set__(self, record: Any, value: T, /) -> None: ...
 
 
+@dataclass(frozen=True)
+class CellRows:
+    """The session trees' leaves as a cache holds them, in arrays: tree `trees[i]` has the leaves
+    `bounds[i]:bounds[i + 1]`, each with its node id (`nids`), cell id (`items`) and vector (`vecs`)."""
+
+    trees: list[str]
+    bounds: np.ndarray
+    nids: np.ndarray
+    items: list[str]
+    vecs: np.ndarray
+
+
 @dataclass
 class BulkRows:
     """What the indexes of a loaded version need of trees not yet read, read at the open in the
@@ -175,12 +187,14 @@ class BulkRows:
 
     # (a cache's: a mapping that makes each tree's list when first asked for)
     leaf_items: Mapping[str, list[str]] = field(default_factory=dict)
-    cell_leaves: dict[str, list[tuple[int, str, np.ndarray]]] = field(default_factory=dict)
+    # (a cache's: a mapping that makes each tree's list when first asked for, over `cells`)
+    cell_leaves: Mapping[str, list[tuple[int, str, np.ndarray]]] = field(default_factory=dict)
     roots: dict[str, np.ndarray] = field(default_factory=dict)
     # item -> the entity and scene trees whose leaves hold it, when the rows came with it (a cache's):
     # the version's placements, made for an item when first reached (a `lazy_map.Loaded`)
     held: Any = None
     node_count: int | None = None  # the version's nodes, when the rows came with it (a cache's)
+    cells: CellRows | None = None  # the session trees' leaves in arrays, when a cache's
 
 
 class TreeInfo:

@@ -125,7 +125,8 @@ def read_bulk(con: sqlite3.Connection, dim: int) -> BulkRows:
     out = BulkRows()
     width = 4 * dim
     leaf_items: dict[str, list[str]] = {}
-    out.leaf_items, cell_leaves, roots = leaf_items, out.cell_leaves, out.roots
+    cell_leaves: dict[str, list[tuple[int, str, np.ndarray]]] = {}
+    out.leaf_items, out.cell_leaves, roots = leaf_items, cell_leaves, out.roots
     for tid, nid, item, session, root, emb in con.execute(
             "SELECT n.tree_id, n.node_id, n.item, t.family = 'session', n.node_id = t.root, "
             "CASE WHEN (t.family = 'session' AND n.level = 0) OR n.node_id = t.root THEN n.embedding END "
