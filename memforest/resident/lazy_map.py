@@ -94,6 +94,11 @@ class LazyMap(CowMap[K, V]):
             make_all()
 
     def __iter__(self) -> Iterator[K]:
+        if not self._over and not self._gone and self._base is self._loaded.made:  # (as loaded)
+            return iter(self._loaded.keys_in_order())
+        return self._merged()
+
+    def _merged(self) -> Iterator[K]:
         over, gone, base, loaded = self._over, self._gone, self._base, self._loaded
         for key in loaded.keys_in_order():
             if key not in over and key not in gone and base.get(key) is not GONE:
