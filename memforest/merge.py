@@ -82,6 +82,7 @@ def _merge_facts(
     matrix = (target.fact_vecs.stack(existing) if existing
               else np.zeros((0, source.dim), np.float32))
     canon_cfg = cfg.canon if scheduler is not None else replace(cfg.canon, max_llm_checks=0)
+    target.make_facts()  # (a loaded version's, in one pass: every one is compared)
     by_norm = {f.norm: fid for fid, f in target.facts.items()}
     result = canonicalize(cands, target.facts, by_norm, matrix_neighbours(existing, matrix), vecs,
                           scheduler, canon_cfg, tags, within_batch=False)  # type: ignore[arg-type]

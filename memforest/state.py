@@ -127,6 +127,12 @@ class UserState:
                 loaded.norms.make_all()  # (every fact in one pass, not one read each)
             self.tree_source.read_facts(self.facts.values())
 
+    def make_facts(self) -> None:
+        """Have every fact of a loaded version made (`LazyMap`), in one pass over the store's rows
+        rather than one read each; for what reaches them all."""
+        if isinstance(self.facts, LazyMap):
+            self.facts.make_all()
+
     def make_cells(self) -> None:
         """Have every cell and session's list of cells of a loaded version made (`LazyMap`), each kind
         in one pass over the store's rows rather than one read each; for what reads them all."""

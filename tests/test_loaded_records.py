@@ -185,3 +185,20 @@ def test_the_cell_index_from_the_cache_arrays_is_the_one_made_leaf_by_leaf(scrip
                 stacked.append(vec)
     assert list(keys.items()) == list(made.items()) and len(keys) == len(state.cells)
     assert (vecs == np.stack(stacked)).all()
+
+
+def test_a_merge_into_a_reopened_memory_leaves_the_facts_a_memory_in_memory_would(scripted_forest, tmp_path,
+                                                                                   large) -> None:
+    sessions = make_sessions(8, 4)
+    other = _repeating(sessions[2:5], "v-") + _repeating(make_sessions(3, 4, 15), "w-")  # (some duplicates)
+    kept = scripted_forest(path=tmp_path / "kept")
+    closed = scripted_forest(path=tmp_path / "closed")
+    for forest in (kept, closed):
+        forest.ingest_sessions("u", sessions)
+        forest.ingest_sessions("v", other)
+    closed.close()
+    reopened = scripted_forest(path=tmp_path / "closed")
+    assert isinstance(reopened.snapshot("u").state.facts, LazyMap)
+    for forest in (kept, reopened):
+        forest.merge(["v"], "u")
+    assert _facts(reopened.snapshot("u").state) == _facts(kept.snapshot("u").state)
