@@ -30,6 +30,7 @@ from memforest.resident.cache_file import (
     write_arrays,
 )
 from memforest.resident.cow import _MISSING
+from memforest.resident.lazy_map import KeyedLoaded
 from memforest.resident.ondemand import BulkRows, CellRows
 from memforest.state import UserState
 
@@ -195,35 +196,26 @@ class CellLeaves(Mapping[str, list[tuple[int, str, np.ndarray]]]):
         return len(self._spans)
 
 
-class Placements:
+class Placements(KeyedLoaded):
     """item -> the trees whose leaves hold it, from each leaf's tree (by `bounds`) and item number
     (`ids`), made for an item when first asked for (one frozenset per distinct set of trees): the
     loaded version's placements (a `memforest.resident.lazy_map.Loaded`, in the items' order)."""
 
     def __init__(self, trees: list[str], bounds: np.ndarray, ids: np.ndarray, items: list[str]) -> None:
         self.made: dict[str, frozenset[str]] = {}
-        self._trees, self._items = trees, items
-        self._number = dict(zip(items, range(len(items))))
+        self._trees = trees
+        self._keys = dict(zip(items, range(len(items))))
         tree_of_leaf = np.repeat(np.arange(len(trees), dtype=np.int32), np.diff(bounds))
         self._by_item = tree_of_leaf[np.argsort(ids, kind="stable")]
         self._ends = np.cumsum(np.bincount(ids, minlength=len(items)))
         self._pool: dict[tuple[int, ...], frozenset[str]] = {}
         self._lock = threading.Lock()
 
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def holds(self, item: object) -> bool:
-        return item in self._number
-
-    def keys_in_order(self) -> Iterator[str]:
-        return iter(self._items)
-
     def make(self, item: Any) -> Any:
         found = self.made.get(item)
         if found is not None:
             return found
-        number = self._number.get(item)
+        number = self._keys.get(item)
         if number is None:
             return _MISSING
         lo = int(self._ends[number - 1]) if number else 0

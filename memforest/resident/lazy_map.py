@@ -4,7 +4,7 @@ normalised texts (`memforest.store.loaded_facts`)."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from typing import Any, Protocol, TypeVar
 
 from memforest.resident.cow import _MISSING, FOLD_AT, CowMap
@@ -31,6 +31,22 @@ class Loaded(Protocol):
         """Every key of the loaded version, in its order."""
 
     def __len__(self) -> int: ...
+
+
+class KeyedLoaded:
+    """The part of a `Loaded` that its set of keys gives: a mapping (`_keys`) whose keys are the
+    loaded version's, in their order."""
+
+    _keys: Mapping[Any, Any]
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def holds(self, key: Any) -> bool:
+        return key in self._keys
+
+    def keys_in_order(self) -> Iterator[Any]:
+        return iter(self._keys)
 
 
 class LazyMap(CowMap[K, V]):

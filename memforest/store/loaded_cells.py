@@ -10,84 +10,67 @@ writes (`memforest.store.commit.read_for_commit`), so what is read later is what
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from memforest.resident.cow import _MISSING
+from memforest.resident.lazy_map import KeyedLoaded
 from memforest.types import Cell
 
 if TYPE_CHECKING:  # (the source reads through the store: only named here)
     from memforest.store.tree_source import StoreTreeSource
 
 
-class LoadedCells:
+class LoadedCells(KeyedLoaded):
     """cell id -> `Cell` of the loaded version (its text read when first needed), made when first
     asked for; `ids` is the version's set of cell ids, and their order."""
 
     def __init__(self, ids: Mapping[str, Any], source: StoreTreeSource) -> None:
         self.made: dict[str, Cell] = {}
-        self._ids = ids
+        self._keys = ids
         self._source = source
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def holds(self, cell_id: Any) -> bool:
-        return cell_id in self._ids
-
-    def keys_in_order(self) -> Iterator[str]:
-        return iter(self._ids)
 
     def make(self, cell_id: Any) -> Any:
         cell = self.made.get(cell_id)
         if cell is not None:
             return cell
-        if cell_id not in self._ids:
+        if cell_id not in self._keys:
             return _MISSING
         sid, idx, lo, hi, t = self._source.read("cell_row", cell_id)
         return self.made.setdefault(cell_id, Cell(cell_id, sid, idx, lo, hi, t, None, self._source))
 
     def make_all(self) -> None:
         """Make every cell not made yet, in one pass over the store's rows (for what reads them all)."""
-        if len(self.made) >= len(self._ids):
+        if len(self.made) >= len(self._keys):
             return
-        made, ids, source = self.made, self._ids, self._source
+        made, ids, source = self.made, self._keys, self._source
         for cid, sid, idx, lo, hi, t in source.cell_rows():
             if cid in ids and cid not in made:
                 made.setdefault(cid, Cell(cid, sid, idx, lo, hi, t, None, source))
 
 
-class LoadedSessionCells:
+class LoadedSessionCells(KeyedLoaded):
     """session id -> the ids of its cells in order, of the loaded version, read when first asked for;
     `sessions` is the version's set of sessions (a session may have no cell)."""
 
     def __init__(self, sessions: Mapping[str, Any], source: StoreTreeSource) -> None:
         self.made: dict[str, list[str]] = {}
-        self._sessions = sessions
+        self._keys = sessions
         self._source = source
-
-    def __len__(self) -> int:
-        return len(self._sessions)
-
-    def holds(self, session_id: Any) -> bool:
-        return session_id in self._sessions
-
-    def keys_in_order(self) -> Iterator[str]:
-        return iter(self._sessions)
 
     def make(self, session_id: Any) -> Any:
         cells = self.made.get(session_id)
         if cells is not None:
             return cells
-        if session_id not in self._sessions:
+        if session_id not in self._keys:
             return _MISSING
         return self.made.setdefault(session_id, self._source.read("session_cells", session_id))
 
     def make_all(self) -> None:
         """Read every session's list not read yet, in one pass over the store's rows."""
-        if len(self.made) >= len(self._sessions):
+        if len(self.made) >= len(self._keys):
             return
-        lists: dict[str, list[str]] = {sid: [] for sid in self._sessions if sid not in self.made}
+        lists: dict[str, list[str]] = {sid: [] for sid in self._keys if sid not in self.made}
         for sid, cid in self._source.cells_in_order():
             if sid in lists:
                 lists[sid].append(cid)

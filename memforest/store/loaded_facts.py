@@ -20,13 +20,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from memforest.resident.cow import _MISSING
+from memforest.resident.lazy_map import KeyedLoaded
 from memforest.types import Fact
 
 if TYPE_CHECKING:  # (the source reads through the store: only named here)
     from memforest.store.tree_source import StoreTreeSource
 
 
-class LoadedFacts:
+class LoadedFacts(KeyedLoaded):
     """fact id -> `Fact` of the loaded version, made when first asked for (`Fact.unread`: its norm
     and event start read now, the rest when first needed). `keys` (id -> row of the loaded fact
     table) is the version's set of ids, and their order."""
@@ -37,15 +38,6 @@ class LoadedFacts:
         self._source = source
         self.changed: set[str] = set()  # ids a commit of this process changed or dropped (`remember`)
         self.norms = LoadedNorms(self)
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def holds(self, fact_id: Any) -> bool:
-        return fact_id in self._keys
-
-    def keys_in_order(self) -> Iterator[str]:
-        return iter(self._keys)
 
     def make(self, fact_id: Any) -> Any:
         fact = self.made.get(fact_id)
