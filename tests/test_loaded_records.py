@@ -13,6 +13,7 @@ import pytest
 from conftest import make_sessions
 
 from memforest.resident.lazy_map import LazyMap
+from memforest.resident.ondemand import BulkRows
 
 
 @pytest.fixture
@@ -172,7 +173,7 @@ def test_the_cell_index_from_the_cache_arrays_is_the_one_made_leaf_by_leaf(scrip
     stamp = reopened._resident.caches_of("u", reopened._open_db("u", False)).db.stamp(state.version)
     bulk = tree_rows_cache.read_tree_rows(reopened.user_dir("u") / "cache" / tree_rows_cache.FILE_NAME, stamp,
                                           state.dim)  # (the rows the open took, released since)
-    assert bulk.cells is not None and state.tree_source.bulk is None
+    assert isinstance(bulk, BulkRows) and bulk.cells is not None and state.tree_source.bulk is None
     found = forest_index._cells_of_rows(state, bulk.cells)
     assert found is not None
     keys, take = found
