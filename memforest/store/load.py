@@ -81,10 +81,13 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     facts: dict[str, Fact] = {}
     blobs: list[bytes] = []
     # with the cache's rows and their meta, the facts are made when first reached (`LoadedFacts`)
-    made_later = (lazy is not None and saved_facts is not None and mapped and saved_facts.meta is not None
-                  and st.fill_facts(cast(list[str], saved_facts.keys),
-                                    lambda: _fact_vectors(con, cast(list[str], saved_facts.keys), st.dim),
-                                    saved_facts))
+    made_later = False
+    if lazy is not None and saved_facts is not None and mapped and saved_facts.meta is not None:
+        keys = cast(list[str], saved_facts.keys)
+        try:
+            made_later = st.fill_facts(keys, lambda: _fact_vectors(con, keys, st.dim), saved_facts)
+        except KeyError:  # (a cached key the store lacks: the table is filled from the store below)
+            made_later = False
     if not made_later:
         pool: dict[str, str] = {}  # one string object per distinct session id, cell id and fact label
         same = pool.setdefault
