@@ -374,23 +374,26 @@ PARTITIONS_DAMAGE = {
 
 
 def _other_rows(path, stamp: str, what: str) -> None:
-    """Rewrite the partitions cache, checksummed and stamped as before, with one fact's vector or row
-    meta changed."""
+    """Rewrite the partitions cache, checksummed and stamped as before, with one fact's vector, row
+    meta or key changed."""
     found = read_partitions(path, stamp)
     assert not isinstance(found, CacheMiss)
     tables = dict(found)
     facts = tables["facts"]
-    vecs, meta = np.array(facts.vecs), np.array(facts.meta)
+    vecs, meta, keys = np.array(facts.vecs), np.array(facts.meta), list(facts.keys)
     if what == "other vectors":
         vecs[0] = -vecs[0]
+    elif what == "other keys":
+        keys[0] = "f_of_another_memory"
     else:
         meta[0, 0] += 1.0
-    tables["facts"] = SavedPartitions(facts.centroids, facts.keys, facts.bounds, vecs, meta)
+    tables["facts"] = SavedPartitions(facts.centroids, keys, facts.bounds, vecs, meta)
     write_partitions(path, stamp, tables)
 
 
 OTHER_ROWS = {"other vectors": "vectors of facts are not the store's",
-              "other row meta": "row meta of facts is not the store's"}
+              "other row meta": "row meta of facts is not the store's",
+              "other keys": "keys of facts are not the store's"}
 
 
 @pytest.mark.parametrize("damage", [*sorted(PARTITIONS_DAMAGE), *OTHER_ROWS])
