@@ -172,19 +172,18 @@ def stamp_if_whole(path: Path) -> bool:
         return False
     fd, st = opened
     try:
-        if st.st_size < max(READ_BELOW, _PREFIX.size):
+        found = _read_header(fd, st.st_size, path.name)
+        if st.st_size < READ_BELOW or isinstance(found, CacheMiss):
             return False
-        magic, header_bytes, header_crc = _PREFIX.unpack(os.pread(fd, _PREFIX.size, 0))
-        raw = os.pread(fd, header_bytes, _PREFIX.size)
-        if magic != MAGIC or len(raw) != header_bytes or zlib.crc32(raw) != header_crc:
+        start, header = found
+        summed = _file_sum(fd, start, st.st_size)
+        if summed is None or summed != header.get("payload_sum"):
             return False
-        expected = json.loads(raw).get("payload_sum")
-        summed = _file_sum(fd, _PREFIX.size + header_bytes, st.st_size)
-        if summed is None or summed != expected or changed_since(st, os.fstat(fd)) is not None:
+        if changed_since(st, os.fstat(fd)) is not None:
             return False
         _stamp(path, st, summed)
         return True
-    except (OSError, ValueError, AttributeError):
+    except (OSError, AttributeError):
         return False
     finally:
         os.close(fd)
@@ -364,6 +363,28 @@ def _open_regular(path: Path) -> tuple[int, os.stat_result] | CacheMiss:
 def _header_of(fd: int, size: int, name: str, kind: str, fmt: int,
                store_version: str) -> tuple[int, dict[str, Any]] | CacheMiss:
     """(where the payload starts, the header) of a whole file of `kind`, `fmt` and `store_version`."""
+    found = _read_header(fd, size, name)
+    if isinstance(found, CacheMiss):
+        return found
+    start, header = found
+    payload = int(header["payload_bytes"])
+    if header.get("kind") != kind or header.get("format") != fmt:
+        return CacheMiss(f"{name}: {header.get('kind')} format {header.get('format')}, "
+                         f"this version reads {kind} format {fmt}")
+    if header.get("store_version") != store_version:
+        return CacheMiss(f"{name}: reflects store version {header.get('store_version')}, "
+                         f"the store is at {store_version}")
+    if start + payload != size:
+        return CacheMiss(f"{name}: {size} bytes, its header says {start + payload}")
+    if header.get("checksum") != CHECKSUM or not isinstance(header.get("payload_sum"), str):
+        return CacheMiss(f"{name}: payload checksum {header.get('checksum', 'crc32')}, this version "
+                         f"reads {CHECKSUM}")
+    return start, header
+
+
+def _read_header(fd: int, size: int, name: str) -> tuple[int, dict[str, Any]] | CacheMiss:
+    """(where the payload starts, the header) of a file whose prefix and header are whole (its magic,
+    its header's CRC-32 and a payload size read), whatever its kind."""
     if size < _PREFIX.size:
         return CacheMiss(f"{name}: truncated ({size} bytes)")
     magic, header_bytes, header_crc = _PREFIX.unpack(os.pread(fd, _PREFIX.size, 0))
@@ -377,20 +398,9 @@ def _header_of(fd: int, size: int, name: str, kind: str, fmt: int,
         return CacheMiss(f"{name}: header checksum mismatch")
     try:
         header = json.loads(header_raw)
-        payload = int(header["payload_bytes"])
+        int(header["payload_bytes"])
     except (ValueError, KeyError, TypeError):
         return CacheMiss(f"{name}: unreadable header")
-    if header.get("kind") != kind or header.get("format") != fmt:
-        return CacheMiss(f"{name}: {header.get('kind')} format {header.get('format')}, "
-                         f"this version reads {kind} format {fmt}")
-    if header.get("store_version") != store_version:
-        return CacheMiss(f"{name}: reflects store version {header.get('store_version')}, "
-                         f"the store is at {store_version}")
-    if start + payload != size:
-        return CacheMiss(f"{name}: {size} bytes, its header says {start + payload}")
-    if header.get("checksum") != CHECKSUM or not isinstance(header.get("payload_sum"), str):
-        return CacheMiss(f"{name}: payload checksum {header.get('checksum', 'crc32')}, this version "
-                         f"reads {CHECKSUM}")
     return start, header
 
 

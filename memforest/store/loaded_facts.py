@@ -54,7 +54,7 @@ class LoadedFacts(KeyedLoaded):
             return
         made, keys, source = self.made, self._keys, self._source
         for fact_id, norm, event_start in source.fact_keys():
-            if fact_id in keys and fact_id not in made and fact_id not in self.changed:
+            if fact_id in keys and fact_id not in made:  # (a changed fact was made before it changed)
                 made.setdefault(fact_id, Fact.unread(fact_id, norm, event_start, source))
 
     def remember(self, fact_ids: Iterable[str]) -> None:
