@@ -54,6 +54,7 @@ def test_an_open_makes_no_fact_and_reads_as_an_open_that_makes_them_all(scripted
                                                                          large) -> None:
     forest = scripted_forest(path=tmp_path / "store")
     forest.ingest_sessions("u", make_sessions(8, 4))
+    _ = forest.snapshot("u").lexical  # (built, so the close caches it)
     forest.close()
     reopened = scripted_forest(path=tmp_path / "store")
     state = reopened.snapshot("u").state
@@ -61,6 +62,13 @@ def test_an_open_makes_no_fact_and_reads_as_an_open_that_makes_them_all(scripted
     assert isinstance(state.facts, LazyMap) and loaded is not None and loaded.made == {}
     assert isinstance(state.cells, LazyMap) and isinstance(state.session_cells, LazyMap)
     assert state.cells._base == {} and state.session_cells._base == {}  # (nothing made)
+    # the cached keys stay packed in their maps: the fact table's, the placements' and the lexical index's
+    table_keys = state.fact_table.key_rows()
+    assert isinstance(table_keys, LazyMap) and table_keys._base == {} and len(table_keys) == len(state.facts)
+    assert isinstance(state.placements, LazyMap) and state.placements._base == {}
+    lexical = reopened.snapshot("u").lexical
+    assert isinstance(lexical.live, LazyMap) and lexical.live._base == {}
+    assert len(lexical) == len(state.facts) + len(state.cells)
     _, eager = _eager(scripted_forest, tmp_path / "store", tmp_path / "eager")
     fid = sorted(eager.facts)[3]
     assert fid in state.facts and state.facts[fid].norm == eager.facts[fid].norm and len(loaded.made) == 1

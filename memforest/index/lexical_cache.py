@@ -10,6 +10,7 @@ built afresh and when a process closes the memory with a newer resident version.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +24,12 @@ from memforest.resident.cache_file import (
     unpack_strings,
     write_arrays,
 )
+from memforest.resident.packed_keys import PackedKeys
+from memforest.resident.prefetch import will_need
 from memforest.state import UserState
 
 KIND = "lexical"
-FORMAT = 1
+FORMAT = 2  # 2: the documents as `PackedKeys`
 FILE_NAME = "lexical.cache"
 _SEGMENT_ARRAYS = ("lengths", "terms", "offsets", "positions", "counts", "doc_lengths")  # Segment.restored
 
@@ -37,9 +40,9 @@ def write_lexical(path: Path, stamp: str, lexical: VersionedLexical) -> int:
     terms = [""] * len(lexical.vocab.ids)
     for term, i in lexical.vocab.ids.items():
         terms[i] = term
-    docs, vocab = pack_strings(seg.docs), pack_strings(terms)
-    arrays = {**seg.arrays(), "docs_blob": docs["blob"], "docs_ends": docs["ends"],
-              "vocab_blob": vocab["blob"], "vocab_ends": vocab["ends"]}
+    docs = seg.docs if isinstance(seg.docs, PackedKeys) else PackedKeys.pack(seg.docs)
+    vocab = pack_strings(terms)
+    arrays = {**seg.arrays(), **docs.arrays("docs"), "vocab_blob": vocab["blob"], "vocab_ends": vocab["ends"]}
     return write_arrays(path, KIND, FORMAT, stamp, arrays)
 
 
@@ -47,18 +50,23 @@ def read_lexical(path: Path, stamp: str, state: UserState, watch: MappedFiles | 
                  verify: bool = False) -> VersionedLexical | CacheMiss:
     """The cached index of `state` (committed version `stamp`), or why the cache cannot serve it; a
     mapped file is added to `watch`, and read whole for its checksum only when its stamp does not
-    hold or with `verify` (`cache_file.read_arrays`)."""
-    found = read_arrays(path, KIND, FORMAT, stamp, watch=watch, verify=verify)
+    hold or with `verify` (`cache_file.read_arrays`). The documents stay in the map
+    (`PackedKeys`); they are compared with the state's by their CRC-32s, and one by one with
+    `verify`. The map is read where a query reads it: it is mapped for random access, and a query
+    asks for the postings it scores (`Segment.prefetch`)."""
+    found = read_arrays(path, KIND, FORMAT, stamp, watch=watch, random_access=True, verify=verify)
     if isinstance(found, CacheMiss):
         return found
     try:
-        docs = unpack_strings(found["docs_blob"], found["docs_ends"])
+        docs = PackedKeys.of_arrays(found, "docs")
         terms = unpack_strings(found["vocab_blob"], found["vocab_ends"])
+        for name in ("lengths", "terms", "offsets", "docs_hashes"):  # (read whole: asked for at once)
+            will_need(found[name], [(0, len(found[name]))])
         seg = Segment.restored(docs, *(found[k] for k in _SEGMENT_ARRAYS))
         _check_shapes(seg, len(terms))
     except (KeyError, ValueError, TypeError, UnicodeDecodeError) as e:
         return CacheMiss(f"{path.name}: inconsistent arrays ({type(e).__name__}: {e})")
-    if not _same_documents(docs, state):
+    if not _same_documents(docs, state, verify):
         return CacheMiss(f"{path.name}: its documents are not the store's cells and facts")
     vocab = Vocabulary()
     vocab.ids = {t: i for i, t in enumerate(terms)}
@@ -80,6 +88,8 @@ def _check_shapes(seg: Segment, n_terms: int) -> None:
     if postings:
         lo, hi = offsets[:-1], offsets[1:]
         some = hi > lo
+        ends = np.concatenate([lo[some], hi[some] - 1])
+        will_need(seg.positions, zip(ends.tolist(), itertools.repeat(1)))  # (one page each, all at once)
         first, last = seg.positions[lo[some]], seg.positions[hi[some] - 1]
         if int(first.min()) < 0 or int(last.max()) >= n or bool((first > last).any()):
             raise ValueError("a posting names no document")
@@ -87,10 +97,12 @@ def _check_shapes(seg: Segment, n_terms: int) -> None:
         raise ValueError("a term id names no term")
 
 
-def _same_documents(docs: list[str], state: UserState) -> bool:
-    """Whether `docs` are the state's cells and facts, each once (set operations over the maps' keys:
-    the facts of a loaded version are not all made)."""
+def _same_documents(docs: PackedKeys, state: UserState, exact: bool) -> bool:
+    """Whether `docs` are the state's cells and facts, each once: by their CRC-32s, or `exact`ly (set
+    operations over the maps' keys: the facts of a loaded version are not all made)."""
     cells, facts = state.cells, state.facts
+    if not exact:
+        return docs.same_hashes([(cells, len(cells)), (facts, len(facts))])
     seen = set(docs)
     if len(seen) != len(docs) or len(docs) != len(cells) + len(facts):
         return False

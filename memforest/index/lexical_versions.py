@@ -14,12 +14,15 @@ import math
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from memforest.index.lexical import K1, B, terms
 from memforest.resident.cow import CowMap
+from memforest.resident.lazy_map import LazyMap
+from memforest.resident.packed_keys import KeyPlaces, PackedKeys
+from memforest.resident.prefetch import will_need
 
 _SEQ = itertools.count(1)
 _POS_BITS = 32
@@ -47,7 +50,7 @@ class Segment:
     def __init__(self, docs: list[str], lengths: np.ndarray, term_ids: np.ndarray, positions: np.ndarray,
                  counts: np.ndarray) -> None:
         self.seq = next(_SEQ)
-        self.docs = docs
+        self.docs: Sequence[str] = docs
         self.lengths = lengths  # terms per document, float64
         order = np.lexsort((positions, term_ids))
         term_ids, self.positions, self.counts = term_ids[order], positions[order], counts[order]
@@ -63,10 +66,10 @@ class Segment:
         return cls([], np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32))
 
     @classmethod
-    def restored(cls, docs: list[str], lengths: np.ndarray, terms: np.ndarray, offsets: np.ndarray,
+    def restored(cls, docs: Sequence[str], lengths: np.ndarray, terms: np.ndarray, offsets: np.ndarray,
                  positions: np.ndarray, counts: np.ndarray, doc_lengths: np.ndarray) -> Segment:
         """A segment from the arrays of one already built (as `arrays` gives them): nothing is sorted
-        again; the arrays may be read-only views of a cache file."""
+        again; the arrays, and the documents (`PackedKeys`), may be read-only views of a cache file."""
         seg = cls.__new__(cls)
         seg.seq = next(_SEQ)
         seg.docs, seg.lengths, seg.terms, seg.offsets = docs, lengths, terms, offsets
@@ -97,6 +100,12 @@ class Segment:
         return cls(ids, np.asarray(lengths, np.float64), np.asarray(tids, np.int64),
                    np.asarray(pos, np.int64), np.asarray(tfs, np.int32))
 
+    def prefetch(self, spans: list[tuple[int, int]]) -> None:
+        """Ask for the postings [lo, hi) of each of `spans` at once, where they are pages of a map."""
+        runs = [(lo, hi - lo) for lo, hi in spans]
+        for array in (self.positions, self.counts, self.doc_lengths):
+            will_need(array, runs)
+
     def span(self, term_id: int) -> tuple[int, int] | None:
         """Where the postings of `term_id` lie in `positions`, `counts` and `doc_lengths`."""
         i = int(np.searchsorted(self.terms, term_id))
@@ -109,6 +118,12 @@ class Segment:
         high bits, the document's position in it in the low `_POS_BITS`."""
         places = np.arange(len(self.docs), dtype=np.int64) | (self.seq << _POS_BITS)
         return dict(zip(self.docs, places.tolist()))
+
+    def place_map(self) -> CowMap[str, int]:
+        """`places` as a copy-on-write map; over `PackedKeys`, a place is found when first asked for."""
+        if isinstance(self.docs, PackedKeys):
+            return LazyMap(KeyPlaces(self.docs, self.seq << _POS_BITS))
+        return CowMap.over(self.places())
 
     def triples(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(term id, position, count) of every posting."""
@@ -209,7 +224,7 @@ class VersionedLexical:
         """The index of exactly the documents of `seg`, whose term ids are `vocab`'s."""
         out = cls.__new__(cls)
         out.vocab, out.segments = vocab, [seg] if len(seg) else []
-        out.live = CowMap.over(seg.places())
+        out.live = seg.place_map()
         out.masks = {seg.seq: np.ones(len(seg), bool)} if len(seg) else {}
         out._own, out.dead = set(out.masks), dict.fromkeys(out.masks, 0)
         out._by_seq = {s.seq: s for s in out.segments}
@@ -307,18 +322,19 @@ class VersionedLexical:
         avg = (self.total_length / n_docs) if n_docs else 1.0
         avg = avg or 1.0
         base, scale = K1 * (1.0 - B), K1 * B / avg
-        found: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray, float]]] = {}
+        spans: dict[int, list[tuple[Segment, int, int]]] = {}  # term id -> (segment, lo, hi)
         for term in sorted(set(terms(query))):
             term_id = self.vocab.ids.get(term)
-            if term_id is None:
-                continue
+            if term_id is not None:
+                spans[term_id] = [(seg, *span) for seg in self.segments
+                                  if (span := seg.span(term_id)) is not None]
+        for seg in self.segments:
+            seg.prefetch([(lo, hi) for held in spans.values() for s, lo, hi in held if s is seg])
+        found: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray, float]]] = {}
+        for held in spans.values():
             parts = []
             df = 0
-            for seg in self.segments:
-                span = seg.span(term_id)
-                if span is None:
-                    continue
-                lo, hi = span
+            for seg, lo, hi in held:
                 pos, tf, length = seg.positions[lo:hi], seg.counts[lo:hi], seg.doc_lengths[lo:hi]
                 if self.dead[seg.seq]:
                     keep = self.masks[seg.seq][pos]

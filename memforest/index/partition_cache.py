@@ -2,7 +2,8 @@
 
 Past its exact bound a vector table is partitioned by k-means (`memforest.resident.partitions`), which on a
 large memory is the largest single cost of loading it. The cache holds each partitioned table's
-centroids, its partitions' keys (integer keys as an array, string keys as one text), and their
+centroids, its partitions' keys (integer keys as an array, string keys packed: `PackedKeys`, looked
+up in the map rather than made into a Python string and a dict entry each), and their
 vectors (followed by zero rows to append to: `vector_table.slack_rows`) and row meta in that
 order. A loaded version takes the partitions of the process that wrote them instead of training
 new ones, and its tables search the cache's memory map (copy-on-write) instead of reading every
@@ -13,23 +14,18 @@ store's."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from memforest.resident.cache_file import (
-    CacheMiss,
-    MappedFiles,
-    pack_strings,
-    read_arrays,
-    unpack_strings,
-    write_arrays,
-)
+from memforest.resident.cache_file import CacheMiss, MappedFiles, read_arrays, write_arrays
+from memforest.resident.packed_keys import PackedKeys
+from memforest.resident.prefetch import will_need
 from memforest.resident.vector_table import SavedPartitions
 
 KIND = "partitions"
-FORMAT = 3  # 2: one fact table, keyed by fact id; 3: the rows' vectors and meta
+FORMAT = 4  # 2: one fact table, keyed by fact id; 3: the rows' vectors and meta; 4: string keys packed
 FILE_NAME = "partitions.cache"
 
 
@@ -39,11 +35,13 @@ def write_partitions(path: Path, stamp: str, tables: Mapping[str, SavedPartition
     for name, saved in tables.items():
         arrays[f"{name}/centroids"] = np.asarray(saved.centroids, np.float32)
         arrays[f"{name}/bounds"] = np.asarray(saved.bounds, np.int64)
-        if all(isinstance(k, int) for k in saved.keys):
-            arrays[f"{name}/int_keys"] = np.asarray(saved.keys, np.int64)
+        keys = saved.keys
+        if isinstance(keys, PackedKeys):
+            arrays.update(keys.arrays(f"{name}/keys"))
+        elif all(isinstance(k, int) for k in keys):
+            arrays[f"{name}/int_keys"] = np.asarray(keys, np.int64)
         else:
-            packed = pack_strings([str(k) for k in saved.keys])
-            arrays[f"{name}/str_keys"], arrays[f"{name}/str_ends"] = packed["blob"], packed["ends"]
+            arrays.update(PackedKeys.pack([str(k) for k in keys]).arrays(f"{name}/keys"))
         if saved.vecs is not None:
             arrays[f"{name}/vecs"] = np.asarray(saved.vecs, np.float32)
         if saved.meta is not None:
@@ -60,14 +58,17 @@ def read_partitions(path: Path, stamp: str, watch: MappedFiles | None = None,
                         verify=verify)
     if isinstance(found, CacheMiss):
         return found
+    for name, array in found.items():  # what an open reads whole, asked for at once (not a page a fault)
+        if not name.endswith(("/vecs", "/keys_blob", "/keys_ends", "/keys_order")):
+            will_need(array, [(0, len(array))])
     out = {}
     try:
         for name in sorted({k.split("/")[0] for k in found}):
-            keys: list[Hashable]
+            keys: Sequence[Hashable]
             if f"{name}/int_keys" in found:
                 keys = found[f"{name}/int_keys"].tolist()
             else:
-                keys = list(unpack_strings(found[f"{name}/str_keys"], found[f"{name}/str_ends"]))
+                keys = PackedKeys.of_arrays(found, f"{name}/keys")
             bounds, centroids = found[f"{name}/bounds"], found[f"{name}/centroids"]
             if (len(bounds) != len(centroids) + 1 or int(bounds[0]) != 0 or int(bounds[-1]) != len(keys)
                     or bool((np.diff(bounds) < 0).any())):

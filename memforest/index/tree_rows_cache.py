@@ -14,7 +14,7 @@ whose trees are all read, which `memforest check` compares the cache with."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +32,13 @@ from memforest.resident.cache_file import (
 from memforest.resident.cow import _MISSING
 from memforest.resident.lazy_map import KeyedLoaded
 from memforest.resident.ondemand import BulkRows, CellRows
+from memforest.resident.packed_keys import PackedKeys
 from memforest.state import UserState
 
 KIND = "tree_rows"
-FORMAT = 2  # 2: leaves name their items by index into the distinct items; placements read from them
+# 2: leaves name their items by index into the distinct items; placements read from them;
+# 3: the distinct items packed (`PackedKeys`), and each item's trees in item order
+FORMAT = 3
 FILE_NAME = "trees.cache"
 
 
@@ -104,9 +107,13 @@ def write_tree_rows(path: Path, stamp: str, bulk: BulkRows, dim: int) -> int:
     arrays["leaf_bounds"] = _bounds(len(bulk.leaf_items[t]) for t in leaf_trees)
     index: dict[str, int] = {}  # each distinct item once, numbered as first met
     number = index.setdefault
-    arrays["leaf_item_ids"] = np.asarray([number(item, len(index)) for t in leaf_trees
-                                          for item in bulk.leaf_items[t]], np.int32)
-    _put(arrays, "leaf_items", list(index))
+    ids = np.asarray([number(item, len(index)) for t in leaf_trees for item in bulk.leaf_items[t]], np.int32)
+    arrays["leaf_item_ids"] = ids
+    arrays.update(PackedKeys.pack(list(index)).arrays("leaf_items"))
+    # the trees of item 0, then of item 1, ...: each item's placements without a sort at the open
+    tree_of_leaf = np.repeat(np.arange(len(leaf_trees), dtype=np.int32), np.diff(arrays["leaf_bounds"]))
+    arrays["item_trees"] = tree_of_leaf[np.argsort(ids, kind="stable")]
+    arrays["item_ends"] = np.cumsum(np.bincount(ids, minlength=len(index))).astype(np.int64)
     cell_trees = sorted(bulk.cell_leaves)
     rows = [r for t in cell_trees for r in bulk.cell_leaves[t]]
     _put(arrays, "cell_trees", cell_trees)
@@ -131,12 +138,13 @@ def read_tree_rows(path: Path, stamp: str, dim: int, watch: MappedFiles | None =
         return found
     try:
         out = BulkRows()
-        leaf_trees, items, ids = _get(found, "leaf_trees"), _get(found, "leaf_items"), found["leaf_item_ids"]
+        leaf_trees, ids = _get(found, "leaf_trees"), found["leaf_item_ids"]
+        items = PackedKeys.of_arrays(found, "leaf_items")
         if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= len(items)):
             raise ValueError("a leaf names no item")
         spans = _spans(found["leaf_bounds"], len(leaf_trees), len(ids))
         out.leaf_items = LeafItems(dict(zip(leaf_trees, spans, strict=True)), ids, items)
-        out.held = Placements(leaf_trees, found["leaf_bounds"], ids, items)
+        out.held = Placements(leaf_trees, found["item_trees"], found["item_ends"], items)
         cell_trees, cells, nids, vecs = (_get(found, "cell_trees"), _get(found, "cell_items"),
                                          found["cell_nids"], found["cell_vecs"])
         if len(nids) != len(cells) or vecs.shape != (len(cells), dim):
@@ -159,7 +167,7 @@ class LeafItems(Mapping[str, list[str]]):
     """tree id -> the items of its leaves, as the cache holds them (each list made when first asked
     for: most trees of a large memory are never reached)."""
 
-    def __init__(self, spans: dict[str, tuple[int, int]], ids: np.ndarray, items: list[str]) -> None:
+    def __init__(self, spans: dict[str, tuple[int, int]], ids: np.ndarray, items: Sequence[str]) -> None:
         self._spans, self._ids, self._items = spans, ids, items
 
     def __getitem__(self, tree_id: str) -> list[str]:
@@ -197,17 +205,21 @@ class CellLeaves(Mapping[str, list[tuple[int, str, np.ndarray]]]):
 
 
 class Placements(KeyedLoaded):
-    """item -> the trees whose leaves hold it, from each leaf's tree (by `bounds`) and item number
-    (`ids`), made for an item when first asked for (one frozenset per distinct set of trees): the
-    loaded version's placements (a `memforest.resident.lazy_map.Loaded`, in the items' order)."""
+    """item -> the trees whose leaves hold it, from the trees of each item in item order (`trees_of`:
+    item i's at trees_of[ends[i - 1]:ends[i]], as tree numbers), made for an item when first asked
+    for (one frozenset per distinct set of trees): the loaded version's placements (a
+    `memforest.resident.lazy_map.Loaded`, in the items' order). Arrays that do not fit together are
+    a ValueError."""
 
-    def __init__(self, trees: list[str], bounds: np.ndarray, ids: np.ndarray, items: list[str]) -> None:
+    def __init__(self, trees: list[str], trees_of: np.ndarray, ends: np.ndarray, items: PackedKeys) -> None:
+        if len(ends) != len(items) or (len(ends) and int(ends[-1]) != len(trees_of)):
+            raise ValueError("the items' trees do not fit the items")
+        if len(trees_of) and (int(trees_of.min()) < 0 or int(trees_of.max()) >= len(trees)):
+            raise ValueError("an item names no tree")
         self.made: dict[str, frozenset[str]] = {}
         self._trees = trees
-        self._keys = dict(zip(items, range(len(items))))
-        tree_of_leaf = np.repeat(np.arange(len(trees), dtype=np.int32), np.diff(bounds))
-        self._by_item = tree_of_leaf[np.argsort(ids, kind="stable")]
-        self._ends = np.cumsum(np.bincount(ids, minlength=len(items)))
+        self._keys = self._items = items
+        self._by_item, self._ends = trees_of, ends
         self._pool: dict[tuple[int, ...], frozenset[str]] = {}
         self._lock = threading.Lock()
 
@@ -215,8 +227,8 @@ class Placements(KeyedLoaded):
         found = self.made.get(item)
         if found is not None:
             return found
-        number = self._keys.get(item)
-        if number is None:
+        number = self._items.position(item) if isinstance(item, str) else -1
+        if number < 0:
             return _MISSING
         lo = int(self._ends[number - 1]) if number else 0
         key = tuple(self._by_item[lo:int(self._ends[number])].tolist())

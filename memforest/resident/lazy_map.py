@@ -4,7 +4,7 @@ normalised texts (`memforest.store.loaded_facts`)."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Collection, Hashable, Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
 from memforest.resident.cow import _MISSING, FOLD_AT, CowMap
@@ -34,10 +34,10 @@ class Loaded(Protocol):
 
 
 class KeyedLoaded:
-    """The part of a `Loaded` that its set of keys gives: a mapping (`_keys`) whose keys are the
-    loaded version's, in their order."""
+    """The part of a `Loaded` that its set of keys gives: a collection (`_keys`: a mapping whose keys,
+    or a sequence whose members, are the loaded version's, in their order)."""
 
-    _keys: Mapping[Any, Any]
+    _keys: Collection[Any]
 
     def __len__(self) -> int:
         return len(self._keys)

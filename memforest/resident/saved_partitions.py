@@ -32,7 +32,7 @@ class SavedPartitions:
     `meta`, their row numbers."""
 
     centroids: np.ndarray
-    keys: list[Hashable]
+    keys: Sequence[Hashable]  # (`PackedKeys` as a cache holds string keys)
     bounds: np.ndarray
     vecs: np.ndarray | None = None
     meta: np.ndarray | None = None

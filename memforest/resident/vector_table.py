@@ -27,6 +27,8 @@ import numpy as np
 
 from memforest.resident.cow import CowMap
 from memforest.resident.key_rows import KeyRows
+from memforest.resident.lazy_map import LazyMap
+from memforest.resident.packed_keys import KeyPlaces, PackedKeys, RowKeys
 from memforest.resident.partitions import Partitions
 from memforest.resident.saved_partitions import (
     SavedPartitions,
@@ -58,7 +60,7 @@ class _Rows:
 
     def __init__(self, dim: int, capacity: int, vecs: np.ndarray | None = None) -> None:
         self.vecs = np.zeros((capacity, dim), np.float32) if vecs is None else vecs
-        self.keys: list[Any] = []
+        self.keys: list[Any] | RowKeys = []
         self.meta = np.zeros((capacity, 2), np.float64)
 
 
@@ -210,7 +212,13 @@ class VectorTable:
         partition), as filling, then compacting, lays them out. False, with nothing changed, when
         the keys differ."""
         n = len(keys)
-        if keys is saved.keys:  # (the cache's own keys: in its order, each once if the map says so)
+        packed = keys if keys is saved.keys and isinstance(keys, PackedKeys) else None
+        slot: dict[Hashable, int] | LazyMap[Hashable, int] = {}
+        if packed is not None:  # (the cache's own keys, packed: each found when first asked for)
+            if packed.has_duplicates():
+                return False
+            slot, at = LazyMap(KeyPlaces(packed)), np.arange(n)
+        elif keys is saved.keys:  # (the cache's own keys: in its order, each once if the map says so)
             slot = dict(zip(keys, range(n)))
             if len(slot) != n:
                 return False
@@ -233,11 +241,17 @@ class VectorTable:
         elif meta is not None:
             rows.meta[:n] = np.broadcast_to(_given(meta), (n, 2))[at]
         # the caller's key objects, not the saved copies
-        rows.keys = list(keys) if slot else list(map(keys.__getitem__, at.tolist()))
+        if packed is not None:
+            rows.keys = RowKeys(packed)
+        else:
+            rows.keys = list(keys) if slot else list(map(keys.__getitem__, at.tolist()))
         self._rows, self._n, self._own_tail, self._own_from = rows, n, True, 0
         self._live = np.zeros(capacity, bool)
         self._live[:n] = True
-        self._slot = CowMap.over(slot or dict(zip(rows.keys, range(n))))
+        if isinstance(slot, LazyMap):
+            self._slot = slot
+        else:
+            self._slot = CowMap.over(slot or dict(zip(rows.keys, range(n))))
         if self._key_rows is not None:
             self._key_rows = self._key_rows.remade(np.asarray(rows.keys, np.int64), np.arange(n))
         self._parts, self._own_parts = restore_partitions(saved, None, PARTITION_ROWS), True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import cast
@@ -83,7 +83,7 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     # with the cache's rows and their meta, the facts are made when first reached (`LoadedFacts`)
     made_later = False
     if lazy is not None and saved_facts is not None and mapped and saved_facts.meta is not None:
-        keys = cast(list[str], saved_facts.keys)
+        keys = cast(Sequence[str], saved_facts.keys)
         try:
             made_later = st.fill_facts(keys, lambda: _fact_vectors(con, keys, st.dim), saved_facts)
         except KeyError:  # (a cached key the store lacks: the table is filled from the store below)
@@ -137,7 +137,7 @@ def read_state(con: sqlite3.Connection, user: str, lazy: Path | None = None,
     return st
 
 
-def _vectors(blobs: list[bytes], ids: list[str], dim: int) -> np.ndarray:
+def _vectors(blobs: list[bytes], ids: Sequence[str], dim: int) -> np.ndarray:
     """The fact vectors of `blobs` (one per fact of `ids`); one of another width is a VectorWidthError."""
     width = 4 * dim
     for fid, blob in zip(ids, blobs):
@@ -146,7 +146,7 @@ def _vectors(blobs: list[bytes], ids: list[str], dim: int) -> np.ndarray:
     return np.frombuffer(b"".join(blobs), np.float32).reshape(len(blobs), dim)
 
 
-def _fact_vectors(con: sqlite3.Connection, ids: list[str], dim: int) -> np.ndarray:
+def _fact_vectors(con: sqlite3.Connection, ids: Sequence[str], dim: int) -> np.ndarray:
     """The vectors of the facts `ids`, in that order, read from the store (when the cached rows
     could not be taken)."""
     by_id = dict(con.execute("SELECT fact_id, embedding FROM facts").fetchall())
