@@ -184,8 +184,9 @@ def test_the_cell_index_from_the_cache_arrays_is_the_one_made_leaf_by_leaf(scrip
     assert isinstance(bulk, BulkRows) and bulk.cells is not None and state.tree_source.bulk is None
     found = forest_index._cells_of_rows(state, bulk.cells)
     assert found is not None
-    keys, take = found
-    vecs = bulk.cells.vecs[take]
+    keys = LazyMap(forest_index._CellKeys(found))
+    uids = LazyMap(forest_index._CellUids(found))
+    vecs = bulk.cells.vecs[found.take]
     made, stacked = {}, []
     for t, info in state.trees.items():
         if info.family == "session":
@@ -193,7 +194,12 @@ def test_the_cell_index_from_the_cache_arrays_is_the_one_made_leaf_by_leaf(scrip
                 made[forest_index.node_uid(info.rowid, nid)] = (t, nid, cell)
                 stacked.append(vec)
     assert list(keys.items()) == list(made.items()) and len(keys) == len(state.cells)
+    assert dict(uids.items()) == {c: u for u, (_, _, c) in made.items()} and len(uids) == len(made)
+    assert list(uids) == [c for _, _, c in made.values()]
     assert (vecs == np.stack(stacked)).all()
+    index = reopened.snapshot("u").index  # (the open's: keys found when first asked for, as made here)
+    assert isinstance(index.cell_key, LazyMap) and dict(index.cell_key.items()) == made
+    assert -1 not in index.cell_key and "no such cell" not in index.cell_uid
 
 
 def test_a_merge_into_a_reopened_memory_leaves_the_facts_a_memory_in_memory_would(scripted_forest, tmp_path,

@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 
 from memforest.resident.lazy_map import LazyMap
-from memforest.resident.packed_keys import KeyPlaces, PackedKeys, RowKeys, crc32s
+from memforest.resident.packed_keys import (
+    IntKeys,
+    IntPlaces,
+    KeyPlaces,
+    PackedKeys,
+    RowKeys,
+    crc32s,
+    int_positions,
+)
 from memforest.resident.vector_table import VectorTable
 
 
@@ -158,3 +166,17 @@ def test_edits_of_a_table_filled_from_packed_keys() -> None:
     assert np.array_equal(tables[1].vector("f003"), vecs[3])
     saved_again = forks[1].saved_partitions(rows=True)
     assert saved_again is not None and sorted(map(str, saved_again.keys)) == sorted(map(str, forks[0].keys()))
+
+
+def test_integer_keys_are_placed_by_a_binary_search_and_matched_as_sets() -> None:
+    keys = IntKeys(np.array([(5 << 32) | 3, 7, (1 << 40) | 2, 0]))
+    assert list(keys) == [(5 << 32) | 3, 7, (1 << 40) | 2, 0] and keys[1] == 7 and type(keys[1]) is int
+    places = LazyMap(IntPlaces(keys))
+    assert places[(1 << 40) | 2] == 2 and places.get(8) is None and 0 in places and "7" not in places
+    assert True not in places and list(places) == list(keys)
+    found = int_positions(np.array([0, 7, (5 << 32) | 3, (1 << 40) | 2]), keys.array)
+    assert found is not None and found[0].tolist() == [2, 1, 3, 0]
+    assert int_positions(np.array([0, 7, 7, 1]), keys.array) is None
+    assert int_positions(np.array([0, 7, 9, (1 << 40) | 2]), keys.array) is None
+    assert int_positions(np.array([0, 7]), keys.array) is None
+    assert int_positions(np.array([1, 1]), np.array([1, 1])) is None  # (each key once)

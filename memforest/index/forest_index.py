@@ -14,13 +14,16 @@ a cell id back to its row's key, so a cell found by its text is ranked from its 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from itertools import chain, repeat
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from memforest.resident.cow import CowMap
+from memforest.resident.cow import _MISSING, CowMap
+from memforest.resident.lazy_map import LazyMap
 from memforest.resident.ondemand import BulkRows, CellRows, TreeInfo
+from memforest.resident.packed_keys import IntKeys, IntPlaces, PackedKeys
 from memforest.resident.vector_table import SavedPartitions, VectorTable
 from memforest.routing.router import session_tree_id
 from memforest.state import ChangeSet, UserState
@@ -75,29 +78,12 @@ class ForestIndex:
     def _add_all(self, state: UserState, saved: Mapping[str, SavedPartitions], facts_meta: bool) -> None:
         bulk = state.tree_source.bulk if state.tree_source is not None else None
         cached = bulk.cells if bulk is not None else None
-        found = _cells_of_rows(state, cached) if cached is not None else None
-        stacked: list[np.ndarray] = []
-        if found is not None:  # (every session tree unread: their leaves in arrays, as the cache holds them)
-            cell_key, rows = found
+        arrays = _cells_of_rows(state, cached) if cached is not None else None
+        if arrays is not None:  # (every session tree unread: their leaves in arrays, as the cache holds them)
+            self._add_cells_of_rows(state, arrays, saved)
         else:
-            cell_key, rows = {}, None
-            for t, i in state.trees.items():
-                if i.family != "session":
-                    continue
-                if bulk is not None and not i.is_read:  # not read yet: its leaves as the open read them
-                    leaves = bulk.cell_leaves.get(t, [])
-                else:
-                    leaves = [(nid, item, state.nodes[(t, nid)].embedding) for nid, item in _cell_leaves(i)]
-                for nid, item, vec in leaves:
-                    cell_key[node_uid(i.rowid, nid)] = (t, nid, item)
-                    stacked.append(vec)
-
-        def cell_vecs() -> np.ndarray:
-            return cached.vecs[rows] if cached is not None and rows is not None else _stack(stacked, self.dim)
+            self._add_cells(state, bulk, saved)
         root_tree = {info.rowid: info.tree_id for info in state.trees.values() if info.has_root}
-        # vectors and meta are gathered only when a table cannot take its saved rows
-        self.cells.fill(list(cell_key), cell_vecs,
-                        lambda: cell_meta(state, [c for _, _, c in cell_key.values()]), saved.get("cells"))
 
         def root_vecs() -> np.ndarray:
             return _stack([_root_vec(state, t, bulk) for t in root_tree.values()], self.dim)
@@ -108,8 +94,39 @@ class ForestIndex:
         if facts_meta:
             facts = list(state.facts)
             self.facts.set_meta(facts, fact_meta(state, facts))
-        self.cell_key, self.root_tree = CowMap.over(cell_key), CowMap.over(root_tree)  # (built here alone)
+        self.root_tree = CowMap.over(root_tree)  # (built here alone)
+
+    def _add_cells(self, state: UserState, bulk: BulkRows | None,
+                   saved: Mapping[str, SavedPartitions]) -> None:
+        """The cell index from each session tree's leaves (read, or as the open read them)."""
+        cell_key: dict[int, tuple[str, int, str]] = {}
+        stacked: list[np.ndarray] = []
+        for t, i in state.trees.items():
+            if i.family != "session":
+                continue
+            if bulk is not None and not i.is_read:  # not read yet: its leaves as the open read them
+                leaves = bulk.cell_leaves.get(t, [])
+            else:
+                leaves = [(nid, item, state.nodes[(t, nid)].embedding) for nid, item in _cell_leaves(i)]
+            for nid, item, vec in leaves:
+                cell_key[node_uid(i.rowid, nid)] = (t, nid, item)
+                stacked.append(vec)
+        # vectors and meta are gathered only when a table cannot take its saved rows
+        self.cells.fill(list(cell_key), lambda: _stack(stacked, self.dim),
+                        lambda: cell_meta(state, [c for _, _, c in cell_key.values()]), saved.get("cells"))
+        self.cell_key = CowMap.over(cell_key)  # (built here alone)
         self.cell_uid = CowMap.over({c: u for u, (_, _, c) in cell_key.items()})
+
+    def _add_cells_of_rows(self, state: UserState, arrays: CellArrays,
+                           saved: Mapping[str, SavedPartitions]) -> None:
+        """The cell index from a cache's arrays (no record per cell): the table's keys an array, and
+        a cell's key or uid found when first asked for."""
+        rows = arrays.rows
+        self.cells.fill(IntKeys(arrays.uids), lambda: rows.vecs[arrays.take],
+                        lambda: cell_meta(state, [rows.items[r] for r in arrays.take.tolist()]),
+                        saved.get("cells"))
+        self.cell_key = LazyMap(_CellKeys(arrays))
+        self.cell_uid = LazyMap(_CellUids(arrays))
 
     def fork(self) -> ForestIndex:
         """The next version, whose fact index is the next state's fact table (`apply` takes it);
@@ -192,16 +209,25 @@ def _session_rowids(state: UserState) -> Callable[[str], int]:
     return rowid
 
 
-def _cells_of_rows(state: UserState, rows: CellRows) -> tuple[dict[int, tuple[str, int, str]],
-                                                               np.ndarray] | None:
-    """uid -> (session tree id, leaf id, cell id) of every cell, in the order of the state's trees, and
-    the rows of `rows` in that order (their vectors are not read here: a table filled from a cache's
-    partitions does not need them), from the arrays of a cache (no per-cell record but the key's
-    tuple); None when a session tree has been read (its leaves are then its own)."""
-    trees = state.trees
+@dataclass(frozen=True)
+class CellArrays:
+    """The cells of a version in a cache's arrays (`CellRows`), in the order of the state's trees:
+    the uid of each (`uids`), its row in `rows` (`take`), and the number of its tree in `trees`."""
+
+    rows: CellRows
+    uids: np.ndarray
+    take: np.ndarray
+    tree_of: np.ndarray
+    trees: list[str]
+
+
+def _cells_of_rows(state: UserState, rows: CellRows) -> CellArrays | None:
+    """The cells of `state` in the arrays of a cache, in the order of the state's trees (their vectors
+    are not read here: a table filled from a cache's partitions does not need them); None when a
+    session tree has been read (its leaves are then its own)."""
     at = {t: i for i, t in enumerate(rows.trees)}
     order, rowids = [], []
-    for t, info in trees.items():
+    for t, info in state.trees.items():
         if info.family != "session":
             continue
         if info.is_read:
@@ -215,12 +241,72 @@ def _cells_of_rows(state: UserState, rows: CellRows) -> tuple[dict[int, tuple[st
     starts = bounds[:-1][order] if order else np.zeros(0, np.int64)
     # the cache's row of each cell, tree by tree in the state's order
     first = np.concatenate([[0], np.cumsum(counts)[:-1]])  # each tree's first place in that order
-    take = np.repeat(starts - first, counts) + np.arange(int(counts.sum()))
-    nids = rows.nids[take]
-    uids = (np.repeat(np.asarray(rowids, np.int64), counts) << 32) | nids
-    tree_of = chain.from_iterable(repeat(rows.trees[i], n) for i, n in zip(order, counts.tolist()))
-    items = list(map(rows.items.__getitem__, take.tolist()))
-    return dict(zip(uids.tolist(), zip(tree_of, nids.tolist(), items))), take
+    take = (np.repeat(starts - first, counts) + np.arange(int(counts.sum()))).astype(np.int64)
+    uids = (np.repeat(np.asarray(rowids, np.int64), counts) << 32) | rows.nids[take]
+    tree_of = np.repeat(np.asarray(order, np.int64), counts)
+    return CellArrays(rows, uids, take, tree_of, rows.trees)
+
+
+class _CellKeys:
+    """uid -> (session tree id, leaf id, cell id) of the cells of `CellArrays`, each made when first
+    asked for (the `Loaded` of `ForestIndex.cell_key`)."""
+
+    def __init__(self, arrays: CellArrays) -> None:
+        self.made: dict[int, tuple[str, int, str]] = {}
+        self._arrays = arrays
+        self._places = IntPlaces(IntKeys(arrays.uids))
+
+    def make(self, uid: Any) -> Any:
+        at = self._places.position(uid)
+        if at < 0:
+            return _MISSING
+        a = self._arrays
+        row = int(a.take[at])
+        key = self.made[int(uid)] = (a.trees[int(a.tree_of[at])], int(a.rows.nids[row]), a.rows.items[row])
+        return key
+
+    def holds(self, uid: Any) -> bool:
+        return uid in self.made or self._places.position(uid) >= 0
+
+    def keys_in_order(self) -> Iterator[int]:
+        return iter(self._arrays.uids.tolist())
+
+    def __len__(self) -> int:
+        return len(self._arrays.uids)
+
+
+class _CellUids:
+    """cell id -> uid of the cells of `CellArrays`, each found when first asked for (the `Loaded` of
+    `ForestIndex.cell_uid`): the cell's row in the cache (its packed items), then that row's uid."""
+
+    def __init__(self, arrays: CellArrays) -> None:
+        self.made: dict[str, int] = {}
+        self._arrays = arrays
+        items = arrays.rows.items
+        self._items = items if isinstance(items, PackedKeys) else PackedKeys.pack(list(items))
+        self._uid_of_row = np.full(len(items), -1, np.int64)
+        self._uid_of_row[arrays.take] = arrays.uids
+
+    def _uid(self, cell: Any) -> int:
+        row = self._items.position(cell) if isinstance(cell, str) else -1
+        return int(self._uid_of_row[row]) if row >= 0 else -1
+
+    def make(self, cell: Any) -> Any:
+        uid = self._uid(cell)
+        if uid < 0:
+            return _MISSING
+        self.made[cell] = uid
+        return uid
+
+    def holds(self, cell: Any) -> bool:
+        return cell in self.made or self._uid(cell) >= 0
+
+    def keys_in_order(self) -> Iterator[str]:
+        items = self._arrays.rows.items
+        return map(items.__getitem__, self._arrays.take.tolist())
+
+    def __len__(self) -> int:
+        return len(self._arrays.uids)
 
 
 def _cell_leaves(info: TreeInfo) -> list[tuple[int, str]]:

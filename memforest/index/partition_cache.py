@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from memforest.resident.cache_file import CacheMiss, MappedFiles, read_arrays, write_arrays
-from memforest.resident.packed_keys import PackedKeys
+from memforest.resident.packed_keys import IntKeys, PackedKeys
 from memforest.resident.prefetch import will_need
 from memforest.resident.vector_table import SavedPartitions
 
@@ -38,6 +38,8 @@ def write_partitions(path: Path, stamp: str, tables: Mapping[str, SavedPartition
         keys = saved.keys
         if isinstance(keys, PackedKeys):
             arrays.update(keys.arrays(f"{name}/keys"))
+        elif isinstance(keys, IntKeys):
+            arrays[f"{name}/int_keys"] = keys.array
         elif all(isinstance(k, int) for k in keys):
             arrays[f"{name}/int_keys"] = np.asarray(keys, np.int64)
         else:
@@ -66,7 +68,7 @@ def read_partitions(path: Path, stamp: str, watch: MappedFiles | None = None,
         for name in sorted({k.split("/")[0] for k in found}):
             keys: Sequence[Hashable]
             if f"{name}/int_keys" in found:
-                keys = found[f"{name}/int_keys"].tolist()
+                keys = IntKeys(found[f"{name}/int_keys"])
             else:
                 keys = PackedKeys.of_arrays(found, f"{name}/keys")
             bounds, centroids = found[f"{name}/bounds"], found[f"{name}/centroids"]

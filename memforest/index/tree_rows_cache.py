@@ -37,8 +37,8 @@ from memforest.state import UserState
 
 KIND = "tree_rows"
 # 2: leaves name their items by index into the distinct items; placements read from them;
-# 3: the distinct items packed (`PackedKeys`), and each item's trees in item order
-FORMAT = 3
+# 3: the distinct items packed (`PackedKeys`), and each item's trees in item order; 4: the cells packed
+FORMAT = 4
 FILE_NAME = "trees.cache"
 
 
@@ -119,7 +119,7 @@ def write_tree_rows(path: Path, stamp: str, bulk: BulkRows, dim: int) -> int:
     _put(arrays, "cell_trees", cell_trees)
     arrays["cell_bounds"] = _bounds(len(bulk.cell_leaves[t]) for t in cell_trees)
     arrays["cell_nids"] = np.asarray([n for n, _, _ in rows], np.int64)
-    _put(arrays, "cell_items", [c for _, c, _ in rows])
+    arrays.update(PackedKeys.pack([c for _, c, _ in rows]).arrays("cell_items"))
     arrays["cell_vecs"] = _matrix([v for _, _, v in rows], dim)
     if bulk.node_count is not None:  # (what an open would count in the store: `read_tree_rows`)
         arrays["node_count"] = np.asarray([bulk.node_count], np.int64)
@@ -145,7 +145,7 @@ def read_tree_rows(path: Path, stamp: str, dim: int, watch: MappedFiles | None =
         spans = _spans(found["leaf_bounds"], len(leaf_trees), len(ids))
         out.leaf_items = LeafItems(dict(zip(leaf_trees, spans, strict=True)), ids, items)
         out.held = Placements(leaf_trees, found["item_trees"], found["item_ends"], items)
-        cell_trees, cells, nids, vecs = (_get(found, "cell_trees"), _get(found, "cell_items"),
+        cell_trees, cells, nids, vecs = (_get(found, "cell_trees"), PackedKeys.of_arrays(found, "cell_items"),
                                          found["cell_nids"], found["cell_vecs"])
         if len(nids) != len(cells) or vecs.shape != (len(cells), dim):
             raise ValueError("the session trees' leaf arrays disagree")

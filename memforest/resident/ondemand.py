@@ -9,7 +9,7 @@ need of the trees not read yet at the open (`BulkRows`), and the node data a tre
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, overload
@@ -175,7 +175,7 @@ class CellRows:
     trees: list[str]
     bounds: np.ndarray
     nids: np.ndarray
-    items: list[str]
+    items: Sequence[str]  # (a cache's: `PackedKeys`)
     vecs: np.ndarray
 
 

@@ -160,12 +160,13 @@ class KeyPlaces:
 
 
 class RowKeys(Sequence[Any]):
-    """The key of each row of a table filled from `PackedKeys` (row i holding key i), and of the
-    rows appended after them: what `VectorTable` keeps as a list, without a list of the packed ones."""
+    """The key of each row of a table filled from `PackedKeys` or `IntKeys` (row i holding key i),
+    and of the rows appended after them: what `VectorTable` keeps as a list, without a list of the
+    packed ones."""
 
     __slots__ = ("_packed", "_tail")
 
-    def __init__(self, packed: PackedKeys, tail: list[Any] | None = None) -> None:
+    def __init__(self, packed: Sequence[Any], tail: list[Any] | None = None) -> None:
         self._packed, self._tail = packed, tail if tail is not None else []
 
     def __len__(self) -> int:
@@ -202,3 +203,77 @@ class RowKeys(Sequence[Any]):
     def __iter__(self) -> Iterator[Any]:
         yield from self._packed
         yield from self._tail
+
+
+class IntKeys(Sequence[int]):
+    """Integer keys kept as one array (a cache's, or a table's fill), read as Python ints."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = np.asarray(array, np.int64)
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[int]: ...
+
+    def __getitem__(self, i: int | slice) -> int | list[int]:
+        if isinstance(i, slice):
+            return self.array[i].tolist()
+        return int(self.array[i])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.array.tolist())
+
+
+class IntPlaces:
+    """key -> its position in `keys` (distinct integers), found when first asked for by a binary
+    search of the keys in order: the `Loaded` of a map over `IntKeys`."""
+
+    def __init__(self, keys: IntKeys, order: np.ndarray | None = None) -> None:
+        self.made: dict[int, int] = {}
+        self._keys = keys
+        self._order = np.argsort(keys.array, kind="stable") if order is None else order
+        self._sorted = keys.array[self._order]
+
+    def position(self, key: Any) -> int:
+        """Where `key` is (-1 when it is not a key)."""
+        if not isinstance(key, (int, np.integer)) or isinstance(key, bool):
+            return -1
+        i = int(np.searchsorted(self._sorted, key))
+        return int(self._order[i]) if i < len(self._sorted) and self._sorted[i] == key else -1
+
+    def make(self, key: Any) -> Any:
+        at = self.position(key)
+        if at < 0:
+            return _MISSING
+        self.made[int(key)] = at
+        return at
+
+    def holds(self, key: Any) -> bool:
+        return key in self.made or self.position(key) >= 0
+
+    def keys_in_order(self) -> Iterator[int]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+def int_positions(keys: np.ndarray, saved: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(where each of `saved` is in `keys`, the order that sorts `saved`) when both hold the same
+    distinct integers; None otherwise."""
+    if len(keys) != len(saved):
+        return None
+    by_key, by_saved = np.argsort(keys, kind="stable"), np.argsort(saved, kind="stable")
+    ordered = saved[by_saved]
+    if not np.array_equal(keys[by_key], ordered) or bool((ordered[1:] == ordered[:-1]).any()):
+        return None
+    at = np.empty(len(saved), np.int64)
+    at[by_saved] = by_key
+    return at, by_saved

@@ -28,7 +28,7 @@ import numpy as np
 from memforest.resident.cow import CowMap
 from memforest.resident.key_rows import KeyRows
 from memforest.resident.lazy_map import LazyMap
-from memforest.resident.packed_keys import KeyPlaces, PackedKeys, RowKeys
+from memforest.resident.packed_keys import IntKeys, IntPlaces, KeyPlaces, PackedKeys, RowKeys, int_positions
 from memforest.resident.partitions import Partitions
 from memforest.resident.saved_partitions import (
     SavedPartitions,
@@ -212,12 +212,18 @@ class VectorTable:
         partition), as filling, then compacting, lays them out. False, with nothing changed, when
         the keys differ."""
         n = len(keys)
-        packed = keys if keys is saved.keys and isinstance(keys, PackedKeys) else None
+        packed: Sequence[Hashable] | None = None  # the saved keys as the rows' keys, found when asked for
         slot: dict[Hashable, int] | LazyMap[Hashable, int] = {}
-        if packed is not None:  # (the cache's own keys, packed: each found when first asked for)
-            if packed.has_duplicates():
+        if keys is saved.keys and isinstance(keys, PackedKeys):  # (the cache's own keys, packed)
+            if keys.has_duplicates():
                 return False
-            slot, at = LazyMap(KeyPlaces(packed)), np.arange(n)
+            packed, slot, at = keys, LazyMap(KeyPlaces(keys)), np.arange(n)
+        elif isinstance(keys, IntKeys) and isinstance(saved.keys, IntKeys):  # (both arrays)
+            found_at = int_positions(keys.array, saved.keys.array)
+            if found_at is None:
+                return False
+            at, order = found_at
+            packed, slot = saved.keys, LazyMap(IntPlaces(saved.keys, order))
         elif keys is saved.keys:  # (the cache's own keys: in its order, each once if the map says so)
             slot = dict(zip(keys, range(n)))
             if len(slot) != n:
