@@ -66,9 +66,14 @@ def test_an_open_makes_no_fact_and_reads_as_an_open_that_makes_them_all(scripted
     table_keys = state.fact_table.key_rows()
     assert isinstance(table_keys, LazyMap) and table_keys._base == {} and len(table_keys) == len(state.facts)
     assert isinstance(state.placements, LazyMap) and state.placements._base == {}
+    packed = state.facts.packed_keys()  # (whose CRC-32s the lexical cache's documents are compared with)
+    assert packed is not None and sorted(packed) == sorted(state.facts) and state.cells.packed_keys() is None
     lexical = reopened.snapshot("u").lexical
     assert isinstance(lexical.live, LazyMap) and lexical.live._base == {}
     assert len(lexical) == len(state.facts) + len(state.cells)
+    edited = state.facts.fork()
+    del edited[next(iter(packed))]
+    assert edited.packed_keys() is None and state.facts.packed_keys() is packed
     _, eager = _eager(scripted_forest, tmp_path / "store", tmp_path / "eager")
     fid = sorted(eager.facts)[3]
     assert fid in state.facts and state.facts[fid].norm == eager.facts[fid].norm and len(loaded.made) == 1

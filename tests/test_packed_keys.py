@@ -81,6 +81,8 @@ def test_a_key_set_is_compared_by_its_crc32s() -> None:
     assert not packed.same_hashes([(["c1", "c2"], 2), (["f2"], 1)])
     assert not packed.same_hashes([(["c1", "c2"], 2)])
     assert not packed.same_hashes([(["c1", "c2", "f1", "f1"], 4)])
+    assert packed.same_hashes([(["c2"], 1), PackedKeys.pack(["f1", "c1"])])  # (its CRC-32s as they are)
+    assert not packed.same_hashes([(["c2"], 1), PackedKeys.pack(["f2", "c1"])])
 
 
 def test_key_places_are_a_lazy_maps_records() -> None:

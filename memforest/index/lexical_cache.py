@@ -24,6 +24,7 @@ from memforest.resident.cache_file import (
     unpack_strings,
     write_arrays,
 )
+from memforest.resident.lazy_map import LazyMap
 from memforest.resident.packed_keys import PackedKeys
 from memforest.resident.prefetch import will_need
 from memforest.state import UserState
@@ -101,8 +102,9 @@ def _same_documents(docs: PackedKeys, state: UserState, exact: bool) -> bool:
     """Whether `docs` are the state's cells and facts, each once: by their CRC-32s, or `exact`ly (set
     operations over the maps' keys: the facts of a loaded version are not all made)."""
     cells, facts = state.cells, state.facts
-    if not exact:
-        return docs.same_hashes([(cells, len(cells)), (facts, len(facts))])
+    if not exact:  # (the facts' CRC-32s are the fact table's, when it holds the cache's packed keys)
+        packed = facts.packed_keys() if isinstance(facts, LazyMap) else None
+        return docs.same_hashes([(cells, len(cells)), packed if packed is not None else (facts, len(facts))])
     seen = set(docs)
     if len(seen) != len(docs) or len(docs) != len(cells) + len(facts):
         return False

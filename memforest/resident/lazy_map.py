@@ -8,6 +8,7 @@ from collections.abc import Collection, Hashable, Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
 from memforest.resident.cow import _MISSING, FOLD_AT, CowMap
+from memforest.resident.packed_keys import PackedKeys
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -47,6 +48,13 @@ class KeyedLoaded:
 
     def keys_in_order(self) -> Iterator[Any]:
         return iter(self._keys)
+
+    def packed_keys(self) -> PackedKeys | None:
+        """The loaded version's keys when a cache holds them packed (None otherwise)."""
+        keys = self._keys
+        if isinstance(keys, PackedKeys):
+            return keys
+        return keys.packed_keys() if isinstance(keys, LazyMap) else None
 
 
 class LazyMap(CowMap[K, V]):
@@ -102,6 +110,14 @@ class LazyMap(CowMap[K, V]):
         self._over.pop(key, None)
         self._gone.add(key)
         self._len -= 1
+
+    def packed_keys(self) -> PackedKeys | None:
+        """The keys as a cache holds them packed, when this map holds exactly the loaded version's
+        keys (None otherwise: edited since, or not a cache's)."""
+        if self._over or self._gone or self._base is not self._loaded.made:
+            return None
+        packed = getattr(self._loaded, "packed_keys", None)
+        return packed() if packed is not None else None
 
     def make_all(self) -> None:
         """Have `loaded` make every record it has not made, in one pass when it can."""

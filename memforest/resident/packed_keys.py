@@ -110,12 +110,13 @@ class PackedKeys(Sequence[str]):
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self.position(key) >= 0
 
-    def same_hashes(self, groups: Sequence[tuple[Iterable[str], int]]) -> bool:
-        """Whether the keys of `groups` (keys, how many), all together, have these keys' CRC-32s,
-        each as often."""
-        if sum(n for _, n in groups) != self._n:
+    def same_hashes(self, groups: Sequence[PackedKeys | tuple[Iterable[str], int]]) -> bool:
+        """Whether the keys of `groups` (each packed, or keys and how many), all together, have these
+        keys' CRC-32s, each as often (a packed group's are not computed again)."""
+        sizes = [len(g) if isinstance(g, PackedKeys) else g[1] for g in groups]
+        if sum(sizes) != self._n:
             return False
-        parts = [crc32s(keys, n) for keys, n in groups]
+        parts = [g.hashes if isinstance(g, PackedKeys) else crc32s(*g) for g in groups]
         together = np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.uint32)
         return bool(np.array_equal(together, self.hashes))
 
@@ -154,6 +155,9 @@ class KeyPlaces:
 
     def keys_in_order(self) -> Iterator[str]:
         return iter(self._keys)
+
+    def packed_keys(self) -> PackedKeys:
+        return self._keys
 
     def __len__(self) -> int:
         return len(self._keys)

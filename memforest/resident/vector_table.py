@@ -126,7 +126,9 @@ class VectorTable:
             return
         vecs = np.asarray(vecs, np.float32).reshape(len(keys), self.dim)
         meta_rows = np.zeros((len(keys), 2)) if meta is None else np.broadcast_to(meta, (len(keys), 2))
-        held = [(i, slot) for i, slot in enumerate(map(self._slot.get, keys)) if slot is not None]
+        empty = not len(self._slot)  # (a table filled at a load: no key to look up, none to retire)
+        slots_held = () if empty else enumerate(map(self._slot.get, keys))
+        held = [(i, slot) for i, slot in slots_held if slot is not None]
         if held:
             at, slots = np.array([i for i, _ in held]), np.array([slot for _, slot in held])
             same = ((self._rows.vecs[slots] == vecs[at]).all(axis=1)
@@ -139,7 +141,8 @@ class VectorTable:
                 if not keys:
                     return
         meta = meta_rows
-        self.remove(keys)
+        if not empty:
+            self.remove(keys)
         if self._dead() > max(_MIN_ROWS, len(self._slot)):
             self._compact()
         self._reserve(self._n + len(keys))
@@ -149,8 +152,12 @@ class VectorTable:
         del rows.keys[lo:]
         rows.keys.extend(keys)
         self._live[lo:hi] = True
-        for i, key in enumerate(keys):
-            self._slot[key] = lo + i
+        fresh = dict(zip(keys, range(lo, hi))) if empty and type(self._slot) is CowMap else None
+        if fresh is not None and len(fresh) == len(keys):  # (each key once: the map is made in one pass)
+            self._slot = CowMap.over(fresh)
+        else:
+            for i, key in enumerate(keys):
+                self._slot[key] = lo + i
         if self._key_rows is not None:
             self._key_rows.set(np.asarray(keys, np.int64), np.arange(lo, hi))
         self._n = hi
