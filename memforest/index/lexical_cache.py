@@ -60,8 +60,9 @@ def read_lexical(path: Path, stamp: str, state: UserState, watch: MappedFiles | 
         return found
     try:
         docs = PackedKeys.of_arrays(found, "docs")
+        docs.will_need()
         terms = unpack_strings(found["vocab_blob"], found["vocab_ends"])
-        for name in ("lengths", "terms", "offsets", "docs_hashes"):  # (read whole: asked for at once)
+        for name in ("lengths", "terms", "offsets"):  # (read whole: asked for at once)
             will_need(found[name], [(0, len(found[name]))])
         seg = Segment.restored(docs, *(found[k] for k in _SEGMENT_ARRAYS))
         _check_shapes(seg, len(terms))

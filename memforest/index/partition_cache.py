@@ -60,8 +60,8 @@ def read_partitions(path: Path, stamp: str, watch: MappedFiles | None = None,
                         verify=verify)
     if isinstance(found, CacheMiss):
         return found
-    for name, array in found.items():  # what an open reads whole, asked for at once (not a page a fault)
-        if not name.endswith(("/vecs", "/keys_blob", "/keys_ends", "/keys_order")):
+    for name, array in found.items():  # what an open reads whole, or looks keys up in, asked for at once
+        if not name.endswith("/vecs"):  # (not a page a fault)
             will_need(array, [(0, len(array))])
     out = {}
     try:

@@ -19,6 +19,7 @@ from typing import Any, overload
 import numpy as np
 
 from memforest.resident.cow import _MISSING
+from memforest.resident.prefetch import will_need
 
 ARRAYS = ("blob", "ends", "hashes", "order")  # the suffixes of `PackedKeys.arrays`
 
@@ -60,6 +61,13 @@ class PackedKeys(Sequence[str]):
 
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
         return {f"{prefix}_{name}": array for name, array in self._arrays.items()}
+
+    def will_need(self) -> None:
+        """Ask for the pages of every array at once, where they are a map's: a lookup touches a page
+        of each (a binary search several of `hashes`), a fault apiece on a map read for random access
+        (`memforest.resident.prefetch`)."""
+        for array in self._arrays.values():
+            will_need(array, [(0, len(array))])
 
     @property
     def hashes(self) -> np.ndarray:
