@@ -222,3 +222,16 @@ def test_a_merge_into_a_reopened_memory_leaves_the_facts_a_memory_in_memory_woul
     for forest in (kept, reopened):
         forest.merge(["v"], "u")
     assert _facts(reopened.snapshot("u").state) == _facts(kept.snapshot("u").state)
+
+
+def test_the_cells_ids_are_read_joined_and_row_by_row_where_an_id_holds_the_separator() -> None:
+    import sqlite3
+
+    from memforest.store.load import _cell_ids
+    con = sqlite3.connect(":memory:")
+    con.execute("CREATE TABLE cells (cell_id TEXT PRIMARY KEY)")
+    assert _cell_ids(con) == []
+    con.executemany("INSERT INTO cells VALUES (?)", [("s1#0",), ("s1#1",), ("s2#0",)])
+    assert _cell_ids(con) == ["s1#0", "s1#1", "s2#0"]
+    con.execute("INSERT INTO cells VALUES (?)", ("odd\0id",))
+    assert sorted(_cell_ids(con)) == ["odd\0id", "s1#0", "s1#1", "s2#0"]

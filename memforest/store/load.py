@@ -194,7 +194,7 @@ def _read_sessions(con: sqlite3.Connection, source: StoreTreeSource | None
     if source is not None:
         for sid, t in con.execute("SELECT session_id, time FROM sessions"):  # (`sessions_opened`)
             sessions[sid] = Session(sid, t, source=source)
-        ids = dict.fromkeys(map(itemgetter(0), con.execute("SELECT cell_id FROM cells")))
+        ids = dict.fromkeys(_cell_ids(con))
         return sessions, LazyMap(LoadedSessionCells(sessions, source)), LazyMap(LoadedCells(ids, source))
     session_cells: dict[str, list[str]] = {}
     cells: dict[str, Cell] = {}
@@ -206,6 +206,16 @@ def _read_sessions(con: sqlite3.Connection, source: StoreTreeSource | None
         cells[cid] = Cell(cid, sid, idx, lo, hi, t, text)
         session_cells.setdefault(sid, []).append(cid)
     return sessions, session_cells, cells
+
+
+def _cell_ids(con: sqlite3.Connection) -> list[str]:
+    """Every cell's id, in the index's order: one text joined by SQLite and split here (no row
+    object per cell), or row by row where an id holds the separator."""
+    joined, count = con.execute("SELECT group_concat(cell_id, char(0)), count(*) FROM cells").fetchone()
+    ids = joined.split("\0") if joined is not None else []
+    if len(ids) == count:
+        return ids
+    return list(map(itemgetter(0), con.execute("SELECT cell_id FROM cells")))
 
 
 def _read_trees_lazily(con: sqlite3.Connection, st: UserState, path: Path,
