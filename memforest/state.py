@@ -5,7 +5,7 @@ transaction, so the committed version is the only one a reader ever sees."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -155,6 +155,24 @@ class UserState:
             _ = cell.text
         for stat in self.entities.values():
             _ = stat.facts
+
+    def fact_times(self, fact_ids: Iterable[str]) -> list[float]:
+        """Each fact's `time`. A fact of a loaded version whose occurrences nothing has read (so
+        unchanged since the load) has it in its fact table row's meta, as the index writes it: it is
+        not read from the store for it, nor made."""
+        facts, table = self.facts, self.fact_table
+        if not isinstance(facts, LazyMap) or table is None:
+            return [facts[f].time for f in fact_ids]
+        out = []
+        for fact_id in fact_ids:
+            fact = facts.peek(fact_id)
+            if fact is not None and fact.knows_time:
+                out.append(fact.time)
+            elif fact_id in facts:
+                out.append(float(table.meta(fact_id)[0]))
+            else:
+                raise KeyError(fact_id)
+        return out
 
     def writable_fact(self, fact_id: str) -> Fact:
         fact = self.facts[fact_id]

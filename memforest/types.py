@@ -210,6 +210,11 @@ class Fact:
         """Whether its occurrences and every field are read (nothing left to read from the store)."""
         return self._occ is not NOT_READ and self._text is not NOT_READ  # (`FACT_DETAIL`: read together)
 
+    @property
+    def knows_time(self) -> bool:
+        """Whether `time` needs nothing read from the store (an event start, or its occurrences read)."""
+        return self.event_start is not None or self._occ is not NOT_READ
+
     def _fields(self) -> tuple:
         return tuple(getattr(self, name) for name in _FACT_FIELDS)
 

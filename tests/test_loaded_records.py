@@ -235,3 +235,30 @@ def test_the_cells_ids_are_read_joined_and_row_by_row_where_an_id_holds_the_sepa
     assert _cell_ids(con) == ["s1#0", "s1#1", "s2#0"]
     con.execute("INSERT INTO cells VALUES (?)", ("odd\0id",))
     assert sorted(_cell_ids(con)) == ["odd\0id", "s1#0", "s1#1", "s2#0"]
+
+
+def _scenes(state) -> dict:
+    return {sid: (s.size, s.t_last, s.total.round(5).tolist()) for sid, s in state.scenes.items()}
+
+
+def test_a_scene_recomputed_in_a_reopened_memory_takes_its_members_times_without_reading_them(
+        scripted_forest, tmp_path, large) -> None:
+    """Deleting a session recomputes the scenes that lose its facts: their last times come from the
+    fact table's meta for facts nothing read (no fact made for it), and equal a memory in memory's."""
+    sessions = make_sessions(8, 4)
+    kept = scripted_forest(path=tmp_path / "kept")
+    kept.ingest_sessions("u", sessions)
+    closed = scripted_forest(path=tmp_path / "closed")
+    closed.ingest_sessions("u", sessions)
+    closed.close()
+    reopened = scripted_forest(path=tmp_path / "closed")
+    state = reopened.snapshot("u").state
+    loaded = state.tree_source.loaded_facts
+    ids = sorted(kept.snapshot("u").state.facts)
+    assert state.fact_times(ids) == [kept.snapshot("u").state.facts[f].time for f in ids]
+    assert loaded.made == {}  # (their times from the table's meta: nothing made)
+    for forest in (kept, reopened):
+        forest.delete_session("u", "s003")
+    assert _scenes(reopened.snapshot("u").state) == _scenes(kept.snapshot("u").state) != {}
+    with pytest.raises(KeyError):
+        state.fact_times(["no such fact"])

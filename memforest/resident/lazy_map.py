@@ -96,6 +96,11 @@ class LazyMap(CowMap[K, V]):
             value = self._loaded.make(key)
         return default if value is _MISSING or value is GONE else value
 
+    def peek(self, key: K) -> Any:
+        """The value of `key` when it is made or set (None otherwise): nothing is made."""
+        value = CowMap.get(self, key, _MISSING)
+        return None if value is _MISSING or value is GONE else value
+
     def __contains__(self, key: object) -> bool:
         if key in self._over:
             return True

@@ -75,7 +75,7 @@ def recompute(state: UserState, scene_id: str) -> None:
     scene.size = len(members)
     scene.total = (state.fact_vecs.stack(members).sum(axis=0, dtype=np.float32) if members
                    else scene.total * 0)
-    scene.t_last = max((state.facts[m].time for m in members), default=scene.t_last)
+    scene.t_last = max(state.fact_times(members), default=scene.t_last)
     state.index_scene(scene)
 
 
