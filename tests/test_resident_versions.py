@@ -258,9 +258,18 @@ def test_vector_table_versions_remove_and_search() -> None:
     assert ids.tolist() == [9] and len(new) == 49 and new._n < 3000
 
 
+# the occurrences before schema 7: a table with row ids, its rows in the order they were written
+ROWID_OCCURRENCES = """
+CREATE TABLE occurrences_v6 (fact_id TEXT NOT NULL, seq INTEGER NOT NULL, session_id TEXT NOT NULL,
+  cell_id TEXT NOT NULL, turn_lo INTEGER NOT NULL, turn_hi INTEGER NOT NULL, source_time REAL NOT NULL,
+  event_start REAL, event_end REAL, PRIMARY KEY (fact_id, seq));
+INSERT INTO occurrences_v6 SELECT * FROM occurrences ORDER BY session_id, fact_id, seq;
+DROP TABLE occurrences; ALTER TABLE occurrences_v6 RENAME TO occurrences;
+CREATE INDEX occurrences_by_session ON occurrences(session_id);
+"""
 # the indexes before schema 5: `cells_by_session`, not `cells_in_order` and `facts_opened` (nor
 # schema 6's `facts_by_norm` and `sessions_opened`)
-OLD_INDEXES = """
+OLD_INDEXES = ROWID_OCCURRENCES + """
 DROP INDEX cells_in_order; DROP INDEX facts_by_norm; DROP INDEX sessions_opened;
 CREATE INDEX cells_by_session ON cells(session_id);
 """
@@ -286,28 +295,32 @@ UPDATE meta SET value = '3' WHERE key = 'schema_version';
 V4_INDEXES = OLD_INDEXES + """
 UPDATE meta SET value = '4' WHERE key = 'schema_version';
 """
-V5_OPENED = """
+V6_OCCURRENCES = ROWID_OCCURRENCES + """
+UPDATE meta SET value = '6' WHERE key = 'schema_version';
+"""
+V5_OPENED = ROWID_OCCURRENCES + """
 DROP INDEX facts_by_norm; DROP INDEX sessions_opened;
 CREATE INDEX facts_opened ON facts(fact_id, norm, event_start);
 UPDATE meta SET value = '5' WHERE key = 'schema_version';
 """
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6])
 def test_an_older_store_is_migrated_when_opened_and_reads_the_same(scripted_forest, tmp_path,
                                                                    version: int) -> None:
     """Schema 1 kept an entity's facts and session counts as JSON in its row; schema 2 had no index of
     the nodes' places in their trees; schema 3 had no sentence vectors of cells; schema 4 no indexes of
     what an open reads of cells and facts; schema 5 none of the facts by normalised text, nor of the
-    sessions' ids and times. Opening such a store brings it to this schema in one transaction, and the
-    memory reads as before (its trees' structure, cells and facts through the new indexes)."""
+    sessions' ids and times; schema 6 kept the occurrences in a table with row ids. Opening such a store
+    brings it to this schema in one transaction, and the memory reads as before (its trees' structure,
+    cells and facts through the new indexes, each fact's occurrences in one run of rows)."""
     forest = scripted_forest(path=tmp_path / "st")
     forest.ingest_sessions("u", make_sessions(8, 4))
     before = fingerprint(forest.snapshot("u"))
     assert any(e[0] for e in before["entities"].values())
     db = tmp_path / "st" / "users" / "u" / "memory.sqlite"
     with sqlite3.connect(db) as con:
-        older = {1: V1_ENTITIES, 2: V2_NODES, 3: V3_SENTENCES, 4: V4_INDEXES, 5: V5_OPENED}
+        older = {1: V1_ENTITIES, 2: V2_NODES, 3: V3_SENTENCES, 4: V4_INDEXES, 5: V5_OPENED, 6: V6_OCCURRENCES}
         con.executescript(older[version])
     reopened = scripted_forest(path=tmp_path / "st")
     assert (reopened.check("u")["problems"]
@@ -324,8 +337,12 @@ def test_an_older_store_is_migrated_when_opened_and_reads_the_same(scripted_fore
         for query, index in (("SELECT fact_id FROM facts WHERE norm = 'x'", "facts_by_norm"),
                              ("SELECT session_id, time FROM sessions", "sessions_opened")):
             assert f"COVERING INDEX {index}" in str(con.execute(f"EXPLAIN QUERY PLAN {query}").fetchall())
-        for gone in ("cells_by_session", "facts_opened"):
+        for gone in ("cells_by_session", "facts_opened", "occurrences_v7"):
             assert not con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (gone,)).fetchall()
+        (table,) = con.execute("SELECT sql FROM sqlite_master WHERE name = 'occurrences'").fetchone()
+        assert table.endswith("WITHOUT ROWID")
+        assert "INDEX occurrences_by_session" in str(con.execute(
+            "EXPLAIN QUERY PLAN SELECT fact_id FROM occurrences WHERE session_id = 'x'").fetchall())
     reopened.ingest_sessions("u", make_sessions(9, 4)[8:])
     assert reopened.check("u")["ok"]
 

@@ -1,6 +1,6 @@
 """SQLite schema of one user's memory. SQLite is the source of truth; FAISS files are caches."""
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -21,7 +21,7 @@ CREATE INDEX IF NOT EXISTS facts_by_norm ON facts(norm, fact_id);
 CREATE TABLE IF NOT EXISTS occurrences (
   fact_id TEXT NOT NULL, seq INTEGER NOT NULL, session_id TEXT NOT NULL, cell_id TEXT NOT NULL,
   turn_lo INTEGER NOT NULL, turn_hi INTEGER NOT NULL, source_time REAL NOT NULL, event_start REAL,
-  event_end REAL, PRIMARY KEY (fact_id, seq));
+  event_end REAL, PRIMARY KEY (fact_id, seq)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS occurrences_by_session ON occurrences(session_id);
 CREATE TABLE IF NOT EXISTS trees (
   tree_id TEXT PRIMARY KEY, rowid_ INTEGER NOT NULL UNIQUE, family TEXT NOT NULL, label TEXT NOT NULL,
@@ -60,7 +60,12 @@ CREATE TABLE IF NOT EXISTS operations (
 # 5 -> 6: the open reads no fact (`memforest.store.loaded_facts`): `facts_opened` goes, and an index of
 # the facts by normalised text (`facts_by_norm`) finds an exact duplicate's fact in the store; the
 # sessions' ids and times get an index of their own (`sessions_opened`), so the open reads them without
-# the pages of the sessions' turns.
+# the pages of the sessions' turns. 6 -> 7: the occurrences are kept in the order of their key (fact,
+# sequence number: `WITHOUT ROWID`), so a fact's occurrences are one run of adjacent rows, not a row
+# apiece among every other fact's (a fact said in thousands of sessions read in a few pages).
+_OCCURRENCE_COLUMNS = ("fact_id TEXT NOT NULL, seq INTEGER NOT NULL, session_id TEXT NOT NULL, "
+                       "cell_id TEXT NOT NULL, turn_lo INTEGER NOT NULL, turn_hi INTEGER NOT NULL, "
+                       "source_time REAL NOT NULL, event_start REAL, event_end REAL")
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         "ALTER TABLE entities RENAME TO entities_v1",
@@ -93,5 +98,13 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX IF NOT EXISTS facts_by_norm ON facts(norm, fact_id)",
         "DROP INDEX IF EXISTS facts_opened",
         "CREATE INDEX IF NOT EXISTS sessions_opened ON sessions(session_id, time)",
+    ),
+    6: (
+        f"CREATE TABLE occurrences_v7 ({_OCCURRENCE_COLUMNS}, PRIMARY KEY (fact_id, seq)) WITHOUT ROWID",
+        "INSERT INTO occurrences_v7 SELECT fact_id, seq, session_id, cell_id, turn_lo, turn_hi, source_time, "
+        "event_start, event_end FROM occurrences ORDER BY fact_id, seq",
+        "DROP TABLE occurrences",
+        "ALTER TABLE occurrences_v7 RENAME TO occurrences",
+        "CREATE INDEX IF NOT EXISTS occurrences_by_session ON occurrences(session_id)",
     ),
 }
