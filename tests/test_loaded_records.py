@@ -189,8 +189,8 @@ def test_the_cell_index_from_the_cache_arrays_is_the_one_made_leaf_by_leaf(scrip
     assert isinstance(bulk, BulkRows) and bulk.cells is not None and state.tree_source.bulk is None
     found = forest_index._cells_of_rows(state, bulk.cells)
     assert found is not None
-    keys = LazyMap(forest_index._CellKeys(found))
-    uids = LazyMap(forest_index._CellUids(found))
+    keys: LazyMap[int, tuple] = LazyMap(forest_index._CellKeys(found))
+    uids: LazyMap[str, int] = LazyMap(forest_index._CellUids(found))
     vecs = bulk.cells.vecs[found.take]
     made, stacked = {}, []
     for t, info in state.trees.items():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -87,7 +88,7 @@ def test_a_key_set_is_compared_by_its_crc32s() -> None:
 
 def test_key_places_are_a_lazy_maps_records() -> None:
     packed = PackedKeys.pack(["a", "b", "c"])
-    places = LazyMap(KeyPlaces(packed, 7 << 32))
+    places: LazyMap[str, int] = LazyMap(KeyPlaces(packed, 7 << 32))
     assert len(places) == 3 and places._base == {}
     assert places["b"] == (7 << 32) | 1 and places.get("z") is None and "z" not in places
     assert list(places) == ["a", "b", "c"]
@@ -127,10 +128,10 @@ def test_a_table_filled_from_packed_keys_answers_as_one_filled_from_a_list() -> 
     keys = [f"f{i:03d}" for i in range(120)]
     vecs = rng.normal(size=(120, 8)).astype(np.float32)
     saved = _saved_table(keys, vecs).saved_partitions(rows=True)
-    assert saved is not None
-    listed = type(saved)(saved.centroids, list(saved.keys), saved.bounds, saved.vecs.copy(), saved.meta)
-    packed = type(saved)(saved.centroids, PackedKeys.pack(list(saved.keys)), saved.bounds, saved.vecs.copy(),
-                         saved.meta)
+    assert saved is not None and saved.vecs is not None
+    ids = [str(k) for k in saved.keys]
+    listed = type(saved)(saved.centroids, list(ids), saved.bounds, saved.vecs.copy(), saved.meta)
+    packed = type(saved)(saved.centroids, PackedKeys.pack(ids), saved.bounds, saved.vecs.copy(), saved.meta)
     as_list, as_packed = VectorTable(8, exact_rows=16), VectorTable(8, exact_rows=16)
     assert as_list.fill(listed.keys, vecs, None, listed) and as_packed.fill(packed.keys, vecs, None, packed)
     query = rng.normal(size=8).astype(np.float32)
@@ -144,10 +145,11 @@ def test_edits_of_a_table_filled_from_packed_keys() -> None:
     keys = [f"f{i:03d}" for i in range(100)]
     vecs = rng.normal(size=(100, 8)).astype(np.float32)
     saved = _saved_table(keys, vecs).saved_partitions(rows=True)
-    assert saved is not None
+    assert saved is not None and saved.vecs is not None
+    ids = [str(k) for k in saved.keys]
     tables = []
     for packed in (False, True):
-        these = PackedKeys.pack(list(saved.keys)) if packed else list(saved.keys)
+        these: Sequence[str] = PackedKeys.pack(ids) if packed else list(ids)
         table = VectorTable(8, exact_rows=16)
         assert table.fill(these, vecs, None, type(saved)(saved.centroids, these, saved.bounds,
                                                          saved.vecs.copy(), saved.meta))
@@ -173,7 +175,7 @@ def test_edits_of_a_table_filled_from_packed_keys() -> None:
 def test_integer_keys_are_placed_by_a_binary_search_and_matched_as_sets() -> None:
     keys = IntKeys(np.array([(5 << 32) | 3, 7, (1 << 40) | 2, 0]))
     assert list(keys) == [(5 << 32) | 3, 7, (1 << 40) | 2, 0] and keys[1] == 7 and type(keys[1]) is int
-    places = LazyMap(IntPlaces(keys))
+    places: LazyMap[int, int] = LazyMap(IntPlaces(keys))
     assert places[(1 << 40) | 2] == 2 and places.get(8) is None and 0 in places and "7" not in places
     assert True not in places and list(places) == list(keys)
     found = int_positions(np.array([0, 7, (5 << 32) | 3, (1 << 40) | 2]), keys.array)
