@@ -250,15 +250,18 @@ class IntPlaces:
     def __init__(self, keys: IntKeys, order: np.ndarray | None = None) -> None:
         self.made: dict[int, int] = {}
         self._keys = keys
-        self._order = np.argsort(keys.array, kind="stable") if order is None else order
-        self._sorted = keys.array[self._order]
+        order = np.argsort(keys.array, kind="stable") if order is None else order
+        self._order = np.ascontiguousarray(order, np.int64).data  # (read as Python ints)
+        self._sorted = np.ascontiguousarray(keys.array[order], np.int64).data
+        self._n = len(order)
 
     def position(self, key: Any) -> int:
         """Where `key` is (-1 when it is not a key)."""
         if not isinstance(key, (int, np.integer)) or isinstance(key, bool):
             return -1
-        i = int(np.searchsorted(self._sorted, key))
-        return int(self._order[i]) if i < len(self._sorted) and self._sorted[i] == key else -1
+        key = int(key)
+        i = bisect.bisect_left(self._sorted, key)
+        return self._order[i] if i < self._n and self._sorted[i] == key else -1
 
     def make(self, key: Any) -> Any:
         at = self.position(key)
