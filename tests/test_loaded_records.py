@@ -44,6 +44,16 @@ def _eager(scripted_forest, store: Path, copy: Path):
     return forest, state
 
 
+def _kept_and_reopened(scripted_forest, tmp_path: Path, sessions: list[dict]):
+    """The same sessions in a memory kept in memory and in one closed and opened again."""
+    kept = scripted_forest(path=tmp_path / "kept")
+    kept.ingest_sessions("u", sessions)
+    closed = scripted_forest(path=tmp_path / "closed")
+    closed.ingest_sessions("u", sessions)
+    closed.close()
+    return kept, scripted_forest(path=tmp_path / "closed")
+
+
 def _repeating(sessions: list[dict], prefix: str) -> list[dict]:
     """The same sessions under other ids, a day later: every fact an exact duplicate."""
     return [{**s, "session_id": f"{prefix}{s['session_id']}", "timestamp": s["timestamp"][:-8] + "11:00:00"}
@@ -89,12 +99,7 @@ def test_exact_duplicates_are_found_through_the_store_as_in_memory(scripted_fore
     """The same writes on a reopened store (texts looked up in the store) and on the process that
     wrote it (every fact in memory) leave the same facts."""
     sessions = make_sessions(8, 4)
-    kept = scripted_forest(path=tmp_path / "kept")
-    kept.ingest_sessions("u", sessions)
-    closed = scripted_forest(path=tmp_path / "closed")
-    closed.ingest_sessions("u", sessions)
-    closed.close()
-    reopened = scripted_forest(path=tmp_path / "closed")
+    kept, reopened = _kept_and_reopened(scripted_forest, tmp_path, sessions)
     for forest in (kept, reopened):
         forest.ingest_sessions("u", _repeating(sessions[:3], "again-"))
         forest.delete_session("u", "s004")
@@ -245,13 +250,7 @@ def test_a_scene_recomputed_in_a_reopened_memory_takes_its_members_times_without
         scripted_forest, tmp_path, large) -> None:
     """Deleting a session recomputes the scenes that lose its facts: their last times come from the
     fact table's meta for facts nothing read (no fact made for it), and equal a memory in memory's."""
-    sessions = make_sessions(8, 4)
-    kept = scripted_forest(path=tmp_path / "kept")
-    kept.ingest_sessions("u", sessions)
-    closed = scripted_forest(path=tmp_path / "closed")
-    closed.ingest_sessions("u", sessions)
-    closed.close()
-    reopened = scripted_forest(path=tmp_path / "closed")
+    kept, reopened = _kept_and_reopened(scripted_forest, tmp_path, make_sessions(8, 4))
     state = reopened.snapshot("u").state
     loaded = state.tree_source.loaded_facts
     ids = sorted(kept.snapshot("u").state.facts)

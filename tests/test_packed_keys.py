@@ -117,34 +117,14 @@ def _found(table: VectorTable, query: np.ndarray) -> list[tuple[str, float]]:
     return list(zip(keys.tolist(), scores.tolist()))
 
 
-def _saved_table(keys: list[str], vecs: np.ndarray) -> VectorTable:
-    table = VectorTable(vecs.shape[1], exact_rows=16)
-    table.upsert(keys, vecs)
-    return table
-
-
-def test_a_table_filled_from_packed_keys_answers_as_one_filled_from_a_list() -> None:
-    rng = np.random.default_rng(0)
-    keys = [f"f{i:03d}" for i in range(120)]
-    vecs = rng.normal(size=(120, 8)).astype(np.float32)
-    saved = _saved_table(keys, vecs).saved_partitions(rows=True)
-    assert saved is not None and saved.vecs is not None
-    ids = [str(k) for k in saved.keys]
-    listed = type(saved)(saved.centroids, list(ids), saved.bounds, saved.vecs.copy(), saved.meta)
-    packed = type(saved)(saved.centroids, PackedKeys.pack(ids), saved.bounds, saved.vecs.copy(), saved.meta)
-    as_list, as_packed = VectorTable(8, exact_rows=16), VectorTable(8, exact_rows=16)
-    assert as_list.fill(listed.keys, vecs, None, listed) and as_packed.fill(packed.keys, vecs, None, packed)
-    query = rng.normal(size=8).astype(np.float32)
-    assert _found(as_packed, query) == _found(as_list, query)
-    assert "f007" in as_packed and "nope" not in as_packed and len(as_packed) == 120
-    assert np.array_equal(as_packed.vector("f007"), vecs[7])
-
-
-def test_edits_of_a_table_filled_from_packed_keys() -> None:
-    rng = np.random.default_rng(1)
-    keys = [f"f{i:03d}" for i in range(100)]
-    vecs = rng.normal(size=(100, 8)).astype(np.float32)
-    saved = _saved_table(keys, vecs).saved_partitions(rows=True)
+def _filled(n: int, rng: np.random.Generator) -> tuple[list[VectorTable], np.ndarray]:
+    """Two tables filled from one table's saved partitions and rows: by a list of its keys, and by
+    the same keys packed (as a cache holds them)."""
+    keys = [f"f{i:03d}" for i in range(n)]
+    vecs = rng.normal(size=(n, 8)).astype(np.float32)
+    source = VectorTable(8, exact_rows=16)
+    source.upsert(keys, vecs)
+    saved = source.saved_partitions(rows=True)
     assert saved is not None and saved.vecs is not None
     ids = [str(k) for k in saved.keys]
     tables = []
@@ -154,6 +134,15 @@ def test_edits_of_a_table_filled_from_packed_keys() -> None:
         assert table.fill(these, vecs, None, type(saved)(saved.centroids, these, saved.bounds,
                                                          saved.vecs.copy(), saved.meta))
         tables.append(table)
+    return tables, vecs
+
+
+def test_a_table_filled_from_packed_keys_answers_and_changes_as_one_filled_from_a_list() -> None:
+    rng = np.random.default_rng(1)
+    tables, vecs = _filled(120, rng)
+    packed = tables[1]
+    assert "f007" in packed and "nope" not in packed and len(packed) == 120
+    assert np.array_equal(packed.vector("f007"), vecs[7])
     new = rng.normal(size=(3, 8)).astype(np.float32)
     forks = []
     for table in tables:
