@@ -261,3 +261,16 @@ def test_a_scene_recomputed_in_a_reopened_memory_takes_its_members_times_without
     assert _scenes(reopened.snapshot("u").state) == _scenes(kept.snapshot("u").state) != {}
     with pytest.raises(KeyError):
         state.fact_times(["no such fact"])
+
+
+def test_the_sessions_times_table_is_never_partitioned(scripted_forest, tmp_path, large) -> None:
+    """Past the exact bound (lowered here) the sessions' times table stays unpartitioned, written and
+    loaded: only its rows' meta is read, so no partitions are trained on its zero vectors."""
+    forest = scripted_forest(path=tmp_path / "store")
+    forest.ingest_sessions("u", make_sessions(16, 2))
+    state = forest.snapshot("u").state
+    assert len(state.session_times) == 16 and state.session_times._parts is None
+    forest.close()
+    reopened = scripted_forest(path=tmp_path / "store").snapshot("u").state
+    assert reopened.session_times._parts is None and len(reopened.session_times) == 16
+    assert reopened.latest_session_time() == max(s.time for s in reopened.sessions.values())
