@@ -14,7 +14,6 @@ import pytest
 from memforest.resident.lazy_map import LazyMap
 from memforest.resident.packed_keys import (
     IntKeys,
-    IntPlaces,
     KeyPlaces,
     PackedKeys,
     RowKeys,
@@ -164,7 +163,7 @@ def test_a_table_filled_from_packed_keys_answers_and_changes_as_one_filled_from_
 def test_integer_keys_are_placed_by_a_binary_search_and_matched_as_sets() -> None:
     keys = IntKeys(np.array([(5 << 32) | 3, 7, (1 << 40) | 2, 0]))
     assert list(keys) == [(5 << 32) | 3, 7, (1 << 40) | 2, 0] and keys[1] == 7 and type(keys[1]) is int
-    places: LazyMap[int, int] = LazyMap(IntPlaces(keys))
+    places: LazyMap[int, int] = LazyMap(KeyPlaces(keys))
     assert places[(1 << 40) | 2] == 2 and places.get(8) is None and 0 in places and "7" not in places
     assert True not in places and list(places) == list(keys)
     found = int_positions(np.array([0, 7, (5 << 32) | 3, (1 << 40) | 2]), keys.array)

@@ -23,7 +23,7 @@ import numpy as np
 from memforest.resident.cow import _MISSING, CowMap
 from memforest.resident.lazy_map import LazyMap
 from memforest.resident.ondemand import BulkRows, CellRows, TreeInfo
-from memforest.resident.packed_keys import IntKeys, IntPlaces, PackedKeys
+from memforest.resident.packed_keys import IntKeys, PackedKeys
 from memforest.resident.vector_table import SavedPartitions, VectorTable
 from memforest.routing.router import session_tree_id
 from memforest.state import ChangeSet, UserState
@@ -254,10 +254,10 @@ class _CellKeys:
     def __init__(self, arrays: CellArrays) -> None:
         self.made: dict[int, tuple[str, int, str]] = {}
         self._arrays = arrays
-        self._places = IntPlaces(IntKeys(arrays.uids))
+        self._uids = IntKeys(arrays.uids)
 
     def make(self, uid: Any) -> Any:
-        at = self._places.position(uid)
+        at = self._uids.position(uid)
         if at < 0:
             return _MISSING
         a = self._arrays
@@ -266,7 +266,7 @@ class _CellKeys:
         return key
 
     def holds(self, uid: Any) -> bool:
-        return uid in self.made or self._places.position(uid) >= 0
+        return uid in self.made or uid in self._uids
 
     def keys_in_order(self) -> Iterator[int]:
         return iter(self._arrays.uids.tolist())
@@ -288,7 +288,7 @@ class _CellUids:
         self._uid_of_row[arrays.take] = arrays.uids
 
     def _uid(self, cell: Any) -> int:
-        row = self._items.position(cell) if isinstance(cell, str) else -1
+        row = self._items.position(cell)
         return int(self._uid_of_row[row]) if row >= 0 else -1
 
     def make(self, cell: Any) -> Any:

@@ -227,7 +227,7 @@ class Placements(KeyedLoaded):
         found = self.made.get(item)
         if found is not None:
             return found
-        number = self._items.position(item) if isinstance(item, str) else -1
+        number = self._items.position(item)
         if number < 0:
             return _MISSING
         lo = int(self._ends[number - 1]) if number else 0

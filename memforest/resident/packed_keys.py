@@ -103,8 +103,10 @@ class PackedKeys(Sequence[str]):
             return (text[a:b] for a, b in zip(bounds[:-1], bounds[1:]))
         return (blob[a:b].decode() for a, b in zip(bounds[:-1], bounds[1:]))
 
-    def position(self, key: str) -> int:
+    def position(self, key: object) -> int:
         """Where `key` is (-1 when it is not a key)."""
+        if not isinstance(key, str):
+            return -1
         code = zlib.crc32(key.encode())
         hashes, order = self._sorted, self._order
         i = bisect.bisect_left(hashes, code)
@@ -116,7 +118,7 @@ class PackedKeys(Sequence[str]):
         return -1
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self.position(key) >= 0
+        return self.position(key) >= 0
 
     def same_hashes(self, groups: Sequence[PackedKeys | tuple[Iterable[str], int]]) -> bool:
         """Whether the keys of `groups` (each packed, or keys and how many), all together, have these
@@ -144,15 +146,15 @@ class PackedKeys(Sequence[str]):
 
 
 class KeyPlaces:
-    """key -> its position in `PackedKeys` (plus `high`), found when first asked for: the `Loaded`
-    (`memforest.resident.lazy_map`) of a map whose keys a cache holds packed."""
+    """key -> its position in `PackedKeys` or `IntKeys` (plus `high`), found when first asked for: the
+    `Loaded` (`memforest.resident.lazy_map`) of a map whose keys a cache holds packed."""
 
-    def __init__(self, keys: PackedKeys, high: int = 0) -> None:
-        self.made: dict[str, int] = {}
+    def __init__(self, keys: PackedKeys | IntKeys, high: int = 0) -> None:
+        self.made: dict[Any, int] = {}
         self._keys, self._high = keys, high
 
     def make(self, key: Any) -> Any:
-        at = self._keys.position(key) if isinstance(key, str) else -1
+        at = self._keys.position(key)
         if at < 0:
             return _MISSING
         place = self.made[key] = at | self._high
@@ -161,11 +163,11 @@ class KeyPlaces:
     def holds(self, key: Any) -> bool:
         return key in self.made or key in self._keys
 
-    def keys_in_order(self) -> Iterator[str]:
+    def keys_in_order(self) -> Iterator[Any]:
         return iter(self._keys)
 
-    def packed_keys(self) -> PackedKeys:
-        return self._keys
+    def packed_keys(self) -> PackedKeys | None:
+        return self._keys if isinstance(self._keys, PackedKeys) else None
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -218,12 +220,22 @@ class RowKeys(Sequence[Any]):
 
 
 class IntKeys(Sequence[int]):
-    """Integer keys kept as one array (a cache's, or a table's fill), read as Python ints."""
+    """Integer keys kept as one array (a cache's, or a table's fill), read as Python ints; a key's
+    position is a binary search of the keys in order (`order`: the argsort of `array`, made when
+    first needed unless given)."""
 
-    __slots__ = ("array",)
+    __slots__ = ("array", "_order", "_sorted")
 
-    def __init__(self, array: np.ndarray) -> None:
+    def __init__(self, array: np.ndarray, order: np.ndarray | None = None) -> None:
         self.array = np.asarray(array, np.int64)
+        self._order: Any = None
+        self._sorted: Any = None
+        if order is not None:
+            self._sort(order)
+
+    def _sort(self, order: np.ndarray) -> None:
+        self._order = np.ascontiguousarray(order, np.int64).data  # (read as Python ints)
+        self._sorted = np.ascontiguousarray(self.array[order], np.int64).data
 
     def __len__(self) -> int:
         return len(self.array)
@@ -242,42 +254,18 @@ class IntKeys(Sequence[int]):
     def __iter__(self) -> Iterator[int]:
         return iter(self.array.tolist())
 
-
-class IntPlaces:
-    """key -> its position in `keys` (distinct integers), found when first asked for by a binary
-    search of the keys in order: the `Loaded` of a map over `IntKeys`."""
-
-    def __init__(self, keys: IntKeys, order: np.ndarray | None = None) -> None:
-        self.made: dict[int, int] = {}
-        self._keys = keys
-        order = np.argsort(keys.array, kind="stable") if order is None else order
-        self._order = np.ascontiguousarray(order, np.int64).data  # (read as Python ints)
-        self._sorted = np.ascontiguousarray(keys.array[order], np.int64).data
-        self._n = len(order)
-
-    def position(self, key: Any) -> int:
-        """Where `key` is (-1 when it is not a key)."""
+    def position(self, key: object) -> int:
+        """Where `key` is (-1 when it is not a key; the keys are distinct)."""
         if not isinstance(key, (int, np.integer)) or isinstance(key, bool):
             return -1
+        if self._sorted is None:
+            self._sort(np.argsort(self.array, kind="stable"))
         key = int(key)
         i = bisect.bisect_left(self._sorted, key)
-        return self._order[i] if i < self._n and self._sorted[i] == key else -1
+        return self._order[i] if i < len(self.array) and self._sorted[i] == key else -1
 
-    def make(self, key: Any) -> Any:
-        at = self.position(key)
-        if at < 0:
-            return _MISSING
-        self.made[int(key)] = at
-        return at
-
-    def holds(self, key: Any) -> bool:
-        return key in self.made or self.position(key) >= 0
-
-    def keys_in_order(self) -> Iterator[int]:
-        return iter(self._keys)
-
-    def __len__(self) -> int:
-        return len(self._keys)
+    def __contains__(self, key: object) -> bool:
+        return self.position(key) >= 0
 
 
 def int_positions(keys: np.ndarray, saved: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

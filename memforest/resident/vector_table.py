@@ -28,7 +28,7 @@ import numpy as np
 from memforest.resident.cow import CowMap
 from memforest.resident.key_rows import KeyRows
 from memforest.resident.lazy_map import LazyMap
-from memforest.resident.packed_keys import IntKeys, IntPlaces, KeyPlaces, PackedKeys, RowKeys, int_positions
+from memforest.resident.packed_keys import IntKeys, KeyPlaces, PackedKeys, RowKeys, int_positions
 from memforest.resident.partitions import Partitions
 from memforest.resident.saved_partitions import (
     SavedPartitions,
@@ -230,7 +230,7 @@ class VectorTable:
             if found_at is None:
                 return False
             at, order = found_at
-            packed, slot = saved.keys, LazyMap(IntPlaces(saved.keys, order))
+            packed, slot = saved.keys, LazyMap(KeyPlaces(IntKeys(saved.keys.array, order)))
         elif keys is saved.keys:  # (the cache's own keys: in its order, each once if the map says so)
             slot = dict(zip(keys, range(n)))
             if len(slot) != n:
