@@ -33,6 +33,7 @@ from memforest.resident.cow import _MISSING
 from memforest.resident.lazy_map import KeyedLoaded
 from memforest.resident.ondemand import BulkRows, CellRows
 from memforest.resident.packed_keys import PackedKeys
+from memforest.resident.prefetch import will_need
 from memforest.state import UserState
 
 KIND = "tree_rows"
@@ -132,10 +133,15 @@ def write_tree_rows(path: Path, stamp: str, bulk: BulkRows, dim: int) -> int:
 def read_tree_rows(path: Path, stamp: str, dim: int, watch: MappedFiles | None = None,
                    verify: bool = False) -> BulkRows | CacheMiss:
     """The cached rows of committed version `stamp` (vectors are read-only; of a large file, views of
-    its map, added to `watch`), or why the cache cannot serve them."""
-    found = read_arrays(path, KIND, FORMAT, stamp, watch=watch, verify=verify)
+    its map, added to `watch`), or why the cache cannot serve them. The map is read for random access
+    (an operation looks an item's trees up, or reads a few vectors: a page each, never the read-ahead
+    around them); what the open reads whole or looks keys up in is asked for at once."""
+    found = read_arrays(path, KIND, FORMAT, stamp, watch=watch, random_access=True, verify=verify)
     if isinstance(found, CacheMiss):
         return found
+    for name, array in found.items():
+        if not name.endswith("_vecs"):
+            will_need(array, [(0, len(array))])
     try:
         out = BulkRows()
         leaf_trees, ids = _get(found, "leaf_trees"), found["leaf_item_ids"]
