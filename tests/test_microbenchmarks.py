@@ -4,6 +4,7 @@ is needed) and returns the rows it reports; the aggregator writes one JSON file 
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -255,3 +256,15 @@ def test_dropping_a_stores_pages_changes_nothing_it_holds(tmp_path: Path) -> Non
     if supported():
         assert dropped["ranges"] == 1 and dropped["files"] == 2 and dropped["paged_out"] in (0, 1)
     assert all((tmp_path / n).read_bytes() == data for n in ("cache/a.cache", "b.sqlite"))
+
+
+def test_incremental_summary_gives_the_spread_of_the_own_time() -> None:
+    from benchmarks.micro.incremental import summary
+
+    # (wall, model, stages, cpu, read): own times 1..20 ms, one outlier past them
+    samples = [((i + 1) / 1000 + 0.5, 0.5, {}, 0.0, 0) for i in range(19)] + [(0.6, 0.5, {}, 0.0, 0)]
+    row = summary(samples)
+    assert row["median_s"] == pytest.approx(0.0105)
+    assert row["p90_s"] == pytest.approx(0.018)  # nearest rank: the 18th of 20
+    assert row["stdev_s"] == pytest.approx(statistics.stdev([*range(1, 20), 100]) / 1000, abs=1e-6)
+    assert summary(samples[:1])["stdev_s"] == 0.0 and summary(samples[:1])["p90_s"] == pytest.approx(0.001)

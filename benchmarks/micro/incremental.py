@@ -253,14 +253,18 @@ class Measured:
 
 
 def summary(samples: list[Sample]) -> dict[str, Any]:
-    """Means (and the median of the own time) of one kind of operation's samples."""
+    """Means of one kind of operation's samples, and the median, 90th percentile and standard
+    deviation of their own time."""
     own = [w - m for w, m, _, _, _ in samples]
     stages: dict[str, float] = {}
     for _, _, st, _, _ in samples:
         for k, v in st.items():
             stages[k] = stages.get(k, 0.0) + v / len(samples)
+    ranked = sorted(own)
     return {"n": len(samples), "mean_s": round(statistics.mean(own), 6),
             "median_s": round(statistics.median(own), 6),
+            "p90_s": round(ranked[min(len(ranked) - 1, -(-9 * len(ranked) // 10) - 1)], 6),  # nearest rank
+            "stdev_s": round(statistics.stdev(own), 6) if len(own) > 1 else 0.0,
             "wall_mean_s": round(statistics.mean(w for w, _, _, _, _ in samples), 6),
             "model_mean_s": round(statistics.mean(m for _, m, _, _, _ in samples), 6),
             "cpu_mean_s": round(statistics.mean(c for _, _, _, c, _ in samples), 6),
