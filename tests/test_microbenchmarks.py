@@ -259,10 +259,11 @@ def test_dropping_a_stores_pages_changes_nothing_it_holds(tmp_path: Path) -> Non
 
 
 def test_incremental_summary_gives_the_spread_of_the_own_time() -> None:
-    from benchmarks.micro.incremental import summary
+    from benchmarks.micro.incremental import Sample, summary
 
-    # (wall, model, stages, cpu, read): own times 1..20 ms, one outlier past them
-    samples = [((i + 1) / 1000 + 0.5, 0.5, {}, 0.0, 0) for i in range(19)] + [(0.6, 0.5, {}, 0.0, 0)]
+    # (wall, model, stages, cpu, read): own times 1..19 ms and one outlier, 100 ms
+    samples: list[Sample] = [((i + 1) / 1000 + 0.5, 0.5, {}, 0.0, 0) for i in range(19)]
+    samples.append((0.6, 0.5, {}, 0.0, 0))
     row = summary(samples)
     assert row["median_s"] == pytest.approx(0.0105)
     assert row["p90_s"] == pytest.approx(0.018)  # nearest rank: the 18th of 20

@@ -36,3 +36,21 @@ def test_only_the_rows_of_a_map_are_asked_for(tmp_path: Path, monkeypatch) -> No
         assert np.array_equal(probe_scores(mapped, probed, q), rows[probed] @ q)
         assert len(asked) == 3 and {a for _, _, a in asked} == {prefetch.MADV_WILLNEED}  # one per run
         del mapped
+
+
+def test_scattered_rows_are_asked_for_as_their_runs(tmp_path: Path, monkeypatch) -> None:
+    asked: list[tuple[int, int, int]] = []
+    monkeypatch.setattr(prefetch, "_MADVISE", lambda *args: asked.append(args))
+    rows = np.arange(64 * 8, dtype=np.float32).reshape(64, 8)
+    path = tmp_path / "rows"
+    path.write_bytes(rows.tobytes())
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as buf:
+        mapped = np.ndarray(rows.shape, np.float32, buffer=buf)
+        prefetch.will_need_rows(mapped, np.array([40, 3, 11, 2, 10, 4, 3]))  # any order, repeats
+        expected = prefetch.page_ranges(mapped.ctypes.data, mapped.strides[0], [(2, 3), (10, 2), (40, 1)])
+        assert [(a, n) for a, n, _ in asked] == expected
+        asked.clear()
+        prefetch.will_need_rows(mapped, np.zeros(0, np.int64))
+        prefetch.will_need_rows(rows, np.array([1, 2]))  # (private memory: nothing asked)
+        assert asked == []
+        del mapped

@@ -61,3 +61,15 @@ def will_need(rows: np.ndarray, runs: Iterable[tuple[int, int]]) -> None:
         return
     for start, length in page_ranges(rows.ctypes.data, rows.strides[0], runs):
         _MADVISE(start, length, MADV_WILLNEED)  # (a refusal leaves the faults to read them)
+
+
+def will_need_rows(rows: np.ndarray, at: np.ndarray) -> None:
+    """`will_need` of the rows `at` (row numbers, any order, repeats allowed), consecutive ones asked
+    for as one run: what a gather of scattered rows of a map reads, asked for before it faults them
+    in one at a time."""
+    if _MADVISE is None or not len(at) or not is_mapped(rows):
+        return
+    wanted = np.unique(at)
+    starts = np.flatnonzero(np.diff(wanted) != 1) + 1
+    bounds = [0, *starts.tolist(), len(wanted)]
+    will_need(rows, zip(wanted[bounds[:-1]].tolist(), np.diff(bounds).tolist()))

@@ -30,6 +30,7 @@ from memforest.resident.key_rows import KeyRows
 from memforest.resident.lazy_map import LazyMap
 from memforest.resident.packed_keys import IntKeys, KeyPlaces, PackedKeys, RowKeys, int_positions
 from memforest.resident.partitions import Partitions
+from memforest.resident.prefetch import will_need_rows
 from memforest.resident.saved_partitions import (
     SavedPartitions,
     partitions_over,
@@ -351,11 +352,16 @@ class VectorTable:
         return self._key_rows.rows_of(keys)
 
     def row_scores(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """Inner products of `query` with the given rows."""
-        return self._rows.vecs[rows] @ np.asarray(query, np.float32).reshape(-1)
+        """Inner products of `query` with the given rows (of a mapped table, their pages asked for at
+        once before the gather: `prefetch.will_need_rows`)."""
+        vecs = self._rows.vecs
+        will_need_rows(vecs, rows)
+        return vecs[rows] @ np.asarray(query, np.float32).reshape(-1)
 
     def row_meta(self, rows: np.ndarray) -> np.ndarray:
-        return self._rows.meta[rows]
+        meta = self._rows.meta
+        will_need_rows(meta, rows)
+        return meta[rows]
 
     def row_key(self, row: int) -> Hashable:
         return self._rows.keys[row]
