@@ -7,6 +7,7 @@ import mmap
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from memforest.resident import prefetch
 from memforest.resident.vector_search import probe_scores
@@ -19,12 +20,24 @@ def test_each_run_is_asked_for_as_one_page_aligned_range_covering_it() -> None:
         assert start % 4096 == 0 and start <= lo < start + 4096 and start + length == hi
 
 
-def test_only_the_rows_of_a_map_are_asked_for(tmp_path: Path, monkeypatch) -> None:
-    asked: list[tuple[int, int, int]] = []
-    monkeypatch.setattr(prefetch, "_MADVISE", lambda *args: asked.append(args))
+@pytest.fixture
+def asked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
+    """The (address, length, advice) of every `madvise` the module makes, none of them made."""
+    calls: list[tuple[int, ...]] = []
+    monkeypatch.setattr(prefetch, "_MADVISE", lambda *args: calls.append(args))
+    return calls
+
+
+def _rows_file(tmp_path: Path) -> tuple[np.ndarray, Path]:
+    """64 rows of 8 float32 and a file holding them."""
     rows = np.arange(64 * 8, dtype=np.float32).reshape(64, 8)
     path = tmp_path / "rows"
     path.write_bytes(rows.tobytes())
+    return rows, path
+
+
+def test_only_the_rows_of_a_map_are_asked_for(tmp_path: Path, asked: list[tuple[int, ...]]) -> None:
+    rows, path = _rows_file(tmp_path)
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as buf:
         mapped = np.ndarray(rows.shape, np.float32, buffer=buf)
         assert prefetch.is_mapped(mapped) and prefetch.is_mapped(mapped[3:9])
@@ -38,12 +51,8 @@ def test_only_the_rows_of_a_map_are_asked_for(tmp_path: Path, monkeypatch) -> No
         del mapped
 
 
-def test_scattered_rows_are_asked_for_as_their_runs(tmp_path: Path, monkeypatch) -> None:
-    asked: list[tuple[int, int, int]] = []
-    monkeypatch.setattr(prefetch, "_MADVISE", lambda *args: asked.append(args))
-    rows = np.arange(64 * 8, dtype=np.float32).reshape(64, 8)
-    path = tmp_path / "rows"
-    path.write_bytes(rows.tobytes())
+def test_scattered_rows_are_asked_for_as_their_runs(tmp_path: Path, asked: list[tuple[int, ...]]) -> None:
+    rows, path = _rows_file(tmp_path)
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as buf:
         mapped = np.ndarray(rows.shape, np.float32, buffer=buf)
         prefetch.will_need_rows(mapped, np.array([40, 3, 11, 2, 10, 4, 3]))  # any order, repeats
