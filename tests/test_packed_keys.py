@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import zlib
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -174,16 +173,3 @@ def test_integer_keys_are_placed_by_a_binary_search_and_matched_as_sets() -> Non
     assert int_positions(np.array([0, 7]), keys.array) is None
     assert int_positions(np.array([1, 1]), np.array([1, 1])) is None  # (each key once)
 
-
-def test_many_keys_read_at_once_are_the_keys_at_their_positions(tmp_path: Path) -> None:
-    keys = ["día", "", "fact-1", "日本語の事実", "x" * 5000, "a\u200bb"]
-    packed = PackedKeys.pack(keys)
-    at = [5, 0, 1, 4, 3, 3, 2]
-    assert packed.keys_at(at) == [keys[i] for i in at] and packed.keys_at([]) == []
-    arrays = packed.arrays("docs")  # the same, read through a map of the arrays
-    mapped = {}
-    for name, array in arrays.items():
-        path = tmp_path / name
-        path.write_bytes(array.tobytes())
-        mapped[name] = np.memmap(path, array.dtype, "r", shape=array.shape)
-    assert PackedKeys.of_arrays(mapped, "docs").keys_at(at) == [keys[i] for i in at]

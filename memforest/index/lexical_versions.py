@@ -190,9 +190,8 @@ class LexicalScores:
         for seq, arr in self._acc.items():
             hit = np.flatnonzero(arr >= floor) if floor > 0.0 else np.flatnonzero(arr)
             if len(hit):
-                docs, at = self._index.segment(seq).docs, hit.tolist()
-                keys = docs.keys_at(at) if isinstance(docs, PackedKeys) else [docs[i] for i in at]
-                pairs.extend(zip(keys, arr[hit].tolist()))
+                docs = self._index.segment(seq).docs
+                pairs.extend((docs[i], v) for i, v in zip(hit.tolist(), arr[hit].tolist()))
         pairs.sort(key=lambda p: (-p[1], p[0]))
         return pairs[:k]
 

@@ -19,7 +19,7 @@ from typing import Any, overload
 import numpy as np
 
 from memforest.resident.cow import _MISSING
-from memforest.resident.prefetch import will_need, will_need_rows
+from memforest.resident.prefetch import will_need
 
 ARRAYS = ("blob", "ends", "hashes", "order")  # the suffixes of `PackedKeys.arrays`
 
@@ -94,16 +94,6 @@ class PackedKeys(Sequence[str]):
 
     def _key(self, i: int) -> str:
         return str(self._blob[self._ends[i - 1] if i else 0: self._ends[i]], "utf-8")
-
-    def keys_at(self, positions: list[int]) -> list[str]:
-        """The keys at `positions` (each in range), their ends' and bytes' pages asked for at once
-        first where the arrays are a map's (a query's top documents: a page fault apiece otherwise)."""
-        ends, blob = self._arrays["ends"], self._arrays["blob"]
-        will_need_rows(ends, np.asarray([j for i in positions for j in (i - 1, i) if j >= 0], np.int64))
-        lows = [int(self._ends[i - 1]) if i else 0 for i in positions]
-        highs = [int(self._ends[i]) for i in positions]
-        will_need(blob, [(lo, hi - lo) for lo, hi in zip(lows, highs) if hi > lo])
-        return [str(self._blob[lo:hi], "utf-8") for lo, hi in zip(lows, highs)]
 
     def __iter__(self) -> Iterator[str]:
         blob = bytes(self._blob)

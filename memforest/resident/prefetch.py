@@ -69,7 +69,11 @@ def will_need_rows(rows: np.ndarray, at: np.ndarray) -> None:
     in one at a time."""
     if _MADVISE is None or not len(at) or not is_mapped(rows):
         return
-    wanted = np.unique(at)
-    starts = np.flatnonzero(np.diff(wanted) != 1) + 1
-    bounds = [0, *starts.tolist(), len(wanted)]
-    will_need(rows, zip(wanted[bounds[:-1]].tolist(), np.diff(bounds).tolist()))
+    will_need(rows, runs_of(np.unique(at)))
+
+
+def runs_of(rows: np.ndarray) -> list[tuple[int, int]]:
+    """(first row, rows) of each run of consecutive row numbers in `rows` (ascending, distinct)."""
+    starts = np.flatnonzero(np.diff(rows) != 1) + 1
+    bounds = [0, *starts.tolist(), len(rows)]
+    return list(zip(rows[bounds[:-1]].tolist(), np.diff(bounds).tolist()))

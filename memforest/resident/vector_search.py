@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from memforest.resident.partitions import Partitions
-from memforest.resident.prefetch import will_need
+from memforest.resident.prefetch import runs_of, will_need
 
 _MAX_RUNS = 64  # a probe over more runs of consecutive rows than this gathers them instead
 
@@ -47,11 +47,9 @@ def scores_above(vecs: np.ndarray, n: int, live: np.ndarray, parts: Partitions |
 def probe_scores(vecs: np.ndarray, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Inner products of `q` with `rows` of `vecs` (ascending): run by run of consecutive rows, read
     in place, when they form few runs (the layout partitions get); else gathered."""
-    starts = np.flatnonzero(np.diff(rows) != 1) + 1
-    if len(starts) >= _MAX_RUNS:
+    runs = runs_of(rows)
+    if len(runs) > _MAX_RUNS:
         return vecs[rows] @ q
-    bounds = [0, *starts.tolist(), len(rows)]
-    runs = list(zip(rows[bounds[:-1]].tolist(), np.diff(bounds).tolist()))  # (first row, rows)
     will_need(vecs, runs)  # (rows of a mapped file: read at once, ahead of the faults)
     return np.concatenate([vecs[f: f + n] @ q for f, n in runs])
 
