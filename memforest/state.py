@@ -355,6 +355,11 @@ class FactVectors(Mapping[str, np.ndarray]):
     def __len__(self) -> int:
         return len(self._table) if self._table is not None else 0
 
+    def will_need(self, fact_ids: Iterable[str]) -> None:
+        """Ask ahead for the vectors of those of `fact_ids` the table holds (`VectorTable.will_need`)."""
+        if self._table is not None:
+            self._table.will_need(fact_ids)
+
     def stack(self, fact_ids: Sequence[str]) -> np.ndarray:
         """The vectors of `fact_ids` as one array (one gather)."""
         if self._table is None:

@@ -24,6 +24,7 @@ from memforest.llm.testing import HashEmbedder, ScriptedChatModel
 from memforest.resident.cache_file import CacheMiss
 from memforest.resident.cow import FOLD_AT
 from memforest.resident.ondemand import LazyNodeMap, NodeData, Waiting
+from memforest.state import FactVectors
 from memforest.trees.node import NO_CHILDREN
 
 
@@ -480,3 +481,20 @@ def test_a_facts_leaf_shares_the_facts_vector_read_eagerly_or_on_demand(tmp_path
             shared = [np.shares_memory(data.embedding, state.fact_vecs[items[key]]) for key, data in leaves
                       if items[key] in state.fact_vecs]
             assert shared and all(shared), lazy  # the fact table's row, not a copy per leaf
+
+
+def test_the_facts_of_leaves_read_on_demand_are_asked_for_before_their_vectors_are_compared(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _built(tmp_path)
+    asked: list[list[str]] = []
+    monkeypatch.setattr(FactVectors, "will_need", lambda self, ids: asked.append(list(ids)))
+    with _forest(root) as forest:
+        state = forest.snapshot("u").state
+        tid = next(t for t, info in state.trees.items() if info.family != "session")
+        tree = state.trees[tid].tree
+        leaves = [nid for nid, node in tree.nodes.items() if node.level == 0]
+        assert asked == []
+        for nid in leaves:
+            _ = state.nodes[(tid, nid)]
+        items = {tree.nodes[nid].item for nid in leaves}
+        assert items and items <= {fid for ids in asked for fid in ids}

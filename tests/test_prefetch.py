@@ -8,9 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_partitions import clustered
 
 from memforest.resident import prefetch
+from memforest.resident import vector_search as vs
 from memforest.resident.vector_search import probe_scores
+from memforest.resident.vector_table import VectorTable
 
 
 def test_each_run_is_asked_for_as_one_page_aligned_range_covering_it() -> None:
@@ -63,3 +66,61 @@ def test_scattered_rows_are_asked_for_as_their_runs(tmp_path: Path, asked: list[
         prefetch.will_need_rows(rows, np.array([1, 2]))  # (private memory: nothing asked)
         assert asked == []
         del mapped
+
+
+def _mapped_table(buf: mmap.mmap, n: int = 1000) -> tuple[VectorTable, np.ndarray]:
+    """A partitioned table of `n` clustered rows whose vectors are read from a map of `buf` (as an
+    opened store's tables are), and those vectors."""
+    vecs = clustered(n, seed=3)
+    table = VectorTable(16, exact_rows=100)
+    table.upsert(list(range(n)), vecs)
+    held = table._rows.vecs
+    buf.write(held.tobytes())
+    table._rows.vecs = np.ndarray(held.shape, np.float32, buffer=buf)
+    return table, vecs
+
+
+def test_a_search_of_several_queries_asks_for_every_querys_rows_before_scoring_any(
+        tmp_path: Path, asked: list[tuple[int, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "rows"
+    path.write_bytes(b"\0" * (1 << 20))
+    with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as buf:
+        table, vecs = _mapped_table(buf)
+        parts = table.partitions
+        assert parts is not None and prefetch.is_mapped(table._rows.vecs)
+        queries = vecs[[5, 500, 900]]
+        runs = [prefetch.runs_of(np.sort(parts.probe(parts.centroids @ q, 60))) for q in queries]
+        asked_when_scored: list[int] = []
+        score = vs.probe_scores
+
+        def scored(*args: object) -> np.ndarray:
+            asked_when_scored.append(len(asked))
+            return score(*args)  # type: ignore[arg-type]
+        monkeypatch.setattr(vs, "probe_scores", scored)
+        found = table.above(queries, -1.0, 60)
+        assert asked_when_scored == [sum(map(len, runs))] * 3  # all asked for, once each, before any
+        held = np.array(table._rows.vecs)  # (row numbers, not keys: the rows as laid out)
+        for (rows, sims), q in zip(found, queries):
+            assert len(rows) >= 60 and np.allclose(sims, held[rows] @ q, atol=1e-6)
+        del parts, table
+
+
+def test_a_tables_rows_are_asked_for_by_key_before_they_are_read_one_by_one(
+        tmp_path: Path, asked: list[tuple[int, ...]]) -> None:
+    path = tmp_path / "rows"
+    path.write_bytes(b"\0" * (1 << 20))
+    with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as buf:
+        table, vecs = _mapped_table(buf)
+        mapped = table._rows.vecs
+        table.will_need([7, "not held", 3, 7])
+        expected = sorted({int(table._slot[k]) for k in (3, 7)})
+        assert [(a, n) for a, n, _ in asked] == prefetch.page_ranges(
+            mapped.ctypes.data, mapped.strides[0], prefetch.runs_of(np.array(expected)))
+        asked.clear()
+        assert np.array_equal(table.vectors([9, 2]), vecs[[9, 2]]) and len(asked) >= 1  # a gather asks too
+        private = VectorTable(16)
+        private.upsert([1, 2], vecs[:2])
+        asked.clear()
+        private.will_need([1, 2])
+        assert asked == []
+        del mapped, table

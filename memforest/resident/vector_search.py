@@ -35,22 +35,30 @@ def scores_above(vecs: np.ndarray, n: int, live: np.ndarray, parts: Partitions |
         pairs = [(rows, every[rows, i]) for i in range(len(queries))]
     else:
         centroid_scores = queries @ parts.centroids.T
+        probes = [np.sort(parts.probe(scores, candidates)) for scores in centroid_scores]
+        runs = [runs_of(probed) for probed in probes]
+        for each in runs:  # every query's rows asked for before the first is scored
+            if len(each) <= _MAX_RUNS:
+                will_need(vecs, each)
         pairs = []
-        for i, q in enumerate(queries):
-            probed = np.sort(parts.probe(centroid_scores[i], candidates))
-            sims = probe_scores(vecs, probed, q)
+        for probed, each, q in zip(probes, runs, queries):
+            sims = probe_scores(vecs, probed, q, each)
             alive = live[probed]
             pairs.append((probed[alive], sims[alive]))
     return [(rows[sims >= floor], sims[sims >= floor]) for rows, sims in pairs]
 
 
-def probe_scores(vecs: np.ndarray, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+def probe_scores(vecs: np.ndarray, rows: np.ndarray, q: np.ndarray,
+                 runs: list[tuple[int, int]] | None = None) -> np.ndarray:
     """Inner products of `q` with `rows` of `vecs` (ascending): run by run of consecutive rows, read
-    in place, when they form few runs (the layout partitions get); else gathered."""
-    runs = runs_of(rows)
+    in place, when they form few runs (the layout partitions get); else gathered. `runs`: the runs of
+    `rows` (`runs_of`), already asked for ahead by the caller; else they are asked for here."""
+    if runs is None:
+        runs = runs_of(rows)
+        if len(runs) <= _MAX_RUNS:
+            will_need(vecs, runs)  # (rows of a mapped file: read at once, ahead of the faults)
     if len(runs) > _MAX_RUNS:
         return vecs[rows] @ q
-    will_need(vecs, runs)  # (rows of a mapped file: read at once, ahead of the faults)
     return np.concatenate([vecs[f: f + n] @ q for f, n in runs])
 
 

@@ -30,7 +30,7 @@ from memforest.resident.key_rows import KeyRows
 from memforest.resident.lazy_map import LazyMap
 from memforest.resident.packed_keys import IntKeys, KeyPlaces, PackedKeys, RowKeys, int_positions
 from memforest.resident.partitions import Partitions
-from memforest.resident.prefetch import will_need_rows
+from memforest.resident.prefetch import is_mapped, will_need_rows
 from memforest.resident.saved_partitions import (
     SavedPartitions,
     partitions_over,
@@ -114,8 +114,19 @@ class VectorTable:
         return None if slot is None else self._rows.vecs[slot]
 
     def vectors(self, keys: Sequence[Hashable]) -> np.ndarray:
-        """The vectors of `keys` (held by the table), gathered into one new array."""
-        return self._rows.vecs[self._slots(keys)]
+        """The vectors of `keys` (held by the table), gathered into one new array (of a mapped table,
+        their pages asked for at once before the gather: `prefetch.will_need_rows`)."""
+        slots = self._slots(keys)
+        will_need_rows(self._rows.vecs, slots)
+        return self._rows.vecs[slots]
+
+    def will_need(self, keys: Iterable[Hashable]) -> None:
+        """Ask at once for the pages of the rows of those of `keys` the table holds, when its rows are
+        a map: what reading their vectors one after another would fault one at a time."""
+        vecs = self._rows.vecs
+        if is_mapped(vecs):
+            slot = self._slot
+            will_need_rows(vecs, np.array([s for s in map(slot.get, keys) if s is not None], np.int64))
 
     def meta(self, key: Hashable) -> np.ndarray:
         return self._rows.meta[self._slot[key]]

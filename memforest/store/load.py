@@ -18,7 +18,7 @@ from memforest.resident.lazy_map import LazyMap
 from memforest.resident.ondemand import BulkRows, LazyNodeMap, NodeData, Source, TreeInfo
 from memforest.resident.vector_table import SavedPartitions
 from memforest.routing.router import session_tree_id
-from memforest.state import UserState
+from memforest.state import FactVectors, UserState
 from memforest.store.loaded_cells import LoadedCells, LoadedSessionCells
 from memforest.store.loaded_facts import LoadedFacts
 from memforest.store.rows import (
@@ -219,7 +219,7 @@ def _cell_ids(con: sqlite3.Connection) -> list[str]:
 
 
 def _read_trees_lazily(con: sqlite3.Connection, st: UserState, path: Path,
-                       fact_vecs: Mapping[str, np.ndarray], cached: BulkRows | None) -> None:
+                       fact_vecs: FactVectors, cached: BulkRows | None) -> None:
     """The tree rows of `st` with a source reading their nodes on demand, and its lazy node map."""
     shapes: dict[str, tuple[int, int | None, int]] = {}
     rows = con.execute("SELECT * FROM trees").fetchall()

@@ -22,11 +22,10 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from memforest.errors import StoreError
 from memforest.resident.cow import CowMap, CowSet
 from memforest.resident.ondemand import BulkRows, Kind, NodeData, NodeKey, TreeInfo, Waiting
+from memforest.state import FactVectors
 from memforest.store.loaded_facts import LoadedFacts
 from memforest.store.read_snapshot import ReadSnapshot
 from memforest.store.rows import (
@@ -59,7 +58,7 @@ class StoreTreeSource(ReadSnapshot):
     read snapshot of the version (see the module's notes)."""
 
     def __init__(self, path: Path, con: sqlite3.Connection, version: int, dim: int,
-                 shapes: dict[str, tuple[int, int | None, int]], fact_vecs: Mapping[str, np.ndarray],
+                 shapes: dict[str, tuple[int, int | None, int]], fact_vecs: FactVectors,
                  total_nodes: int, bulk: BulkRows) -> None:
         super().__init__(path, con, version)
         self.dim = dim
@@ -297,6 +296,10 @@ class StoreTreeSource(ReadSnapshot):
         """Keep the data of `rows` (`DATA` columns of nodes of `tid` in the loaded version) that is
         not kept yet."""
         data, width = self.data, 4 * self.dim
+        # a fact's leaf shares the fact's vector when they are equal (`data_of_row`): the vectors of
+        # those facts are asked for at once, not faulted one leaf at a time (about 60 an ingest at 10^5
+        # sessions, when the fact table's map is not in memory)
+        self._fact_vecs.will_need([row[1] for row in rows if row[1] is not None])
         for nid, item, text, mode, emb in rows:
             key = (tid, int(nid))
             if key in data:  # read before: a later version may have changed its row since
