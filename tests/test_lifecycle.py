@@ -167,3 +167,20 @@ def test_index_is_derived_from_the_store(scripted_forest, tmp_path):
     assert report["ok"] and report["index_rebuilt"] is False  # the resident index, row for row
     fresh = scripted_forest(path=tmp_path / "st")
     assert fresh.query("u", "topic about Boston", answer=False).evidence
+
+
+def test_a_scene_that_loses_members_keeps_their_sum_size_and_a_last_time_at_or_past_theirs(
+        scripted_forest):
+    forest = scripted_forest()
+    forest.ingest_sessions("u", make_sessions(14, 6))
+    before = {sid: s.size for sid, s in forest.snapshot("u").state.scenes.items()}
+    for sid in ("s005", "s009"):
+        forest.delete_session("u", sid)
+    state = forest.snapshot("u").state
+    assert any(s.size < before.get(sid, 0) for sid, s in state.scenes.items())  # some lost, some stayed
+    for scene in state.scenes.values():
+        members = [item for item, _ in state.trees[scene.tree_id].tree.items()]
+        assert scene.size == len(members) > 0
+        assert np.allclose(scene.total, state.fact_vecs.stack(members).sum(axis=0), atol=1e-5)
+        assert scene.t_last >= max(state.fact_times(members))
+    assert forest.check("u")["ok"]

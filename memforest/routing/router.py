@@ -135,7 +135,8 @@ class Router:
             self.ch.trees.add(tid)
             if info.family == "scene":
                 if len(info.tree):
-                    scenes.recompute(self.state, tid)
+                    (t,) = self.state.fact_times([fact.id])
+                    scenes.remove_from_scene(self.state, tid, self.state.fact_vecs[fact.id], t)
                     self.ch.scenes.add(tid)
                 else:
                     self.drop_tree(tid)

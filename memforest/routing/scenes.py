@@ -67,6 +67,20 @@ def add_to_scene(state: UserState, scene_id: str, vec: np.ndarray, t: float) -> 
     state.index_scene(scene)
 
 
+def remove_from_scene(state: UserState, scene_id: str, vec: np.ndarray, t: float) -> None:
+    """Take a member (vector `vec`, time `t`) out of a scene whose tree no longer holds it: its vector
+    is subtracted from the total, as `add_to_scene` adds it, and the last time is found again among
+    the members only when the member held it. (Recomputing the total gathers every member's vector:
+    as many scattered pages of the facts' mapped vectors, when nothing has read them.)"""
+    scene = state.writable_scene(scene_id)
+    tree = state.trees[scene.tree_id].tree
+    scene.size = len(tree)
+    scene.total = (scene.total - vec).astype(np.float32)
+    if t >= scene.t_last:
+        scene.t_last = max(state.fact_times([item for item, _ in tree.items()]), default=scene.t_last)
+    state.index_scene(scene)
+
+
 def recompute(state: UserState, scene_id: str) -> None:
     """Size, total and last time from the scene tree's current members."""
     scene = state.writable_scene(scene_id)
