@@ -216,10 +216,12 @@ class MemForestConfig:
     # with the texts and vectors of their nodes above level 1 and an entity tree's label's members
     # (those of leaves and level-1 nodes are read when reached, as any tree's are; the user's own
     # tree and the largest others, which writes reach most and which cost most to read: at 10^4
-    # sessions 23 of 12,975 trees, 204k of their 553k nodes) in a background thread after the open,
-    # largest first, pausing while operations run (`MemForest.wait_settled` waits for it); smaller
-    # trees are read when reached. 0: none.
-    warm_tree_leaves: int = 1000
+    # sessions 238 of the 2,975 entity and scene trees, 210k of their 362k leaves) in a background
+    # thread after the open, largest first, pausing while operations run (`MemForest.wait_settled`
+    # waits for it); smaller trees are read when reached. 0: none. At 10^4 sessions, 100 rather than
+    # 1,000: a round of four operations read 1.2k tree nodes on demand instead of 6.2k, for 33.4 KiB
+    # per session settled instead of 29.1 (docs/performance.md).
+    warm_tree_leaves: int = 100
     # ... and, largest first, only while the trees read ahead hold at most this share of all entity and
     # scene trees' leaves: a lever for a host short of memory (more trees pass `warm_tree_leaves` as a
     # memory grows, 43% of the leaves at 10^4 sessions, 52% at 43,900). At 10^5 sessions 0.45 read 49
