@@ -12,6 +12,7 @@ from test_partitions import clustered
 
 from memforest.resident import prefetch
 from memforest.resident import vector_search as vs
+from memforest.resident.packed_keys import PackedKeys
 from memforest.resident.vector_search import probe_scores
 from memforest.resident.vector_table import VectorTable
 
@@ -28,6 +29,7 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
     """The (address, length, advice) of every `madvise` the module makes, none of them made."""
     calls: list[tuple[int, ...]] = []
     monkeypatch.setattr(prefetch, "_MADVISE", lambda *args: calls.append(args))
+    monkeypatch.setattr(prefetch, "_MINCORE", None)  # (no page counts as in memory: all are asked for)
     return calls
 
 
@@ -37,6 +39,18 @@ def _rows_file(tmp_path: Path) -> tuple[np.ndarray, Path]:
     path = tmp_path / "rows"
     path.write_bytes(rows.tobytes())
     return rows, path
+
+
+def _pages(asked: list[tuple[int, ...]]) -> set[int]:
+    """The page numbers the `madvise` calls cover."""
+    return {(a + k) // mmap.PAGESIZE for a, n, _ in asked for k in range(0, n, mmap.PAGESIZE)}
+
+
+def _row_pages(rows: np.ndarray, at: object) -> set[int]:
+    """The page numbers rows `at` of `rows` lie in."""
+    step = rows.strides[0]
+    return {(rows.ctypes.data + int(i) * step + b) // mmap.PAGESIZE
+            for i in np.asarray(at) for b in (0, step - 1)}
 
 
 def test_only_the_rows_of_a_map_are_asked_for(tmp_path: Path, asked: list[tuple[int, ...]]) -> None:
@@ -58,9 +72,11 @@ def test_scattered_rows_are_asked_for_as_their_runs(tmp_path: Path, asked: list[
     rows, path = _rows_file(tmp_path)
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as buf:
         mapped = np.ndarray(rows.shape, np.float32, buffer=buf)
-        prefetch.will_need_rows(mapped, np.array([40, 3, 11, 2, 10, 4, 3]))  # any order, repeats
-        expected = prefetch.page_ranges(mapped.ctypes.data, mapped.strides[0], [(2, 3), (10, 2), (40, 1)])
-        assert [(a, n) for a, n, _ in asked] == expected
+        at = np.array([40, 3, 11, 2, 10, 4, 3])  # any order, repeats
+        prefetch.will_need_rows(mapped, at)
+        held = _row_pages(mapped, at)
+        assert _pages(asked) == held and all(a % mmap.PAGESIZE == 0 for a, _, _ in asked)
+        assert len(asked) == len(prefetch.runs_of(np.array(sorted(held))))  # consecutive pages at once
         asked.clear()
         prefetch.will_need_rows(mapped, np.zeros(0, np.int64))
         prefetch.will_need_rows(rows, np.array([1, 2]))  # (private memory: nothing asked)
@@ -113,9 +129,7 @@ def test_a_tables_rows_are_asked_for_by_key_before_they_are_read_one_by_one(
         table, vecs = _mapped_table(buf)
         mapped = table._rows.vecs
         table.will_need([7, "not held", 3, 7])
-        expected = sorted({int(table._slot[k]) for k in (3, 7)})
-        assert [(a, n) for a, n, _ in asked] == prefetch.page_ranges(
-            mapped.ctypes.data, mapped.strides[0], prefetch.runs_of(np.array(expected)))
+        assert _pages(asked) == _row_pages(mapped, [int(table._slot[k]) for k in (3, 7)])
         asked.clear()
         assert np.array_equal(table.vectors([9, 2]), vecs[[9, 2]]) and len(asked) >= 1  # a gather asks too
         private = VectorTable(16)
@@ -124,3 +138,41 @@ def test_a_tables_rows_are_asked_for_by_key_before_they_are_read_one_by_one(
         private.will_need([1, 2])
         assert asked == []
         del mapped, table
+
+
+def test_rows_whose_pages_are_in_memory_are_not_asked_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if prefetch._MINCORE is None or prefetch._MADVISE is None:
+        pytest.skip("no mincore or madvise here")
+    calls: list[tuple[int, ...]] = []
+    monkeypatch.setattr(prefetch, "_MADVISE", lambda *args: calls.append(args))
+    rows = np.arange(4096 * 8, dtype=np.float32).reshape(4096, 8)  # 32 pages
+    path = tmp_path / "rows"
+    path.write_bytes(rows.tobytes())
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as buf:
+        mapped = np.ndarray(rows.shape, np.float32, buffer=buf)
+        assert float(mapped.sum()) == float(rows.sum())  # every page read: in memory
+        prefetch.will_need_rows(mapped, np.array([5, 900, 4000]))
+        assert calls == []
+        del mapped
+
+
+def test_a_tables_top_keys_are_decoded_with_their_pages_asked_for(
+        tmp_path: Path, asked: list[tuple[int, ...]]) -> None:
+    keys = [f"s{i:05d}#{i % 7}" * (1 + i % 3) for i in range(5000)] + [""]
+    packed = PackedKeys.pack(keys)
+    path = tmp_path / "keys"
+    arrays = packed.arrays("docs")
+    path.write_bytes(b"".join(a.tobytes() for a in arrays.values()))
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as buf:
+        views, at = {}, 0
+        for name, a in arrays.items():
+            views[name] = np.ndarray(a.shape, a.dtype, buffer=buf, offset=at)
+            at += a.nbytes
+        mapped = PackedKeys.of_arrays(views, "docs")
+        wanted = np.array([4999, 0, 17, 2500, 5000, 17])
+        assert mapped.keys_at(wanted) == [keys[i] for i in wanted.tolist()]
+        assert asked and len(asked) <= 2 * 2 * len(wanted)  # the ends' pages, then the bytes'
+        asked.clear()
+        assert packed.keys_at(wanted) == [keys[i] for i in wanted.tolist()] and asked == []  # (not a map)
+        del mapped, views

@@ -191,7 +191,8 @@ class LexicalScores:
             hit = np.flatnonzero(arr >= floor) if floor > 0.0 else np.flatnonzero(arr)
             if len(hit):
                 docs = self._index.segment(seq).docs
-                pairs.extend((docs[i], v) for i, v in zip(hit.tolist(), arr[hit].tolist()))
+                keys = docs.keys_at(hit) if isinstance(docs, PackedKeys) else [docs[i] for i in hit.tolist()]
+                pairs.extend(zip(keys, arr[hit].tolist()))
         pairs.sort(key=lambda p: (-p[1], p[0]))
         return pairs[:k]
 

@@ -19,7 +19,7 @@ from typing import Any, overload
 import numpy as np
 
 from memforest.resident.cow import _MISSING
-from memforest.resident.prefetch import will_need
+from memforest.resident.prefetch import will_need, will_need_rows
 
 ARRAYS = ("blob", "ends", "hashes", "order")  # the suffixes of `PackedKeys.arrays`
 
@@ -94,6 +94,20 @@ class PackedKeys(Sequence[str]):
 
     def _key(self, i: int) -> str:
         return str(self._blob[self._ends[i - 1] if i else 0: self._ends[i]], "utf-8")
+
+    def keys_at(self, positions: np.ndarray) -> list[str]:
+        """The keys at `positions` (each in range). Where the arrays are a map's, the pages of their
+        ends and then of their bytes that are not in memory are asked for at once first (a query's
+        top documents: a page fault apiece otherwise, in the order they are decoded)."""
+        at = np.asarray(positions, np.int64)
+        ends = self._arrays["ends"]
+        will_need_rows(ends, np.concatenate([at, at[at > 0] - 1]))
+        highs = np.asarray(ends[at], np.int64)
+        lows = np.where(at > 0, ends[np.maximum(at - 1, 0)], 0).astype(np.int64)
+        spans = highs > lows  # (an empty key has no bytes: the first and last byte of the others)
+        will_need_rows(self._arrays["blob"], np.concatenate([lows[spans], highs[spans] - 1]))
+        blob = self._blob
+        return [str(blob[lo:hi], "utf-8") for lo, hi in zip(lows.tolist(), highs.tolist())]
 
     def __iter__(self) -> Iterator[str]:
         blob = bytes(self._blob)

@@ -6,7 +6,11 @@ disks); a probe first asks for each of its runs of consecutive rows as one range
 they are read in a few large requests at once rather than a page a fault. Where a map is not in the
 page cache (a store larger than memory), at 10^4 sessions with every page dropped before each round
 an ingest read 15 MiB instead of 203 MiB and took about half the time (docs/performance.md). Nothing
-is asked of rows in private memory, nor where there is no `madvise`."""
+is asked of rows in private memory, nor where there is no `madvise`.
+
+Scattered rows (`will_need_rows`) are asked for only where their pages are not in memory already
+(`mincore`, one call over the span they lie in): a warm search asks for nothing, where a call per
+run would cost it a syscall per hit."""
 
 from __future__ import annotations
 
@@ -20,18 +24,28 @@ import numpy as np
 MADV_WILLNEED = 3  # (Linux and the BSDs)
 
 
-def libc_madvise() -> Any:
-    """The C library's `madvise(address, length, advice)`, typed; None where there is none."""
+MAX_SPAN_PAGES = 1 << 19  # pages one residency check may cover (its answer: a byte a page, 512 KiB)
+
+
+def _libc(name: str, *argtypes: Any) -> Any:
+    """The C library's function `name`, typed; None where there is none."""
     try:
-        fn = ctypes.CDLL(None, use_errno=True).madvise
+        fn = getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError, TypeError):
         return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    fn.argtypes = list(argtypes)
     fn.restype = ctypes.c_int
     return fn
 
 
+def libc_madvise() -> Any:
+    """The C library's `madvise(address, length, advice)`, typed; None where there is none."""
+    return _libc("madvise", ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+
+
 _MADVISE = libc_madvise()
+# `mincore(address, length, vector)`: a byte a page, bit 0 set when the page is in memory
+_MINCORE = _libc("mincore", ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
 
 
 def is_mapped(array: np.ndarray) -> bool:
@@ -64,16 +78,36 @@ def will_need(rows: np.ndarray, runs: Iterable[tuple[int, int]]) -> None:
 
 
 def will_need_rows(rows: np.ndarray, at: np.ndarray) -> None:
-    """`will_need` of the rows `at` (row numbers, any order, repeats allowed), consecutive ones asked
-    for as one run: what a gather of scattered rows of a map reads, asked for before it faults them
-    in one at a time."""
+    """Ask for the pages of the rows `at` of `rows` (row numbers, any order, repeats allowed) that are
+    not in memory, consecutive pages as one range: what a gather of scattered rows of a map reads,
+    asked for before it faults them in one at a time. Nothing for private memory."""
     if _MADVISE is None or not len(at) or not is_mapped(rows):
         return
-    will_need(rows, runs_of(np.unique(at)))
+    page, step = mmap.PAGESIZE, rows.strides[0]
+    start = rows.ctypes.data + np.unique(np.asarray(at, np.int64)) * step
+    lo, hi = start // page, (start + step - 1) // page  # the first and last page of each row
+    pages = np.unique(np.concatenate([np.minimum(lo + j, hi) for j in range(int((hi - lo).max()) + 1)]))
+    pages = pages[~_resident(pages)]
+    for first, n in runs_of(pages):
+        _MADVISE(first * page, n * page, MADV_WILLNEED)  # (a refusal leaves the faults to read them)
+
+
+def _resident(pages: np.ndarray) -> np.ndarray:
+    """Whether each of `pages` (page numbers of mapped memory, ascending) is in memory, found by one
+    `mincore` over their span; all False where that cannot be asked (so all are asked for)."""
+    span = int(pages[-1] - pages[0]) + 1
+    if _MINCORE is None or span > MAX_SPAN_PAGES:
+        return np.zeros(len(pages), bool)
+    found = np.zeros(span, np.uint8)
+    if _MINCORE(int(pages[0]) * mmap.PAGESIZE, span * mmap.PAGESIZE, found.ctypes.data) != 0:
+        return np.zeros(len(pages), bool)
+    return (found[pages - pages[0]] & 1).astype(bool)
 
 
 def runs_of(rows: np.ndarray) -> list[tuple[int, int]]:
     """(first row, rows) of each run of consecutive row numbers in `rows` (ascending, distinct)."""
+    if not len(rows):
+        return []
     starts = np.flatnonzero(np.diff(rows) != 1) + 1
     bounds = [0, *starts.tolist(), len(rows)]
     return list(zip(rows[bounds[:-1]].tolist(), np.diff(bounds).tolist()))
