@@ -8,9 +8,10 @@ page cache (a store larger than memory), at 10^4 sessions with every page droppe
 an ingest read 15 MiB instead of 203 MiB and took about half the time (docs/performance.md). Nothing
 is asked of rows in private memory, nor where there is no `madvise`.
 
-Scattered rows (`will_need_rows`) are asked for only where their pages are not in memory already
-(`mincore`, one call over the span they lie in): a warm search asks for nothing, where a call per
-run would cost it a syscall per hit."""
+Scattered rows (`will_need_rows`) are asked for only where their pages are not in memory already,
+where the pages lie close enough together for one `mincore` over their span to cost less than an
+`madvise` of each (a query's top documents' keys); rows scattered over a large map are asked for
+as they are."""
 
 from __future__ import annotations
 
@@ -24,7 +25,10 @@ import numpy as np
 MADV_WILLNEED = 3  # (Linux and the BSDs)
 
 
-MAX_SPAN_PAGES = 1 << 19  # pages one residency check may cover (its answer: a byte a page, 512 KiB)
+# A residency check covers the span of the pages asked about, at a few ns a page (a 1.7 GB map:
+# about 3 ms), and an `madvise` of a page already in memory costs about 1.6 µs: the check is made
+# only where the span is at most this many pages per page asked about.
+SPAN_PER_PAGE = 64
 
 
 def _libc(name: str, *argtypes: Any) -> Any:
@@ -94,9 +98,10 @@ def will_need_rows(rows: np.ndarray, at: np.ndarray) -> None:
 
 def _resident(pages: np.ndarray) -> np.ndarray:
     """Whether each of `pages` (page numbers of mapped memory, ascending) is in memory, found by one
-    `mincore` over their span; all False where that cannot be asked (so all are asked for)."""
+    `mincore` over their span; all False where that cannot be asked or would cost more than asking
+    for them (`SPAN_PER_PAGE`), so all are asked for."""
     span = int(pages[-1] - pages[0]) + 1
-    if _MINCORE is None or span > MAX_SPAN_PAGES:
+    if _MINCORE is None or span > SPAN_PER_PAGE * len(pages):
         return np.zeros(len(pages), bool)
     found = np.zeros(span, np.uint8)
     if _MINCORE(int(pages[0]) * mmap.PAGESIZE, span * mmap.PAGESIZE, found.ctypes.data) != 0:
