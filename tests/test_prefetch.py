@@ -176,3 +176,23 @@ def test_a_tables_top_keys_are_decoded_with_their_pages_asked_for(
         asked.clear()
         assert packed.keys_at(wanted) == [keys[i] for i in wanted.tolist()] and asked == []  # (not a map)
         del mapped, views
+
+
+def test_rows_scattered_over_a_large_map_are_asked_for_without_a_residency_check(
+        tmp_path: Path, asked: list[tuple[int, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
+    checked: list[tuple[int, ...]] = []
+
+    def mincore(*args: int) -> int:  # (answers that no page is in memory)
+        checked.append(args)
+        return 0
+    monkeypatch.setattr(prefetch, "_MINCORE", mincore)
+    path = tmp_path / "rows"
+    path.write_bytes(b"\0" * (8 << 20))
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as buf:
+        mapped = np.ndarray((1 << 18, 8), np.float32, buffer=buf)  # 32-byte rows, 2,048 pages
+        prefetch.will_need_rows(mapped, np.array([0, (1 << 18) - 1]))  # two pages 2,047 apart
+        assert checked == [] and _pages(asked) == _row_pages(mapped, [0, (1 << 18) - 1])
+        asked.clear()
+        prefetch.will_need_rows(mapped, np.array([0, 200]))  # two neighbouring pages: checked first
+        assert len(checked) == 1 and _pages(asked) == _row_pages(mapped, [0, 200])
+        del mapped
