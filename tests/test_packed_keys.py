@@ -172,4 +172,3 @@ def test_integer_keys_are_placed_by_a_binary_search_and_matched_as_sets() -> Non
     assert int_positions(np.array([0, 7, 9, (1 << 40) | 2]), keys.array) is None
     assert int_positions(np.array([0, 7]), keys.array) is None
     assert int_positions(np.array([1, 1]), np.array([1, 1])) is None  # (each key once)
-

@@ -38,8 +38,7 @@ def scores_above(vecs: np.ndarray, n: int, live: np.ndarray, parts: Partitions |
         probes = [np.sort(parts.probe(scores, candidates)) for scores in centroid_scores]
         runs = [runs_of(probed) for probed in probes]
         for each in runs:  # every query's rows asked for before the first is scored
-            if len(each) <= _MAX_RUNS:
-                will_need(vecs, each)
+            _ask_ahead(vecs, each)
         pairs = []
         for probed, each, q in zip(probes, runs, queries):
             sims = probe_scores(vecs, probed, q, each)
@@ -55,11 +54,17 @@ def probe_scores(vecs: np.ndarray, rows: np.ndarray, q: np.ndarray,
     `rows` (`runs_of`), already asked for ahead by the caller; else they are asked for here."""
     if runs is None:
         runs = runs_of(rows)
-        if len(runs) <= _MAX_RUNS:
-            will_need(vecs, runs)  # (rows of a mapped file: read at once, ahead of the faults)
+        _ask_ahead(vecs, runs)
     if len(runs) > _MAX_RUNS:
         return vecs[rows] @ q
     return np.concatenate([vecs[f: f + n] @ q for f, n in runs])
+
+
+def _ask_ahead(vecs: np.ndarray, runs: list[tuple[int, int]]) -> None:
+    """Ask for the runs a probe reads in place (rows of a mapped file: read at once, ahead of the
+    faults); runs too many to read in place are gathered, not asked for."""
+    if len(runs) <= _MAX_RUNS:
+        will_need(vecs, runs)
 
 
 def best(rows: np.ndarray, sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

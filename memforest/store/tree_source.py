@@ -297,9 +297,13 @@ class StoreTreeSource(ReadSnapshot):
         not kept yet."""
         data, width = self.data, 4 * self.dim
         # a fact's leaf shares the fact's vector when they are equal (`data_of_row`): the vectors of
-        # those facts are asked for at once, not faulted one leaf at a time (about 60 an ingest at 10^5
-        # sessions, when the fact table's map is not in memory)
-        self._fact_vecs.will_need([row[1] for row in rows if row[1] is not None])
+        # the facts of leaves not kept yet are asked for at once, not faulted one leaf at a time (about
+        # 60 an ingest at 10^5 sessions, when the fact table's map is not in memory); a session tree's
+        # leaves are cells, none of them a fact
+        info = self._infos.get(tid)
+        if info is not None and info.family != "session":
+            self._fact_vecs.will_need([item for nid, item, *_ in rows
+                                       if item is not None and (tid, int(nid)) not in data])
         for nid, item, text, mode, emb in rows:
             key = (tid, int(nid))
             if key in data:  # read before: a later version may have changed its row since
