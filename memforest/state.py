@@ -176,9 +176,14 @@ class UserState:
         return out
 
     def writable_fact(self, fact_id: str) -> Fact:
+        """The version's own copy of a fact, to change. A loaded fact whose occurrences nothing has
+        read is copied without reading them (`Fact.copy_for_write`, given its time from its fact
+        table row's meta, as `fact_times` takes it): to be said again, it need not be read."""
         fact = self.facts[fact_id]
         if not self._owns("facts", fact_id):
-            fact = fact.copy_for_write()
+            table = self.fact_table
+            known = fact.knows_time or table is None or fact_id not in table
+            fact = fact.copy_for_write(None if known or table is None else float(table.meta(fact_id)[0]))
             self.facts[fact_id] = fact
         return fact
 

@@ -9,13 +9,14 @@ event time (when what it asserts happened) are separate fields and are never int
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from memforest.fact_views import OccurrenceView
 from memforest.resident.cow import CowMap, CowSet
-from memforest.resident.ondemand import NOT_READ, OnDemand, Source
+from memforest.resident.ondemand import NOT_READ, Kind, OnDemand, Source
 
 ROLES = ("user", "assistant")
 ORIGINS = ("user", "assistant", "mixed", "unknown")
@@ -157,11 +158,59 @@ def _detail(name: str) -> OnDemand[Any]:
     return OnDemand(f"_{name}", "fact", "id", _DETAIL_SLOTS)
 
 
+_EARLIEST = attrgetter("source_time", "session_id")  # the order of `Fact.first`
+
+
+class Appended:
+    """What a copy of a loaded fact whose occurrences are not read holds instead of them
+    (`Fact.copy_for_write`): the loaded fact (`root`, whose occurrences the store holds), the
+    occurrences appended since (`tail`), and the root's earliest source time (`root_time`, as its
+    fact table row's meta holds it). The copy reads its occurrences through it (a `Source`: the
+    root's, then the tail), so a fact said again in a new session is written without reading the
+    thousands of sessions that said it before (`memforest.store.commit`). The root's own reads are
+    bounded to the rows it was loaded with (`StoreTreeSource.last_seq`)."""
+
+    __slots__ = ("root", "tail", "root_time", "lock", "waiting")
+
+    def __init__(self, root: Fact, tail: list[Occurrence], root_time: float, store: Source) -> None:
+        self.root, self.tail, self.root_time = root, tail, root_time
+        self.lock, self.waiting = store.lock, store.waiting  # (the root's: its reads take them again)
+
+    def read(self, kind: Kind, key: Any) -> Any:
+        if kind == "occurrences":
+            return [*self.root.occurrences, *self.tail]
+        if kind == "fact":
+            return tuple(getattr(self.root, name) for name in FACT_DETAIL)
+        raise ValueError(f"an appended fact reads no {kind!r}")
+
+    def extended(self) -> Appended:
+        """A copy of its own tail, for the next version's copy of the fact."""
+        out = Appended.__new__(Appended)
+        out.root, out.tail, out.root_time = self.root, list(self.tail), self.root_time
+        out.lock, out.waiting = self.lock, self.waiting
+        return out
+
+    @property
+    def source_time(self) -> float:
+        return min(self.root_time, min((o.source_time for o in self.tail), default=self.root_time))
+
+    def first_of_tail(self) -> Occurrence | None:
+        """The earliest occurrence when it is one of the tail's, earlier than every one of the root's;
+        None when it may be the root's (the root's earliest source time is not later)."""
+        first = min(self.tail, key=_EARLIEST, default=None)
+        return first if first is not None and first.source_time < self.root_time else None
+
+    def keeps_root_first(self) -> bool:
+        """Whether the root's earliest occurrence is still the earliest (every appended one later)."""
+        return all(o.source_time > self.root_time for o in self.tail)
+
+
 class Fact:
     """A canonical fact: the stable write unit. Merged duplicates add occurrences. A fact of a
     loaded version may read its occurrences, and its fields but the id, normalised text and event
     start (`FACT_DETAIL`, all in one read), from its `source` when they are first needed
-    (`OnDemand`); a fact shared with older versions is replaced, never changed (`copy_for_write`)."""
+    (`OnDemand`); a fact shared with older versions is replaced, never changed (`copy_for_write`).
+    A copy of a loaded fact made to be said again leaves its occurrences unread (`Appended`)."""
 
     __slots__ = ("id", "norm", "event_start", *_DETAIL_SLOTS, "_occ", "_source", "_implied")
     id: str
@@ -212,8 +261,15 @@ class Fact:
 
     @property
     def knows_time(self) -> bool:
-        """Whether `time` needs nothing read from the store (an event start, or its occurrences read)."""
-        return self.event_start is not None or self._occ is not NOT_READ
+        """Whether `time` needs nothing read from the store (an event start, its occurrences read, or
+        the root's earliest source time of an `appended` copy)."""
+        return self.event_start is not None or self._occ is not NOT_READ or isinstance(self._source, Appended)
+
+    @property
+    def appended(self) -> Appended | None:
+        """What a copy whose occurrences are not read holds instead (`copy_for_write`); else None."""
+        source = self._source
+        return source if self._occ is NOT_READ and isinstance(source, Appended) else None
 
     def _fields(self) -> tuple:
         return tuple(getattr(self, name) for name in _FACT_FIELDS)
@@ -258,23 +314,79 @@ class Fact:
             self._implied = view.without(kept, session_id)
         self.occurrences = kept
 
-    def copy_for_write(self) -> Fact:
-        """A private copy to change (its own occurrence list); what it implies carries over."""
+    def copy_for_write(self, root_time: float | None = None) -> Fact:
+        """A private copy to change (its own occurrence list); what it implies carries over. Of a
+        loaded fact without an event start whose occurrences are not read, given its earliest source
+        time (`root_time`, as its fact table row's meta holds it), or of such a copy: a copy whose
+        occurrences stay unread, to be said again (`add_occurrence`; `Appended`)."""
         out = Fact.__new__(Fact)
         out.id, out.norm, out.event_start = self.id, self.norm, self.event_start
         for slot, name in zip(_DETAIL_SLOTS, FACT_DETAIL):
             setattr(out, slot, getattr(self, name))
-        out._occ, out._source, out._implied = list(self.occurrences), None, self._implied
+        out._implied = self._implied
+        appended, source = self.appended, self._source
+        if appended is not None:
+            out._occ, out._source = NOT_READ, appended.extended()
+        elif (root_time is not None and self._occ is NOT_READ and self.event_start is None
+              and source is not None and source.read("last_seq", self.id) is not None):
+            out._occ, out._source = NOT_READ, Appended(self, [], root_time, source)
+        else:
+            out._occ, out._source = list(self.occurrences), None
         return out
+
+    def add_occurrence(self, occurrence: Occurrence) -> None:
+        """Say the fact again (at the end of its occurrences; not read for it when `appended`)."""
+        appended = self.appended
+        if appended is not None:
+            appended.tail.append(occurrence)
+        else:
+            self.occurrences.append(occurrence)
+
+    def appended_since(self, older: Fact) -> list[Occurrence] | None:
+        """The occurrences this fact appended to `older` (an earlier version of it), when it is an
+        `appended` copy of it or of its root, neither read; None otherwise (compare the lists)."""
+        appended = self.appended
+        if appended is None:
+            return None
+        if older is appended.root:
+            return list(appended.tail)
+        was = older.appended
+        if was is None or was.root is not appended.root or appended.tail[: len(was.tail)] != was.tail:
+            return None
+        return appended.tail[len(was.tail):]
+
+    def said_in(self, session_id: str) -> bool:
+        """Whether some occurrence is from `session_id`; a loaded fact whose occurrences are not
+        read asks its source (one probe of an index), an `appended` one its tail first."""
+        appended = self.appended
+        if appended is not None:
+            return any(o.session_id == session_id for o in appended.tail) or appended.root.said_in(session_id)
+        source = self._source
+        if self._occ is NOT_READ and source is not None:
+            with source.waiting, source.lock:
+                if self._occ is NOT_READ:
+                    return bool(source.read("said", (self.id, session_id)))
+        return session_id in self.sessions
 
     @property
     def source_time(self) -> float:
-        return self._view().source_time
+        appended = self.appended
+        return appended.source_time if appended is not None else self._view().source_time
 
     @property
     def first(self) -> Occurrence | None:
         """The earliest occurrence (by source time, then session id)."""
+        appended = self.appended
+        if appended is not None and (first := appended.first_of_tail()) is not None:
+            return first
         return self._view().first
+
+    @property
+    def keeps_root_first(self) -> bool:
+        """Whether this is an `appended` copy whose earliest occurrence is still its root's (so the
+        fact table row's meta of the version it was copied from holds its time and first session)."""
+        appended = self.appended
+        return appended is not None and appended.keeps_root_first()
 
     @property
     def time(self) -> float:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Mapping, MutableMapping
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,8 +39,8 @@ def fact_id(norm: str) -> str:
 class CanonResult:
     new_facts: list[Fact] = field(default_factory=list)
     updated_facts: list[Fact] = field(default_factory=list)  # existing facts with new occurrences
-    sessions_before: dict[str, AbstractSet[str]] = field(default_factory=dict)  # of each updated fact
-    sessions_gained: dict[str, set[str]] = field(default_factory=dict)  # of each updated fact, not in before
+    before: dict[str, Fact] = field(default_factory=dict)  # each updated fact as it was before
+    sessions_gained: dict[str, set[str]] = field(default_factory=dict)  # of each updated fact, new to it
     new_embeddings: dict[str, np.ndarray] = field(default_factory=dict)
     resolved_ids: list[str] = field(default_factory=list)  # the canonical fact of each candidate
     llm_checks: int = 0
@@ -113,15 +112,17 @@ def canonicalize(
             out.new_embeddings[fact.id] = embeddings[i]
             out.resolved_ids.append(fact.id)
             continue
-        if fact.id in existing and fact.id not in out.sessions_before:
-            out.sessions_before[fact.id] = fact.sessions
+        if fact.id in existing and fact.id not in out.before:
+            out.before[fact.id] = fact
             fact = writable(fact.id) if writable is not None else fact
         out.resolved_ids.append(fact.id)
         resolved[i] = fact
-        fact.occurrences.append(cand.occurrence)
-        before = out.sessions_before.get(fact.id)
-        if before is not None and cand.occurrence.session_id not in before:
-            out.sessions_gained.setdefault(fact.id, set()).add(cand.occurrence.session_id)
+        before, sid = out.before.get(fact.id), cand.occurrence.session_id
+        # (asked before the append: without `writable`, `before` is the fact itself; a fact said in
+        # thousands of sessions answers by a probe, not by reading them: `Fact.said_in`)
+        if before is not None and sid not in out.sessions_gained.get(fact.id, ()) and not before.said_in(sid):
+            out.sessions_gained.setdefault(fact.id, set()).add(sid)
+        fact.add_occurrence(cand.occurrence)
         out.merged += 1
         if fact.id in existing and all(f.id != fact.id for f in out.updated_facts):
             out.updated_facts.append(fact)

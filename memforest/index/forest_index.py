@@ -188,15 +188,22 @@ def cell_meta(state: UserState, cells: list[str]) -> np.ndarray:
 
 
 def fact_meta(state: UserState, facts: list[str]) -> np.ndarray:
-    """Row meta of facts: (time, rowid of the tree of the session first saying them; -1 for none)."""
-    return facts_meta(map(state.facts.__getitem__, facts), _session_rowids(state), len(facts))
+    """Row meta of facts: (time, rowid of the tree of the session first saying them; -1 for none). A
+    fact said again without reading its occurrences whose earliest is still its root's
+    (`Fact.keeps_root_first`) keeps the meta its row holds (the version's it was copied from)."""
+    rowid, table = _session_rowids(state), state.fact_table
+    rows = [table.meta(f.id) if table is not None and f.keeps_root_first else _meta_row(f, rowid)
+            for f in map(state.facts.__getitem__, facts)]
+    return np.array(rows, dtype=float).reshape(len(facts), 2)
 
 
 def facts_meta(facts: Iterable[Fact], rowid: Callable[[str], int], n: int) -> np.ndarray:
     """`fact_meta` of `n` fact objects, `rowid` giving a session's tree rowid (-1 for none)."""
-    rows = [(fact.time, rowid(first.session_id) if (first := fact.first) is not None else -1)
-            for fact in facts]
-    return np.array(rows, dtype=float).reshape(n, 2)
+    return np.array([_meta_row(fact, rowid) for fact in facts], dtype=float).reshape(n, 2)
+
+
+def _meta_row(fact: Fact, rowid: Callable[[str], int]) -> tuple[float, int]:
+    return fact.time, rowid(first.session_id) if (first := fact.first) is not None else -1
 
 
 def _session_rowids(state: UserState) -> Callable[[str], int]:

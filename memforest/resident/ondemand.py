@@ -28,9 +28,13 @@ T = TypeVar("T")
 # in order), a fact's occurrences, an entity label's facts and per-session fact counts (a label), a
 # tree's structure (a tree id), a node's data (a `NodeKey`; None when the version has no such node), a
 # fact's normalised text and event start (its id: `memforest.store.loaded_facts`), a cell's row but its
-# text (its id) and a session's cells in order (a session id: `memforest.store.loaded_cells`)
+# text (its id) and a session's cells in order (a session id: `memforest.store.loaded_cells`); and two
+# answers about a fact's occurrences without reading them: whether one is from a session (a (fact id,
+# session id) pair: "said"), and the last sequence number of its rows, from which on the fact reads
+# its rows no further, its later ones being appended by commits of this process (its id: "last_seq";
+# `memforest.types.Appended`)
 Kind = Literal["turns", "text", "fact", "occurrences", "members", "tree", "node", "fact_key", "cell_row",
-               "session_cells"]
+               "session_cells", "said", "last_seq"]
 
 
 class Waiting:

@@ -20,14 +20,17 @@ def _blob(v: np.ndarray) -> bytes:
     return np.asarray(v, dtype=np.float32).tobytes()
 
 
-def read_for_commit(base: UserState, ch: ChangeSet) -> None:
+def read_for_commit(base: UserState, ch: ChangeSet, st: UserState | None = None) -> None:
     """Read into `base` (the committed version an operation forked, loaded from the store) what the
     operation's commit replaces in the store: every tree it changes or drops with the data of each
     node it changes or drops (of a tree it drops, all), the turns and cell texts of every session it
     replaces or deletes, the members of every entity label and the fields and occurrences of every
-    fact it changes or drops. What some version still has to read from the store is then what no
-    commit of this process has changed (`memforest.store.read_snapshot`). `UserDB.commit` reads it
-    before it writes; a second call reads nothing."""
+    fact it changes or drops, but the occurrences of a fact `st` (the version committed) only appends
+    to without reading them (`Fact.appended_since`: the rows `base` reads stay as they are, and a
+    loaded fact reads no row appended after it: `StoreTreeSource.last_seqs`). What some version
+    still has to read from the store is then what no commit of this process has changed
+    (`memforest.store.read_snapshot`). `UserDB.commit` reads it before it writes; a second call
+    reads nothing."""
     source = base.tree_source
     if source is None:
         return
@@ -51,8 +54,12 @@ def read_for_commit(base: UserState, ch: ChangeSet) -> None:
         source.loaded_facts.remember(sorted(ch.facts | ch.deleted_facts))
     for fid in sorted(ch.facts | ch.deleted_facts):
         fact = base.facts.get(fid)
-        if fact is not None:
-            _ = fact.occurrences, fact.text  # (text: every field of `FACT_DETAIL`, read together)
+        if fact is None:
+            continue
+        new = st.facts.get(fid) if st is not None else None
+        if new is None or new.appended_since(fact) is None:
+            _ = fact.occurrences
+        _ = fact.text  # (every field of `FACT_DETAIL`, read together)
     for tid in sorted(ch.deleted_trees):
         source.read_data(tid)
     for node in sorted(ch.nodes | ch.deleted_nodes):
@@ -181,6 +188,9 @@ def _occurrence_edit(base: UserState | None, st: UserState, fid: str
     new = st.facts.get(fid)
     if old is None or new is None:
         return None
+    appended = new.appended_since(old)
+    if appended is not None:  # said again, neither version's occurrences read (`Fact.appended`)
+        return [], appended
     was, now = old.occurrences, new.occurrences
     if now[: len(was)] == was:  # said again: the usual edit, decided in one list comparison
         return [], now[len(was):]

@@ -229,7 +229,7 @@ class UserDB:
         the commit replaces that `base` has not read from the store yet is read into it first
         (`read_for_commit`), so that versions still reading the store see what they were loaded with."""
         if base is not None:
-            read_for_commit(base, ch)
+            read_for_commit(base, ch, state)
         with self.connect() as con:
             con.execute("BEGIN IMMEDIATE")
             try:

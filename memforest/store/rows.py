@@ -78,44 +78,55 @@ def detail_of_row(row: tuple) -> tuple:
 _OCCURRENCES, _DETAIL = Fact.occurrences, Fact.text
 
 
-def read_facts(con: sqlite3.Connection, facts: Iterable[Fact]) -> None:
+def read_facts(con: sqlite3.Connection, facts: Iterable[Fact], last_seqs: Mapping[str, int] | None = None
+               ) -> None:
     """Fill in the fields and occurrences `facts` have not read from the store's rows (a full pass
-    over each table that some fact needs: these are many facts)."""
-    wanted = {f.id: f for f in facts if not f.is_read}
-    if not wanted:
-        return
-    if not all(map(_OCCURRENCES.is_read, wanted.values())):
-        pool: dict[str, str] = {}
-        occ = read_occurrences(con, pool.setdefault)
-        for fid, unread in wanted.items():
-            _OCCURRENCES.take(unread, occ.get(fid, []))
-    for fid, *row in con.execute(f"SELECT fact_id, {FACT_DETAIL_COLUMNS} FROM facts"):
-        fact = wanted.get(fid)
-        if fact is not None and not _DETAIL.is_read(fact):
-            _DETAIL.take(fact, detail_of_row(row))
+    over each table that some fact needs: these are many facts). A fact of `last_seqs` takes its rows
+    up to that sequence number only (later ones were appended by later versions); an `appended` copy
+    reads through its root afterwards."""
+    facts = list(facts)
+    wanted = {f.id: f for f in facts if not f.is_read and f.appended is None}
+    if wanted:
+        if not all(map(_OCCURRENCES.is_read, wanted.values())):
+            pool: dict[str, str] = {}
+            occ = read_occurrences(con, pool.setdefault, last_seqs or {})
+            for fid, unread in wanted.items():
+                _OCCURRENCES.take(unread, occ.get(fid, []))
+        for fid, *row in con.execute(f"SELECT fact_id, {FACT_DETAIL_COLUMNS} FROM facts"):
+            fact = wanted.get(fid)
+            if fact is not None and not _DETAIL.is_read(fact):
+                _DETAIL.take(fact, detail_of_row(row))
+    for fact in facts:
+        if fact.appended is not None:
+            _ = fact.occurrences, fact.text
 
 
-def read_occurrences(con: sqlite3.Connection, same: Callable[[str, str], str]
-                     ) -> dict[str, list[Occurrence]]:
-    """Every fact's occurrences in `seq` order, their session and cell ids shared through `same`."""
+def read_occurrences(con: sqlite3.Connection, same: Callable[[str, str], str],
+                     last_seqs: Mapping[str, int] | None = None) -> dict[str, list[Occurrence]]:
+    """Every fact's occurrences in `seq` order, their session and cell ids shared through `same`;
+    of a fact of `last_seqs`, those up to that sequence number."""
     occ: dict[str, list[Occurrence]] = {}
     unordered: set[str] = set()  # facts whose occurrences came out of `seq` order
     last: dict[str, int] = {}
+    bound = last_seqs or {}
     for fid, seq, sid, cid, lo, hi, t, es, ee in con.execute(
             "SELECT fact_id, seq, session_id, cell_id, turn_lo, turn_hi, source_time, event_start, event_end "
             "FROM occurrences"):  # table order: no sort by key
+        if bound and seq > bound.get(fid, seq):
+            continue
         if last.get(fid, -1) > seq:
             unordered.add(fid)
         last[fid] = seq
         occ.setdefault(fid, []).append(Occurrence(same(sid, sid), same(cid, cid), lo, hi, t, es, ee))
     if unordered:  # as `ORDER BY fact_id, seq` gives them
-        ordered = con.execute("SELECT fact_id, session_id, cell_id, turn_lo, turn_hi, source_time, "
+        ordered = con.execute("SELECT fact_id, seq, session_id, cell_id, turn_lo, turn_hi, source_time, "
                               "event_start, event_end FROM occurrences WHERE fact_id IN (SELECT value FROM "
                               "json_each(?)) ORDER BY fact_id, seq", (json.dumps(sorted(unordered)),))
         for fid in unordered:
             occ[fid] = []
-        for row in ordered:
-            occ[row[0]].append(Occurrence(*row[1:]))
+        for fid, seq, *row in ordered:
+            if seq <= bound.get(fid, seq):
+                occ[fid].append(Occurrence(*row))
     return occ
 
 

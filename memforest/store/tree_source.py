@@ -44,6 +44,7 @@ from memforest.types import CellSentences, Fact, Occurrence, Turn
 # an entity label's members: its facts, and its fact count per session
 LABEL_FACTS = "SELECT fact_id FROM entity_facts WHERE label=?"
 LABEL_SESSIONS = "SELECT session_id, facts FROM entity_sessions WHERE label=?"
+_NO_SEQ_BOUND = 1 << 62  # the bound of the rows a fact reads when no commit has appended to them
 
 
 def _members_of(facts: list[tuple], sessions: list[tuple],
@@ -76,7 +77,11 @@ class StoreTreeSource(ReadSnapshot):
         self._readers: dict[str, Any] = {
             "turns": self._turns, "text": self._text, "fact": self._fact, "occurrences": self._occurrences,
             "members": self._members, "tree": self._tree, "node": self._node, "fact_key": self._fact_key,
-            "cell_row": self._cell_row, "session_cells": self._session_cells}
+            "cell_row": self._cell_row, "session_cells": self._session_cells, "said": self._said,
+            "last_seq": self._last_seq}
+        # fact id -> the last sequence number of its rows when a commit of this process was first to
+        # append to them (`last_seq`): the loaded version's fact reads no row past it
+        self.last_seqs: dict[str, int] = {}
         self.loaded_facts: LoadedFacts | None = None  # the facts made when first reached (`load.read_state`)
 
     def read(self, kind: Kind, key: Any) -> Any:
@@ -328,11 +333,37 @@ class StoreTreeSource(ReadSnapshot):
         return str(rows[0][0])
 
     def _occurrences(self, fact_id: str) -> list[Occurrence]:
-        """The occurrences of a fact of the loaded version, in order."""
-        (rows,) = self._read_rows("fact", fact_id, "SELECT session_id, cell_id, turn_lo, turn_hi, "
-                                  "source_time, event_start, event_end FROM occurrences WHERE fact_id=? "
-                                  "ORDER BY seq", required=False)
+        """The occurrences of a fact of the loaded version, in order (the rows up to its `last_seq`)."""
+        with self.waiting, self.lock:
+            rows = self._fetch("fact", fact_id, "SELECT session_id, cell_id, turn_lo, turn_hi, source_time, "
+                               "event_start, event_end FROM occurrences WHERE fact_id=? AND seq<=? "
+                               "ORDER BY seq",
+                               (fact_id, self.last_seqs.get(fact_id, _NO_SEQ_BOUND)))
         return [Occurrence(*row) for row in rows]
+
+    def _said(self, key: tuple[str, str]) -> bool:
+        """Whether a fact of the loaded version has an occurrence from a session (`key`: the fact's id
+        and the session's), by one probe of the occurrences' index by session."""
+        fact_id, session_id = key
+        with self.waiting, self.lock:
+            return bool(self._fetch(
+                "fact", fact_id, "SELECT 1 FROM occurrences INDEXED BY occurrences_by_session WHERE "
+                "session_id=? AND fact_id=? AND seq<=? LIMIT 1",
+                (session_id, fact_id, self.last_seqs.get(fact_id, _NO_SEQ_BOUND))))
+
+    def _last_seq(self, fact_id: str) -> int | None:
+        """The last sequence number of the rows of a fact of the loaded version, kept as the bound of
+        its reads from now on (`last_seqs`): a commit of this process is about to append rows past
+        it (`memforest.types.Appended`). None when it has no row (the store is damaged)."""
+        with self.waiting, self.lock:
+            last = self.last_seqs.get(fact_id)
+            if last is None:
+                (found,) = self._fetch("fact", fact_id, "SELECT MAX(seq) FROM occurrences WHERE fact_id=?",
+                                       (fact_id,))
+                if found[0] is None:
+                    return None
+                last = self.last_seqs[fact_id] = int(found[0])
+            return last
 
     def _fact(self, fact_id: str) -> tuple:
         """The fields of a fact of the loaded version but its id, normalised text and event start, in
@@ -383,7 +414,7 @@ class StoreTreeSource(ReadSnapshot):
         unread = [f for f in facts if not f.is_read]
         if unread:
             with self.waiting, self.lock:
-                read_facts(self._open_snapshot("facts", "*"), unread)
+                read_facts(self._open_snapshot("facts", "*"), unread, self.last_seqs)
 
     def _members(self, label: str) -> tuple[CowSet[str], CowMap[str, int]]:
         """The facts of an entity label of the loaded version and its per-session fact counts (a
