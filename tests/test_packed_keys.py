@@ -61,6 +61,33 @@ def test_keys_of_one_crc32_are_told_apart() -> None:
     assert PackedKeys.pack(["x", "y", "x"]).has_duplicates() and not PackedKeys.pack([]).has_duplicates()
 
 
+def test_keys_over_a_map_are_looked_up_through_copies_of_their_hashes_order_and_ends(tmp_path) -> None:
+    """Packed keys over a map's pages keep copies of what a lookup reads but the keys' bytes, made by
+    the first lookup (a lookup then faults one page, not four, when the map's pages are out)."""
+    import mmap
+
+    from memforest.resident.prefetch import is_mapped
+    keys = [f"fact-{i:05d}" for i in range(3000)]
+    arrays = PackedKeys.pack(keys).arrays("k")
+    path = tmp_path / "keys.bin"
+    padded = [a.tobytes() + bytes(-a.nbytes % 8) for a in arrays.values()]  # (each array aligned)
+    path.write_bytes(b"".join(padded))
+    with path.open("rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    views, offset = {}, 0
+    for (name, a), raw in zip(arrays.items(), padded):
+        views[name] = np.ndarray(a.shape, a.dtype, buffer=mapped, offset=offset)  # (as a cache maps them)
+        offset += len(raw)
+    packed = PackedKeys.of_arrays(views, "k")
+    def read(packed: PackedKeys) -> list[bool]:  # (whether each of what a lookup reads is the map's)
+        return [is_mapped(m.obj) for m in (packed._sorted, packed._order, packed._ends)]  # type: ignore[arg-type]
+
+    assert read(packed) == [True] * 3  # (nothing read yet)
+    assert [packed.position(k) for k in keys[::7]] == list(range(0, 3000, 7)) and packed.position("x") == -1
+    assert read(packed) == [False] * 3
+    assert is_mapped(packed._blob.obj) and packed[5] == keys[5] and list(packed) == keys  # type: ignore[arg-type]
+
+
 def test_packed_keys_round_trip_through_their_arrays_and_refuse_arrays_that_disagree() -> None:
     packed = PackedKeys.pack(["a", "bb", "ccc"])
     arrays = packed.arrays("docs")

@@ -19,7 +19,7 @@ from typing import Any, overload
 import numpy as np
 
 from memforest.resident.cow import _MISSING
-from memforest.resident.prefetch import will_need, will_need_rows
+from memforest.resident.prefetch import is_mapped, will_need, will_need_rows
 
 ARRAYS = ("blob", "ends", "hashes", "order")  # the suffixes of `PackedKeys.arrays`
 
@@ -30,7 +30,7 @@ def crc32s(keys: Iterable[str], n: int) -> np.ndarray:
 
 
 class PackedKeys(Sequence[str]):
-    __slots__ = ("_blob", "_ends", "_sorted", "_order", "_arrays", "_n")
+    __slots__ = ("_blob", "_ends", "_sorted", "_order", "_arrays", "_n", "_private")
 
     def __init__(self, blob: np.ndarray, ends: np.ndarray, hashes: np.ndarray, order: np.ndarray) -> None:
         """Keys over arrays as `arrays` gives them (views of a map: nothing is read before it is
@@ -45,6 +45,7 @@ class PackedKeys(Sequence[str]):
         self._sorted = np.ascontiguousarray(hashes, np.uint32).data
         self._order = np.ascontiguousarray(order, np.int64).data
         self._n = n
+        self._private = False  # the arrays a lookup reads are copies in memory (`_in_memory`)
 
     @classmethod
     def pack(cls, keys: Sequence[str]) -> PackedKeys:
@@ -117,10 +118,24 @@ class PackedKeys(Sequence[str]):
             return (text[a:b] for a, b in zip(bounds[:-1], bounds[1:]))
         return (blob[a:b].decode() for a, b in zip(bounds[:-1], bounds[1:]))
 
+    def _in_memory(self) -> None:
+        """Keep private copies of the hashes, the order and the ends where they are a map's (20 bytes a
+        key): a lookup then faults the page of its key's bytes alone when the map's pages are not in
+        memory, not 3-4 pages one after another (hashes, order, ends, bytes: 0.23 ms a lookup at 10^4
+        sessions with the store's pages dropped, for some 280 lookups a write)."""
+        arrays = self._arrays
+        if any(is_mapped(arrays[name]) for name in ("hashes", "order", "ends")):
+            self._sorted = np.array(arrays["hashes"], np.uint32).data
+            self._order = np.array(arrays["order"], np.int64).data
+            self._ends = np.array(arrays["ends"], np.int64).data
+        self._private = True
+
     def position(self, key: object) -> int:
         """Where `key` is (-1 when it is not a key)."""
         if not isinstance(key, str):
             return -1
+        if not self._private:  # (two threads may both copy: equal arrays)
+            self._in_memory()
         code = zlib.crc32(key.encode())
         hashes, order = self._sorted, self._order
         i = bisect.bisect_left(hashes, code)
