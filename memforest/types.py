@@ -168,7 +168,7 @@ class Appended:
     fact table row's meta holds it). The copy reads its occurrences through it (a `Source`: the
     root's, then the tail), so a fact said again in a new session is written without reading the
     thousands of sessions that said it before (`memforest.store.commit`). The root's own reads are
-    bounded to the rows it was loaded with (`StoreTreeSource.last_seq`)."""
+    bounded to the rows it was loaded with (`StoreTreeSource.last_seqs`)."""
 
     __slots__ = ("root", "tail", "root_time", "lock", "waiting")
 
