@@ -181,9 +181,10 @@ class UserState:
         table row's meta, as `fact_times` takes it): to be said again, it need not be read."""
         fact = self.facts[fact_id]
         if not self._owns("facts", fact_id):
-            table = self.fact_table
-            known = fact.knows_time or table is None or fact_id not in table
-            fact = fact.copy_for_write(None if known or table is None else float(table.meta(fact_id)[0]))
+            table, root_time = self.fact_table, None
+            if not fact.knows_time and table is not None and fact_id in table:
+                root_time = float(table.meta(fact_id)[0])
+            fact = fact.copy_for_write(root_time)
             self.facts[fact_id] = fact
         return fact
 

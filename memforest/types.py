@@ -177,11 +177,10 @@ class Appended:
         self.lock, self.waiting = store.lock, store.waiting  # (the root's: its reads take them again)
 
     def read(self, kind: Kind, key: Any) -> Any:
-        if kind == "occurrences":
-            return [*self.root.occurrences, *self.tail]
-        if kind == "fact":
-            return tuple(getattr(self.root, name) for name in FACT_DETAIL)
-        raise ValueError(f"an appended fact reads no {kind!r}")
+        """The copy's occurrences (its fields were copied read: `Fact.copy_for_write`)."""
+        if kind != "occurrences":
+            raise ValueError(f"an appended fact reads no {kind!r}")
+        return [*self.root.occurrences, *self.tail]
 
     def extended(self) -> Appended:
         """A copy of its own tail, for the next version's copy of the fact."""

@@ -89,7 +89,7 @@ def read_facts(con: sqlite3.Connection, facts: Iterable[Fact], last_seqs: Mappin
     if wanted:
         if not all(map(_OCCURRENCES.is_read, wanted.values())):
             pool: dict[str, str] = {}
-            occ = read_occurrences(con, pool.setdefault, last_seqs or {})
+            occ = read_occurrences(con, pool.setdefault, last_seqs)
             for fid, unread in wanted.items():
                 _OCCURRENCES.take(unread, occ.get(fid, []))
         for fid, *row in con.execute(f"SELECT fact_id, {FACT_DETAIL_COLUMNS} FROM facts"):

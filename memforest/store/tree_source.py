@@ -338,8 +338,12 @@ class StoreTreeSource(ReadSnapshot):
             rows = self._fetch("fact", fact_id, "SELECT session_id, cell_id, turn_lo, turn_hi, source_time, "
                                "event_start, event_end FROM occurrences WHERE fact_id=? AND seq<=? "
                                "ORDER BY seq",
-                               (fact_id, self.last_seqs.get(fact_id, _NO_SEQ_BOUND)))
+                               (fact_id, self._bound(fact_id)))
         return [Occurrence(*row) for row in rows]
+
+    def _bound(self, fact_id: str) -> int:
+        """The last sequence number of the rows a fact of the loaded version reads (`last_seqs`)."""
+        return self.last_seqs.get(fact_id, _NO_SEQ_BOUND)
 
     def _said(self, key: tuple[str, str]) -> bool:
         """Whether a fact of the loaded version has an occurrence from a session (`key`: the fact's id
@@ -349,7 +353,7 @@ class StoreTreeSource(ReadSnapshot):
             return bool(self._fetch(
                 "fact", fact_id, "SELECT 1 FROM occurrences INDEXED BY occurrences_by_session WHERE "
                 "session_id=? AND fact_id=? AND seq<=? LIMIT 1",
-                (session_id, fact_id, self.last_seqs.get(fact_id, _NO_SEQ_BOUND))))
+                (session_id, fact_id, self._bound(fact_id))))
 
     def _last_seq(self, fact_id: str) -> int | None:
         """The last sequence number of the rows of a fact of the loaded version, kept as the bound of
